@@ -1,0 +1,115 @@
+import type { DuckEvent, EventPayloads } from "../contracts/index.js";
+
+const OUTPUT_PREVIEW_LINES = 20;
+
+function preview(text: string, indent: string): string {
+  const lines = text.replace(/\s+$/, "").split("\n");
+  const shown = lines.slice(0, OUTPUT_PREVIEW_LINES).map((line) => `${indent}${line}`);
+  if (lines.length > OUTPUT_PREVIEW_LINES) shown.push(`${indent}… ${lines.length - OUTPUT_PREVIEW_LINES} more lines`);
+  return shown.join("\n");
+}
+
+function payloadOf<T extends keyof EventPayloads>(event: DuckEvent, _type: T): EventPayloads[T] {
+  return event.payload as unknown as EventPayloads[T];
+}
+
+/**
+ * One event as a person reads it, or null for events shown another way (token deltas stream inline).
+ */
+export function formatEvent(event: DuckEvent): string | null {
+  switch (event.type) {
+    case "task-received": {
+      const p = payloadOf(event, "task-received");
+      return `▸ task ${event.task_id} received: ${p.text}`;
+    }
+    case "task-started":
+      return "  started";
+    case "task-resumed":
+      return `  resumed from event ${payloadOf(event, "task-resumed").from_seq}`;
+    case "memory-recalled": {
+      const p = payloadOf(event, "memory-recalled");
+      return p.decision.recall ? `  memory: ${p.hits.length} hit(s) for "${p.decision.query}"` : null;
+    }
+    case "context-built":
+      return null;
+    case "model-output-started": {
+      const p = payloadOf(event, "model-output-started");
+      return `  ${p.role} (${p.purpose}):`;
+    }
+    case "model-output-delta":
+    case "model-output-completed":
+      return null;
+    case "directive-decided": {
+      const p = payloadOf(event, "directive-decided");
+      const d = p.directive;
+      const summary =
+        d.kind === "tool" ? `${d.tool} ${JSON.stringify(d.arguments)}` : d.kind === "plan" ? `${d.steps.length} steps` : d.kind;
+      return `  decided: ${d.kind === "tool" ? "tool " : ""}${summary} (${p.source})`;
+    }
+    case "plan-accepted": {
+      const p = payloadOf(event, "plan-accepted");
+      return p.steps.length > 1 ? `  plan: ${p.order.join(" → ")}` : null;
+    }
+    case "step-started": {
+      const p = payloadOf(event, "step-started");
+      return `  ▶ ${p.step_id}${p.attempt > 1 ? ` (attempt ${p.attempt})` : ""}`;
+    }
+    case "tool-called": {
+      const p = payloadOf(event, "tool-called");
+      const args = p.call.tool === "shell_exec" ? `$ ${String(p.call.arguments.command)}` : JSON.stringify(p.call.arguments);
+      return `    ${p.call.tool} ${args}`;
+    }
+    case "tool-result": {
+      const p = payloadOf(event, "tool-result");
+      const r = p.result;
+      const head = r.ok ? `    ← ok` : `    ← ${r.error?.code ?? "failed"}: ${r.error?.message ?? ""}`;
+      const exit = r.exit_code !== undefined && r.exit_code !== null ? ` exit ${r.exit_code}` : "";
+      const body = r.output ? `\n${preview(r.output, "      ")}` : "";
+      return `${head}${exit} (${Math.round(r.duration_ms)} ms)${body}`;
+    }
+    case "critic-scored": {
+      const p = payloadOf(event, "critic-scored");
+      return p.score.verdict === "pass" ? null : `    critic: ${p.score.verdict} — ${p.score.reason}`;
+    }
+    case "step-retrying": {
+      const p = payloadOf(event, "step-retrying");
+      return `  ↻ ${p.step_id} retry in ${p.delay_ms} ms: ${p.reason}`;
+    }
+    case "step-completed":
+      return `  ✓ ${payloadOf(event, "step-completed").step_id}`;
+    case "step-failed": {
+      const p = payloadOf(event, "step-failed");
+      return `  ✗ ${p.step_id} (${p.recovery}): ${p.reason}`;
+    }
+    case "step-skipped": {
+      const p = payloadOf(event, "step-skipped");
+      return `  – ${p.step_id} skipped: ${p.reason}`;
+    }
+    case "permission-requested": {
+      const p = payloadOf(event, "permission-requested");
+      return `  ? permission needed for ${p.call.tool} ${p.commands.join(" ; ") || JSON.stringify(p.call.arguments)} [${p.category}]: ${p.reason}`;
+    }
+    case "permission-resolved": {
+      const p = payloadOf(event, "permission-resolved");
+      return `  permission ${p.decision} (${p.by})`;
+    }
+    case "task-awaiting-permission":
+      return "  waiting for permission";
+    case "memory-written": {
+      const p = payloadOf(event, "memory-written");
+      return `  remembered (${p.kind}): ${p.text.split("\n")[0]}`;
+    }
+    case "answer-completed":
+      return null;
+    case "task-completed":
+      return `✔ completed\n\n${payloadOf(event, "task-completed").answer}`;
+    case "task-failed": {
+      const p = payloadOf(event, "task-failed");
+      return `✘ failed ${p.code}: ${p.message}`;
+    }
+    case "task-cancelled":
+      return `✘ cancelled: ${payloadOf(event, "task-cancelled").reason}`;
+    default:
+      return null;
+  }
+}

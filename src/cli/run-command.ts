@@ -1,0 +1,93 @@
+import { createInterface } from "node:readline/promises";
+import type { DuckEvent } from "../contracts/index.js";
+import type { Runtime } from "../runtime/create-runtime.js";
+import type { PermissionAnswer } from "../runtime/runtime-loop.js";
+import type { TaskOutcome } from "../runtime/task-outcome.js";
+import { ExitCode } from "./cli-runtime.js";
+import { formatEvent } from "./format-event.js";
+
+export interface RunOptions {
+  json?: boolean;
+  session?: string;
+}
+
+/** Prints events as they happen: one JSON object a line, or a readable transcript. */
+export function createEventPrinter(json: boolean, write: (text: string) => void = (text) => process.stdout.write(text)) {
+  let streaming = false;
+  return (event: DuckEvent) => {
+    if (json) {
+      write(`${JSON.stringify(event)}\n`);
+      return;
+    }
+    if (event.type === "model-output-delta") {
+      write(String(event.payload.text));
+      streaming = true;
+      return;
+    }
+    if (streaming && event.type === "model-output-completed") {
+      write("\n");
+      streaming = false;
+      return;
+    }
+    const line = formatEvent(event);
+    if (line !== null) write(`${line}\n`);
+  };
+}
+
+async function askPermission(outcome: TaskOutcome): Promise<Array<{ requestId: string; answer: PermissionAnswer }>> {
+  const prompt = createInterface({ input: process.stdin, output: process.stdout });
+  try {
+    const answers: Array<{ requestId: string; answer: PermissionAnswer }> = [];
+    for (const request of outcome.pending_permissions) {
+      const what = request.commands.join(" ; ") || `${request.call.tool} ${JSON.stringify(request.call.arguments)}`;
+      const always = request.category === "no_always" ? "" : ", allow [a]lways";
+      const reply = (await prompt.question(`Allow ${what} [${request.category}]? [y]es once${always}, [N]o: `)).trim().toLowerCase();
+      const answer: PermissionAnswer = reply === "y" || reply === "yes" ? "allow" : reply === "a" && always ? "allow_always" : "deny";
+      answers.push({ requestId: request.request_id, answer });
+    }
+    return answers;
+  } finally {
+    prompt.close();
+  }
+}
+
+export function exitCodeFor(outcome: TaskOutcome): number {
+  switch (outcome.state) {
+    case "completed":
+      return ExitCode.Ok;
+    case "awaiting_permission":
+      return ExitCode.AwaitingPermission;
+    case "cancelled":
+      return ExitCode.Cancelled;
+    default:
+      return ExitCode.TaskFailed;
+  }
+}
+
+/** `ducklm run "<task>"`: runs one task, printing its events; asks for permission at the terminal. */
+export async function runCommand(runtime: Runtime, text: string, options: RunOptions): Promise<number> {
+  const print = createEventPrinter(options.json === true);
+  const handle = runtime.loop.submit({ text, ...(options.session ? { session_id: options.session } : {}) });
+  const unsubscribe = runtime.bus.subscribe(handle.taskId, print, { fromSeq: 1 });
+  const onInterrupt = () => runtime.loop.cancel(handle.taskId, "interrupted at the terminal");
+  process.once("SIGINT", onInterrupt);
+  try {
+    let outcome = await handle.done;
+    while (outcome.state === "awaiting_permission" && process.stdin.isTTY && !options.json) {
+      const answers = await askPermission(outcome);
+      let next: Promise<TaskOutcome> = Promise.resolve(outcome);
+      for (const { requestId, answer } of answers) next = runtime.loop.resolvePermission(handle.taskId, requestId, answer, "cli").done;
+      outcome = await next;
+    }
+    if (outcome.state === "awaiting_permission" && !options.json) {
+      console.error(
+        `\nTask ${handle.taskId} is waiting for permission. Answer it in the web chat or with the API ` +
+          `(POST /permissions/resolve), or run the command in a terminal to be asked.`,
+      );
+    }
+    return exitCodeFor(outcome);
+  } finally {
+    process.removeListener("SIGINT", onInterrupt);
+    unsubscribe();
+  }
+}

@@ -1,0 +1,116 @@
+import { z } from "zod";
+
+const PositiveMs = z.number().int().positive();
+
+export const ModelRoleNames = ["thinker", "json_compiler", "critic", "coder", "sys_util", "orchestrator", "embeddings"] as const;
+
+export const ModelRoleConfigSchema = z.strictObject({
+  /** GGUF file, relative to the data directory's `models/` folder or absolute. */
+  file: z.string().min(1),
+  /** llama.cpp backend. Defaults to `auto`. */
+  backend: z.enum(["auto", "cpu", "cuda", "vulkan", "metal"]).default("auto"),
+  /** Layers offloaded to the GPU: a count, `auto` or `max`. Defaults to `auto`. */
+  gpu_layers: z.union([z.number().int().nonnegative(), z.enum(["auto", "max"])]).default("auto"),
+  /** Context size in tokens. Defaults to 4096. */
+  context_size: z.number().int().positive().default(4096),
+  /** Most tokens one call may generate. Defaults to 1024. */
+  max_tokens: z.number().int().positive().default(1024),
+  /** Sampling temperature. Defaults to 0.2. */
+  temperature: z.number().min(0).max(2).default(0.2),
+  /** CPU threads; defaults to the models file's `threads`, then `os.availableParallelism()`. */
+  threads: z.number().int().positive().optional(),
+  /** Embeddings only: the vector dimension the memory index expects. */
+  dimension: z.number().int().positive().optional(),
+});
+export type ModelRoleConfig = z.infer<typeof ModelRoleConfigSchema>;
+
+export const ModelsConfigSchema = z.strictObject({
+  /** Memory the loaded models may take together, in MiB. Defaults to a safe share of free memory. */
+  memory_budget_mb: z.number().positive().nullable().default(null),
+  /** Default CPU threads for every model. Defaults to `os.availableParallelism()`. */
+  threads: z.number().int().positive().nullable().default(null),
+  roles: z.partialRecord(z.enum(ModelRoleNames), ModelRoleConfigSchema).default({}),
+});
+export type ModelsConfig = z.infer<typeof ModelsConfigSchema>;
+
+export const RuntimeConfigSchema = z.strictObject({
+  timeouts: z.strictObject({
+    /** One step (a tool run, a coder call). Defaults to 30 s. */
+    step_ms: PositiveMs.default(30_000),
+    /** A whole task. Defaults to 5 min. */
+    task_ms: PositiveMs.default(300_000),
+    /** One model call. Defaults to 2 min. */
+    model_call_ms: PositiveMs.default(120_000),
+  }).prefault({}),
+  retry: z.strictObject({
+    /** Retries of one step after its first attempt. Defaults to 2. */
+    max_step_retries: z.number().int().nonnegative().default(2),
+    /** Delay before the first retry. Defaults to 250 ms. */
+    backoff_ms: z.number().int().nonnegative().default(250),
+    /** Each further retry waits this many times longer. Defaults to 2. */
+    backoff_factor: z.number().min(1).default(2),
+    /** Upper bound of one delay. Defaults to 5 s. */
+    max_backoff_ms: z.number().int().nonnegative().default(5_000),
+  }).prefault({}),
+  recovery: z.strictObject({
+    /** What a task does when a step has failed for good. Defaults to `fail`. */
+    on_exhausted: z.enum(["fail", "respond", "continue"]).default("fail"),
+    /** A critic safety score below this fails the step at once. Defaults to 0.5. */
+    min_safety: z.number().min(0).max(1).default(0.5),
+  }).prefault({}),
+  scheduler: z.strictObject({
+    /** Independent ready steps run at the same time, up to this many. Defaults to 4. */
+    max_parallel_steps: z.number().int().positive().max(64).default(4),
+  }).prefault({}),
+  /** Token budgets of the context sections. */
+  context_budgets: z.strictObject({
+    system: z.number().int().positive().default(1024),
+    memory: z.number().int().positive().default(1024),
+    tools: z.number().int().positive().default(1536),
+    history: z.number().int().positive().default(2048),
+    task: z.number().int().positive().default(2048),
+  }).prefault({}),
+  /** Memory hits put into the context. Defaults to 5. */
+  retrieval_top_k: z.number().int().positive().max(100).default(5),
+  tools: z.strictObject({
+    /** Bytes of shell output kept per stream; the rest is cut and the cut is said. Defaults to 64 KiB. */
+    output_cap_bytes: z.number().int().positive().default(65_536),
+    /** Largest file `file_read` returns. Defaults to 1 MiB. */
+    file_read_max_bytes: z.number().int().positive().default(1_048_576),
+  }).prefault({}),
+  storage: z.strictObject({
+    /** SQLite `synchronous`: NORMAL survives a process crash, FULL also a power loss. Defaults to NORMAL. */
+    synchronous: z.enum(["NORMAL", "FULL"]).default("NORMAL"),
+  }).prefault({}),
+  /** Directory the tools work in, relative to where DuckLM starts. Defaults to `.`. */
+  workspace: z.string().min(1).default("."),
+});
+export type RuntimeConfig = z.infer<typeof RuntimeConfigSchema>;
+
+const RuleList = z.array(z.string().min(1)).default([]);
+
+export const PermissionsConfigSchema = z.strictObject({
+  categories: z.strictObject({
+    /** Never run, never approvable. */
+    hard_stop: RuleList,
+    /** Always asked; an approval is never remembered. */
+    no_always: RuleList,
+    /** Run without asking. */
+    normal: RuleList,
+  }).prefault({}),
+  /** What a command that matches no rule gets. Defaults to `ask`. */
+  unknown: z.enum(["ask", "deny"]).default("ask"),
+});
+export type PermissionsConfig = z.infer<typeof PermissionsConfigSchema>;
+
+export const PROMPT_NAMES = ["thinker", "json_compiler", "coder", "critic", "sys_util", "orchestrator", "planning", "system"] as const;
+export type PromptName = (typeof PROMPT_NAMES)[number];
+export type Prompts = Record<PromptName, string>;
+
+export interface DuckConfig {
+  dir: string;
+  models: ModelsConfig;
+  runtime: RuntimeConfig;
+  permissions: PermissionsConfig;
+  prompts: Prompts;
+}

@@ -1,0 +1,47 @@
+import { z } from "zod";
+
+// Bounds keep a model's output (even a noisy one decoded under a grammar) small enough to store
+// and show. Lengths are checked by zod, not by the grammar: see docs/decisions/0002.
+const Text = z.string().max(20_000);
+const StepId = z.string().min(1).max(64);
+
+export const CoderSpecSchema = z.object({
+  specification: Text,
+  files: z.array(z.string().max(4096)).max(50).default([]),
+  test_command: z.string().max(4000).optional(),
+});
+export type CoderSpec = z.infer<typeof CoderSpecSchema>;
+
+export const ToolPlanStepSchema = z.object({
+  id: StepId,
+  kind: z.literal("tool"),
+  description: z.string().max(2000).default(""),
+  depends_on: z.array(StepId).max(50).default([]),
+  tool: z.string().min(1).max(200),
+  arguments: z.record(z.string(), z.unknown()).default({}),
+});
+
+export const CoderPlanStepSchema = z.object({
+  id: StepId,
+  kind: z.literal("coder"),
+  description: z.string().max(2000).default(""),
+  depends_on: z.array(StepId).max(50).default([]),
+  coder: CoderSpecSchema,
+});
+
+/** One step of a plan: a tool call or a job for the coder model, after the steps it depends on. */
+export const PlanStepSchema = z.discriminatedUnion("kind", [ToolPlanStepSchema, CoderPlanStepSchema]);
+export type PlanStep = z.infer<typeof PlanStepSchema>;
+export type ToolPlanStep = z.infer<typeof ToolPlanStepSchema>;
+export type CoderPlanStep = z.infer<typeof CoderPlanStepSchema>;
+
+/** What the Router decided. The RuntimeLoop executes it; nothing else does. */
+export const ExecutionDirectiveSchema = z.discriminatedUnion("kind", [
+  z.object({ kind: z.literal("respond"), answer: Text }),
+  z.object({ kind: z.literal("tool"), tool: z.string().min(1).max(200), arguments: z.record(z.string(), z.unknown()).default({}), reason: z.string().max(2000).default("") }),
+  z.object({ kind: z.literal("plan"), goal: z.string().max(2000).default(""), steps: z.array(PlanStepSchema).min(1).max(50) }),
+  z.object({ kind: z.literal("coder"), coder: CoderSpecSchema }),
+  z.object({ kind: z.literal("fail"), reason: Text }),
+]);
+export type ExecutionDirective = z.infer<typeof ExecutionDirectiveSchema>;
+export type DirectiveKind = ExecutionDirective["kind"];

@@ -1,0 +1,35 @@
+/**
+ * Every event type DuckLM records, named noun-verb. This module is the only place they are spelled.
+ */
+export const EventType = {
+  TaskReceived: "task-received",
+  TaskStarted: "task-started",
+  TaskResumed: "task-resumed",
+  TaskAwaitingPermission: "task-awaiting-permission",
+  TaskCompleted: "task-completed",
+  TaskFailed: "task-failed",
+  TaskCancelled: "task-cancelled",
+  ContextBuilt: "context-built",
+  MemoryRecalled: "memory-recalled",
+  MemoryWritten: "memory-written",
+  ModelOutputStarted: "model-output-started",
+  ModelOutputDelta: "model-output-delta",
+  ModelOutputCompleted: "model-output-completed",
+  DirectiveDecided: "directive-decided",
+  PlanAccepted: "plan-accepted",
+  StepStarted: "step-started",
+  StepRetrying: "step-retrying",
+  StepCompleted: "step-completed",
+  StepFailed: "step-failed",
+  StepSkipped: "step-skipped",
+  ToolCalled: "tool-called",
+  ToolResult: "tool-result",
+  CriticScored: "critic-scored",
+  PermissionRequested: "permission-requested",
+  PermissionResolved: "permission-resolved",
+  AnswerCompleted: "answer-completed",
+} as const;
+
+export type EventTypeName = (typeof EventType)[keyof typeof EventType];
+
+export const ALL_EVENT_TYPES: readonly EventTypeName[] = Object.values(EventType);

@@ -1,0 +1,55 @@
+import { z } from "zod";
+import { ALL_EVENT_TYPES, type EventTypeName } from "./event-types.js";
+import type { CriticScore, RecoveryAction } from "./critic.js";
+import type { ExecutionDirective, PlanStep } from "./directive.js";
+import type { MemoryHit, RecallDecision } from "./memory.js";
+import type { ToolCall, ToolResult } from "./tool.js";
+
+export const EventTypeSchema = z.enum(ALL_EVENT_TYPES as [EventTypeName, ...EventTypeName[]]);
+
+/** One recorded transition. `seq` counts 1, 2, 3… per task with no gaps. */
+export const EventSchema = z.object({
+  task_id: z.string(),
+  seq: z.number().int().positive(),
+  type: EventTypeSchema,
+  time: z.string(),
+  payload: z.record(z.string(), z.unknown()),
+});
+export type DuckEvent = z.infer<typeof EventSchema>;
+
+export type ModelRole = "thinker" | "json_compiler" | "critic" | "coder" | "sys_util" | "orchestrator" | "embeddings";
+
+export type PermissionDecisionKind = "allow" | "ask" | "deny";
+export type CommandCategory = "read_only" | "normal" | "no_always" | "hard_stop" | "unknown";
+
+/** The payload each event type carries. The event store keeps them as JSON. */
+export interface EventPayloads {
+  "task-received": { text: string; session_id: string | null; workspace: string };
+  "task-started": Record<string, never>;
+  "task-resumed": { from_seq: number; reason: string };
+  "task-awaiting-permission": { request_id: string; step_id: string };
+  "task-completed": { answer: string };
+  "task-failed": { code: string; message: string };
+  "task-cancelled": { reason: string };
+  "context-built": { sections: Record<string, { tokens: number; budget: number; truncated: boolean }>; total_tokens: number };
+  "memory-recalled": { decision: RecallDecision; hits: MemoryHit[] };
+  "memory-written": { action: "insert" | "reinforce" | "forget"; memory_id: number; kind: string; text: string; reason: string };
+  "model-output-started": { role: ModelRole; purpose: string };
+  "model-output-delta": { role: ModelRole; purpose: string; text: string };
+  "model-output-completed": { role: ModelRole; purpose: string; text: string };
+  "directive-decided": { directive: ExecutionDirective; source: "model" | "intent-parser" | "no-model" };
+  "plan-accepted": { steps: PlanStep[]; order: string[] };
+  "step-started": { step_id: string; attempt: number };
+  "step-retrying": { step_id: string; attempt: number; delay_ms: number; reason: string };
+  "step-completed": { step_id: string; attempt: number };
+  "step-failed": { step_id: string; attempt: number; recovery: RecoveryAction; reason: string };
+  "step-skipped": { step_id: string; reason: string };
+  "tool-called": { step_id: string; attempt: number; call: ToolCall; effect: "read-only" | "side-effecting" };
+  "tool-result": { step_id: string; attempt: number; result: ToolResult };
+  "critic-scored": { step_id: string; attempt: number; score: CriticScore; source: "model" | "heuristic" };
+  "permission-requested": { request_id: string; step_id: string; call: ToolCall; category: CommandCategory; reason: string; commands: string[] };
+  "permission-resolved": { request_id: string; step_id: string; decision: PermissionDecisionKind | "allow_always"; by: string };
+  "answer-completed": { answer: string };
+}
+
+export type EventPayload<T extends EventTypeName> = EventPayloads[T];

@@ -1,0 +1,44 @@
+import { z } from "zod";
+
+/** Every state a task can be in. Terminal: completed, failed, cancelled. */
+export const TaskStateSchema = z.enum([
+  "received",
+  "running",
+  "awaiting_permission",
+  "completed",
+  "failed",
+  "cancelled",
+]);
+export type TaskState = z.infer<typeof TaskStateSchema>;
+
+export const TERMINAL_TASK_STATES: ReadonlySet<TaskState> = new Set(["completed", "failed", "cancelled"]);
+
+export function isTerminalTaskState(state: TaskState): boolean {
+  return TERMINAL_TASK_STATES.has(state);
+}
+
+/** What a user hands to DuckLM: the web chat, the CLI and `POST /chat` all produce one. */
+export const UserTaskSchema = z.object({
+  /** The request in the user's words. */
+  text: z.string().trim().min(1, "the task text is empty").max(100_000),
+  /** Groups tasks of one conversation; history for the context comes from the same session. */
+  session_id: z.string().min(1).max(200).optional(),
+  /** Directory the tools work in. Defaults to the runtime's workspace. */
+  workspace: z.string().min(1).max(4096).optional(),
+});
+export type UserTask = z.infer<typeof UserTaskSchema>;
+
+/** The stored row of a task, as listed by `ducklm tasks` and `GET /tasks`. */
+export const TaskSummarySchema = z.object({
+  id: z.string(),
+  text: z.string(),
+  state: TaskStateSchema,
+  session_id: z.string().nullable(),
+  workspace: z.string(),
+  created_at: z.string(),
+  updated_at: z.string(),
+  last_seq: z.number().int(),
+  answer: z.string().nullable(),
+  error: z.string().nullable(),
+});
+export type TaskSummary = z.infer<typeof TaskSummarySchema>;

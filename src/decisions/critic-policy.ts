@@ -1,0 +1,32 @@
+import type { CriticScore, PlanStep, ToolResult } from "../contracts/index.js";
+
+// Errors that another attempt cannot fix: the call itself is wrong or was refused.
+const NOT_RETRYABLE = new Set([
+  "DUCK_ERR_TOOL_NOT_FOUND",
+  "DUCK_ERR_TOOL_INPUT_INVALID",
+  "DUCK_ERR_PATH_OUTSIDE_WORKSPACE",
+  "DUCK_ERR_FILE_NOT_FOUND",
+  "DUCK_ERR_PERMISSION_DENIED",
+  "DUCK_ERR_HARD_STOP",
+]);
+
+/** The critic without a model: a result that succeeded passes; a failure is retried unless hopeless. */
+export function heuristicScore(result: ToolResult): CriticScore {
+  if (result.ok) return { correctness: 1, usefulness: 1, safety: 1, verdict: "pass", reason: "the tool reported success" };
+  const code = result.error?.code ?? "DUCK_ERR_TOOL_FAILED";
+  const verdict = NOT_RETRYABLE.has(code) ? "fail" : "retry";
+  return { correctness: 0, usefulness: 0, safety: 1, verdict, reason: `${code}: ${result.error?.message ?? "failed"}` };
+}
+
+/** What the critic model is asked about one step. */
+export function criticPrompt(taskText: string, step: PlanStep, result: ToolResult): string {
+  const output = result.output.length > 4000 ? `${result.output.slice(0, 4000)}\n[…cut]` : result.output;
+  return [
+    `Task: ${taskText}`,
+    `Step ${step.id} (${step.kind}): ${step.description || (step.kind === "tool" ? step.tool : "coder")}`,
+    `Succeeded: ${result.ok}${result.exit_code !== undefined && result.exit_code !== null ? `, exit code ${result.exit_code}` : ""}`,
+    result.error ? `Error: ${result.error.code}: ${result.error.message}` : "",
+    "Output:",
+    output,
+  ].filter(Boolean).join("\n");
+}

@@ -1,0 +1,32 @@
+import type { CriticScore, RecoveryAction } from "../contracts/index.js";
+import type { RuntimeConfig } from "../config/config-schemas.js";
+
+export interface RecoveryDecision {
+  action: RecoveryAction;
+  /** For retry: how long to wait first. */
+  delay_ms: number;
+  reason: string;
+}
+
+/**
+ * After the critic scored an attempt: continue on pass; retry within the limit with exponential
+ * backoff; once retries are spent (or the step is unsafe), what runtime.json's `on_exhausted` says.
+ */
+export function decideRecovery(
+  score: CriticScore,
+  attempt: number,
+  config: Pick<RuntimeConfig, "retry" | "recovery">,
+  options: { retryable: boolean },
+): RecoveryDecision {
+  if (score.safety < config.recovery.min_safety) {
+    return { action: config.recovery.on_exhausted === "continue" ? "fail" : config.recovery.on_exhausted, delay_ms: 0, reason: `unsafe result (safety ${score.safety}): ${score.reason}` };
+  }
+  if (score.verdict === "pass") return { action: "continue", delay_ms: 0, reason: score.reason || "step passed" };
+  const retriesUsed = attempt - 1;
+  if (score.verdict === "retry" && options.retryable && retriesUsed < config.retry.max_step_retries) {
+    const delay = Math.min(config.retry.backoff_ms * config.retry.backoff_factor ** retriesUsed, config.retry.max_backoff_ms);
+    return { action: "retry", delay_ms: Math.round(delay), reason: score.reason || "step failed; retrying" };
+  }
+  const why = score.verdict === "retry" ? `retries spent (${retriesUsed} of ${config.retry.max_step_retries})` : "critic judged it failed";
+  return { action: config.recovery.on_exhausted, delay_ms: 0, reason: `${why}: ${score.reason}` };
+}

@@ -1,0 +1,63 @@
+/** Every error DuckLM raises on purpose carries a stable code listed in docs/errors.md. */
+export const ErrorCode = {
+  ConfigInvalid: "DUCK_ERR_CONFIG_INVALID",
+  ConfigMissing: "DUCK_ERR_CONFIG_MISSING",
+  InvalidInput: "DUCK_ERR_INVALID_INPUT",
+  TaskNotFound: "DUCK_ERR_TASK_NOT_FOUND",
+  TaskNotActive: "DUCK_ERR_TASK_NOT_ACTIVE",
+  TaskTimeout: "DUCK_ERR_TASK_TIMEOUT",
+  PlanCycle: "DUCK_ERR_PLAN_CYCLE",
+  PlanMissingDependency: "DUCK_ERR_PLAN_MISSING_DEPENDENCY",
+  PlanDuplicateStep: "DUCK_ERR_PLAN_DUPLICATE_STEP",
+  ToolNotFound: "DUCK_ERR_TOOL_NOT_FOUND",
+  ToolInputInvalid: "DUCK_ERR_TOOL_INPUT_INVALID",
+  ToolFailed: "DUCK_ERR_TOOL_FAILED",
+  ToolTimeout: "DUCK_ERR_TOOL_TIMEOUT",
+  FileNotFound: "DUCK_ERR_FILE_NOT_FOUND",
+  PathOutsideWorkspace: "DUCK_ERR_PATH_OUTSIDE_WORKSPACE",
+  PermissionDenied: "DUCK_ERR_PERMISSION_DENIED",
+  PermissionRequestUnknown: "DUCK_ERR_PERMISSION_REQUEST_UNKNOWN",
+  HardStop: "DUCK_ERR_HARD_STOP",
+  ModelUnavailable: "DUCK_ERR_MODEL_UNAVAILABLE",
+  ModelOutputInvalid: "DUCK_ERR_MODEL_OUTPUT_INVALID",
+  StepFailed: "DUCK_ERR_STEP_FAILED",
+  Cancelled: "DUCK_ERR_CANCELLED",
+  StorageFailed: "DUCK_ERR_STORAGE",
+  SeqConflict: "DUCK_ERR_SEQ_CONFLICT",
+  Internal: "DUCK_ERR_INTERNAL",
+} as const;
+
+export type ErrorCodeName = (typeof ErrorCode)[keyof typeof ErrorCode];
+
+const marker = Symbol.for("ducklm.error");
+
+export class DuckError extends Error {
+  readonly code: ErrorCodeName;
+  /** Structured facts a caller can show or act on (the file, the field, the step id…). */
+  readonly details: Record<string, unknown>;
+  readonly [marker] = true;
+
+  constructor(code: ErrorCodeName, message: string, options: { cause?: unknown; details?: Record<string, unknown> } = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = "DuckError";
+    this.code = code;
+    this.details = options.details ?? {};
+  }
+
+  /** Works across module copies, where `instanceof` would not. */
+  static isInstance(value: unknown): value is DuckError {
+    return typeof value === "object" && value !== null && (value as Record<symbol, unknown>)[marker] === true;
+  }
+
+  toJSON(): { code: string; message: string; details: Record<string, unknown> } {
+    return { code: this.code, message: this.message, details: this.details };
+  }
+}
+
+/** Turns anything thrown into a code and a message a person can read. */
+export function describeError(error: unknown): { code: ErrorCodeName; message: string } {
+  if (DuckError.isInstance(error)) return { code: error.code, message: error.message };
+  if (error instanceof Error && error.name === "AbortError") return { code: ErrorCode.Cancelled, message: "the operation was cancelled" };
+  if (error instanceof Error) return { code: ErrorCode.Internal, message: error.message };
+  return { code: ErrorCode.Internal, message: String(error) };
+}

@@ -1,0 +1,52 @@
+import type { Statement } from "better-sqlite3";
+import type { DuckEvent, EventTypeName } from "../contracts/index.js";
+import type { SqliteDatabase } from "../storage/open-database.js";
+
+interface EventRow {
+  task_id: string;
+  seq: number;
+  type: string;
+  time: string;
+  payload: string;
+}
+
+function toEvent(row: EventRow): DuckEvent {
+  return { task_id: row.task_id, seq: row.seq, type: row.type as EventTypeName, time: row.time, payload: JSON.parse(row.payload) };
+}
+
+/** Append-only event log. Callers wrap `insert` in the transaction that also changes task state. */
+export class EventStore {
+  private readonly insertStatement: Statement<[string, number, string, string, string]>;
+  private readonly byTaskStatement: Statement<[string, number, number]>;
+  private readonly recentStatement: Statement<[number]>;
+  private readonly lastSeqStatement: Statement<[string]>;
+
+  constructor(private readonly db: SqliteDatabase) {
+    this.insertStatement = db.prepare("INSERT INTO events (task_id, seq, type, time, payload) VALUES (?, ?, ?, ?, ?)");
+    this.byTaskStatement = db.prepare(
+      "SELECT task_id, seq, type, time, payload FROM events WHERE task_id = ? AND seq >= ? ORDER BY seq LIMIT ?",
+    );
+    this.recentStatement = db.prepare(
+      "SELECT task_id, seq, type, time, payload FROM (SELECT * FROM events ORDER BY id DESC LIMIT ?) ORDER BY id",
+    );
+    this.lastSeqStatement = db.prepare("SELECT COALESCE(MAX(seq), 0) AS seq FROM events WHERE task_id = ?");
+  }
+
+  insert(event: DuckEvent): void {
+    this.insertStatement.run(event.task_id, event.seq, event.type, event.time, JSON.stringify(event.payload));
+  }
+
+  /** Stored events of one task with `seq >= fromSeq`, in order. */
+  list(taskId: string, fromSeq = 1, limit = Number.MAX_SAFE_INTEGER): DuckEvent[] {
+    return (this.byTaskStatement.all(taskId, fromSeq, limit) as EventRow[]).map(toEvent);
+  }
+
+  /** The newest events of all tasks, oldest first. */
+  recent(limit: number): DuckEvent[] {
+    return (this.recentStatement.all(limit) as EventRow[]).map(toEvent);
+  }
+
+  lastSeq(taskId: string): number {
+    return (this.lastSeqStatement.get(taskId) as { seq: number }).seq;
+  }
+}

@@ -1,0 +1,51 @@
+import type { z } from "zod";
+import type { ModelRole } from "../contracts/index.js";
+
+export interface ModelCallOptions {
+  /** Cancels the call; the provider stops generating and rejects with an AbortError. */
+  signal?: AbortSignal;
+  /** Most tokens to generate. Defaults to the role's `max_tokens`. */
+  maxTokens?: number;
+  /** Defaults to the role's `temperature`. */
+  temperature?: number;
+}
+
+export interface TextRequest extends ModelCallOptions {
+  role: ModelRole;
+  system: string;
+  prompt: string;
+  /** Called with each generated chunk, in order. */
+  onDelta?: (text: string) => void;
+}
+
+export interface JsonRequest<T> extends ModelCallOptions {
+  role: ModelRole;
+  system: string;
+  prompt: string;
+  /** What the output must satisfy. Local providers decode under a grammar derived from it. */
+  schema: z.ZodType<T>;
+  /** Called with each generated chunk, in order. */
+  onDelta?: (text: string) => void;
+}
+
+export interface JsonResult<T> {
+  value: T;
+  /** The text the model produced, recorded so that a replay needs no model. */
+  raw: string;
+}
+
+/** The port every model backend implements: llama.cpp, a remote server, or a script for tests. */
+export interface ModelProvider {
+  /** Which roles can be served right now (a role whose file is missing is absent). */
+  hasRole(role: ModelRole): boolean;
+  generateText(request: TextRequest): Promise<string>;
+  generateJson<T>(request: JsonRequest<T>): Promise<JsonResult<T>>;
+  /** Tokens `text` takes for the role's model. */
+  countTokens(role: ModelRole, text: string): number;
+  dispose(): Promise<void>;
+}
+
+/** Without a tokenizer, about four characters make a token in English text. */
+export function estimateTokens(text: string): number {
+  return Math.ceil(text.length / 4);
+}

@@ -1,0 +1,98 @@
+import type { ModelRole } from "../contracts/index.js";
+import { DuckError, ErrorCode } from "../errors/duck-error.js";
+import { estimateTokens, type JsonRequest, type JsonResult, type ModelProvider, type TextRequest } from "./model-provider.js";
+
+/** One scripted answer: text (or a value serialised to JSON), or a function of the request. */
+export type ScriptedReply =
+  | string
+  | object
+  | ((request: TextRequest | JsonRequest<unknown>) => string | object | Promise<string | object>);
+
+export interface ScriptedCall {
+  role: ModelRole;
+  kind: "text" | "json";
+  prompt: string;
+  system: string;
+}
+
+/**
+ * A deterministic ModelProvider for tests: each role answers from its own queue of replies,
+ * and every call it receives is recorded.
+ */
+export class ScriptedModelProvider implements ModelProvider {
+  readonly calls: ScriptedCall[] = [];
+  private readonly queues = new Map<ModelRole, ScriptedReply[]>();
+  private readonly fallbacks = new Map<ModelRole, ScriptedReply>();
+
+  constructor(script: Partial<Record<ModelRole, ScriptedReply[]>> = {}, options: { chunkSize?: number } = {}) {
+    for (const [role, replies] of Object.entries(script)) this.queues.set(role as ModelRole, [...(replies ?? [])]);
+    this.chunkSize = options.chunkSize ?? 8;
+  }
+
+  private readonly chunkSize: number;
+
+  /** A reply used whenever the role's queue is empty. */
+  always(role: ModelRole, reply: ScriptedReply): this {
+    this.fallbacks.set(role, reply);
+    return this;
+  }
+
+  push(role: ModelRole, ...replies: ScriptedReply[]): this {
+    const queue = this.queues.get(role) ?? [];
+    queue.push(...replies);
+    this.queues.set(role, queue);
+    return this;
+  }
+
+  hasRole(role: ModelRole): boolean {
+    return (this.queues.get(role)?.length ?? 0) > 0 || this.fallbacks.has(role);
+  }
+
+  async generateText(request: TextRequest): Promise<string> {
+    const reply = await this.next(request, "text");
+    const text = typeof reply === "string" ? reply : JSON.stringify(reply);
+    this.stream(text, request.onDelta, request.signal);
+    return text;
+  }
+
+  async generateJson<T>(request: JsonRequest<T>): Promise<JsonResult<T>> {
+    const reply = await this.next(request as JsonRequest<unknown>, "json");
+    const raw = typeof reply === "string" ? reply : JSON.stringify(reply);
+    this.stream(raw, request.onDelta, request.signal);
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(raw);
+    } catch (error) {
+      throw new DuckError(ErrorCode.ModelOutputInvalid, `scripted ${request.role} reply is not JSON`, { cause: error });
+    }
+    const checked = request.schema.safeParse(parsed);
+    if (!checked.success) {
+      throw new DuckError(ErrorCode.ModelOutputInvalid, `scripted ${request.role} reply does not match the schema: ${checked.error.message}`);
+    }
+    return { value: checked.data, raw };
+  }
+
+  countTokens(_role: ModelRole, text: string): number {
+    return estimateTokens(text);
+  }
+
+  async dispose(): Promise<void> {}
+
+  private async next(request: TextRequest | JsonRequest<unknown>, kind: "text" | "json"): Promise<string | object> {
+    request.signal?.throwIfAborted();
+    this.calls.push({ role: request.role, kind, prompt: request.prompt, system: request.system });
+    const reply = this.queues.get(request.role)?.shift() ?? this.fallbacks.get(request.role);
+    if (reply === undefined) {
+      throw new DuckError(ErrorCode.ModelUnavailable, `no scripted reply left for role ${request.role}`);
+    }
+    return typeof reply === "function" ? reply(request) : reply;
+  }
+
+  private stream(text: string, onDelta: ((text: string) => void) | undefined, signal: AbortSignal | undefined): void {
+    if (!onDelta) return;
+    for (let i = 0; i < text.length; i += this.chunkSize) {
+      signal?.throwIfAborted();
+      onDelta(text.slice(i, i + this.chunkSize));
+    }
+  }
+}

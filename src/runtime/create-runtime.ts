@@ -1,0 +1,104 @@
+import { mkdirSync } from "node:fs";
+import { join, resolve } from "node:path";
+import type { Logger } from "pino";
+import type { DuckConfig } from "../config/config-schemas.js";
+import { loadConfig, resolveConfigDir, resolveHomeDir } from "../config/load-config.js";
+import { Router } from "../decisions/router.js";
+import { EventBus } from "../events/event-bus.js";
+import { EventStore } from "../events/event-store.js";
+import { MemoryStore } from "../memory/memory-store.js";
+import type { ModelProvider } from "../models/model-provider.js";
+import { CommandClassifier } from "../permissions/command-classifier.js";
+import { openDatabase, type SqliteDatabase } from "../storage/open-database.js";
+import { TaskStore, type Clock } from "../state/task-store.js";
+import { fileReadTool } from "../tools/builtin/file-read.js";
+import { fileWriteTool } from "../tools/builtin/file-write.js";
+import { createMemoryTools } from "../tools/builtin/memory-tools.js";
+import { shellExecTool } from "../tools/builtin/shell-exec.js";
+import type { AnyToolDefinition } from "../tools/tool-definition.js";
+import { ToolRegistry } from "../tools/tool-registry.js";
+import { createLogger } from "./logger.js";
+import { RuntimeLoop } from "./runtime-loop.js";
+
+export interface CreateRuntimeOptions {
+  /** Data directory. Defaults to DUCKLM_HOME, then ./data. */
+  home?: string;
+  /** Config directory. Defaults to DUCKLM_CONFIG, then ./config, then the bundled one. */
+  configDir?: string;
+  /** An already loaded config (tests); overrides `configDir`. */
+  config?: DuckConfig;
+  /** The model backend. Defaults to none: IntentParser mode. */
+  models?: ModelProvider | null;
+  /** Defaults to a pino logger writing `<home>/logs/ducklm.log`. */
+  logger?: Logger;
+  /** Where tools work. Defaults to runtime.json's `workspace`, resolved from the current directory. */
+  workspace?: string;
+  /** Database file; `:memory:` for throwaway runs. Defaults to `<home>/ducklm.sqlite3`. */
+  databaseFile?: string;
+  /** Extra tools (tests, plugins). */
+  tools?: AnyToolDefinition[];
+  clock?: Clock;
+}
+
+export interface Runtime {
+  home: string;
+  config: DuckConfig;
+  db: SqliteDatabase;
+  bus: EventBus;
+  store: TaskStore;
+  memory: MemoryStore;
+  tools: ToolRegistry;
+  loop: RuntimeLoop;
+  logger: Logger;
+  /** Stops running tasks, releases models and closes the database. */
+  close(): Promise<void>;
+}
+
+/** The composition root: the one place that wires concrete parts together. */
+export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
+  const home = resolveHomeDir(options.home);
+  const config = options.config ?? loadConfig(resolveConfigDir(options.configDir));
+  mkdirSync(home, { recursive: true });
+  const logger = options.logger ?? createLogger({ file: join(home, "logs", "ducklm.log") });
+  const db = openDatabase(options.databaseFile ?? join(home, "ducklm.sqlite3"), { synchronous: config.runtime.storage.synchronous });
+  const events = new EventStore(db);
+  const bus = new EventBus((taskId, fromSeq) => events.list(taskId, fromSeq), logger);
+  const store = new TaskStore(db, events, bus, options.clock);
+  const memory = new MemoryStore(db, options.clock);
+  const tools = new ToolRegistry();
+  tools.register(fileReadTool).register(fileWriteTool).register(shellExecTool);
+  for (const tool of createMemoryTools(memory)) tools.register(tool);
+  for (const tool of options.tools ?? []) tools.register(tool);
+  const models = options.models ?? null;
+  const workspace = resolve(options.workspace ?? config.runtime.workspace);
+  const loop = new RuntimeLoop({
+    store,
+    tools,
+    memory,
+    models,
+    router: new Router(models, config.prompts),
+    classifier: new CommandClassifier(config.permissions),
+    config,
+    logger,
+    workspace,
+  });
+  let closed = false;
+  return {
+    home,
+    config,
+    db,
+    bus,
+    store,
+    memory,
+    tools,
+    loop,
+    logger,
+    async close() {
+      if (closed) return;
+      closed = true;
+      await loop.close();
+      await models?.dispose();
+      db.close();
+    },
+  };
+}

@@ -1,0 +1,18 @@
+import { mkdirSync } from "node:fs";
+import { dirname } from "node:path";
+import pino, { type Logger } from "pino";
+
+export interface LoggerOptions {
+  /** Log file; without it, logs go nowhere. */
+  file?: string;
+  /** pino level. Defaults to DUCKLM_LOG_LEVEL, then `info`. */
+  level?: string;
+}
+
+/** Structured logs go to a file, so the CLI's own output stays readable. */
+export function createLogger(options: LoggerOptions = {}): Logger {
+  const level = options.level ?? process.env.DUCKLM_LOG_LEVEL ?? "info";
+  if (!options.file) return pino({ level: "silent" });
+  mkdirSync(dirname(options.file), { recursive: true });
+  return pino({ level, redact: ["*.password", "*.secret", "*.token"] }, pino.destination({ dest: options.file, sync: true }));
+}

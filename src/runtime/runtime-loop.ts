@@ -1,0 +1,424 @@
+import { resolve } from "node:path";
+import { existsSync, statSync } from "node:fs";
+import { setTimeout as delay } from "node:timers/promises";
+import type { Logger } from "pino";
+import {
+  RecallDecisionSchema,
+  UserTaskSchema,
+  isTerminalTaskState,
+  type ExecutionDirective,
+  type MemoryHit,
+  type ModelRole,
+  type PlanStep,
+  type RecallDecision,
+} from "../contracts/index.js";
+import type { DuckConfig } from "../config/config-schemas.js";
+import { buildContext } from "../context/context-builder.js";
+import { decideMemoryWrites } from "../decisions/memory-write-policy.js";
+import type { ModelStreamSink } from "../decisions/model-stream-sink.js";
+import { orderPlan, scheduleSteps, type StepView } from "../decisions/plan-scheduler.js";
+import { heuristicRecall } from "../decisions/recall-policy.js";
+import type { Router } from "../decisions/router.js";
+import { describeError, DuckError, ErrorCode } from "../errors/duck-error.js";
+import type { MemoryStore } from "../memory/memory-store.js";
+import type { ModelProvider } from "../models/model-provider.js";
+import { estimateTokens } from "../models/model-provider.js";
+import type { CommandClassifier } from "../permissions/command-classifier.js";
+import type { TaskProjection } from "../state/task-projection.js";
+import type { TaskStore } from "../state/task-store.js";
+import type { ToolRegistry } from "../tools/tool-registry.js";
+import { StepRunner, type StepTurn } from "./step-runner.js";
+import { outcomeOf, type TaskOutcome } from "./task-outcome.js";
+
+export interface RuntimeLoopDeps {
+  store: TaskStore;
+  tools: ToolRegistry;
+  memory: MemoryStore;
+  models: ModelProvider | null;
+  router: Router;
+  classifier: CommandClassifier;
+  config: DuckConfig;
+  logger: Logger;
+  /** Where tools work when a task names no workspace. */
+  workspace: string;
+}
+
+export interface TaskHandle {
+  taskId: string;
+  /** Settles when the loop stops driving the task: finished, failed, cancelled or awaiting permission. */
+  done: Promise<TaskOutcome>;
+}
+
+export interface SubmitOptions {
+  /** Cancels the task. */
+  signal?: AbortSignal;
+}
+
+export type PermissionAnswer = "allow" | "allow_always" | "deny";
+
+interface ActiveTask {
+  controller: AbortController;
+  done: Promise<TaskOutcome>;
+}
+
+function planFromDirective(directive: ExecutionDirective): PlanStep[] {
+  switch (directive.kind) {
+    case "plan":
+      return directive.steps;
+    case "tool":
+      return [{ id: "step-1", kind: "tool", description: directive.reason, depends_on: [], tool: directive.tool, arguments: directive.arguments }];
+    case "coder":
+      return [{ id: "step-1", kind: "coder", description: "coder", depends_on: [], coder: directive.coder }];
+    default:
+      return [];
+  }
+}
+
+function composeAnswer(projection: TaskProjection): string {
+  const order = projection.plan_order ?? [];
+  const steps = order.map((id) => projection.steps[id]!);
+  if (steps.length === 1) {
+    const only = steps[0]!;
+    if (only.status === "succeeded") return only.result?.output ?? "";
+    return `${only.step.id} did not succeed: ${only.failure_reason ?? only.result?.error?.message ?? "unknown reason"}`;
+  }
+  const lines = steps.map((step) => {
+    const mark = step.status === "succeeded" ? "✓" : step.status === "skipped" ? "–" : "✗";
+    const detail = step.status === "succeeded" ? (step.result?.output ?? "").split("\n")[0] : step.failure_reason ?? "";
+    return `${mark} ${step.step.id}: ${detail}`;
+  });
+  const last = [...steps].reverse().find((step) => step.status === "succeeded");
+  return last ? `${lines.join("\n")}\n\n${last.result?.output ?? ""}`.trimEnd() : lines.join("\n");
+}
+
+/**
+ * The centre of DuckLM: the only place that executes. Each call to `drive` reads the task's projection
+ * and takes the next transition, so a task picks up where its events leave it: after a permission
+ * answer, after a restart, or from scratch.
+ */
+export class RuntimeLoop {
+  private readonly active = new Map<string, ActiveTask>();
+  private readonly steps: StepRunner;
+  private readonly catalogue;
+
+  constructor(private readonly deps: RuntimeLoopDeps) {
+    this.catalogue = deps.tools.catalogue();
+    this.steps = new StepRunner({
+      store: deps.store,
+      tools: deps.tools,
+      models: deps.models,
+      classifier: deps.classifier,
+      config: deps.config,
+      logger: deps.logger,
+      sinkFor: (taskId) => this.sinkFor(taskId),
+      sleep: (ms, signal) => (ms > 0 ? delay(ms, undefined, { signal }) : Promise.resolve()),
+    });
+  }
+
+  /** Records a new task and starts driving it. Throws DuckError(INVALID_INPUT) on a bad task. */
+  submit(input: unknown, options: SubmitOptions = {}): TaskHandle {
+    const parsed = UserTaskSchema.safeParse(input);
+    if (!parsed.success) {
+      const message = parsed.error.issues.map((issue) => `${issue.path.join(".") || "task"}: ${issue.message}`).join("; ");
+      throw new DuckError(ErrorCode.InvalidInput, message);
+    }
+    const workspace = resolve(this.deps.workspace, parsed.data.workspace ?? ".");
+    if (!existsSync(workspace) || !statSync(workspace).isDirectory()) {
+      throw new DuckError(ErrorCode.InvalidInput, `workspace ${workspace} is not a directory`);
+    }
+    const projection = this.deps.store.createTask({ text: parsed.data.text, session_id: parsed.data.session_id, workspace });
+    return { taskId: projection.task_id, done: this.drive(projection.task_id, options) };
+  }
+
+  /** Drives a stored task on from its current state. Returns the running drive if there is one. */
+  drive(taskId: string, options: SubmitOptions = {}): Promise<TaskOutcome> {
+    const running = this.active.get(taskId);
+    if (running) return running.done;
+    const controller = new AbortController();
+    const done = this.execute(taskId, controller, options.signal).finally(() => this.active.delete(taskId));
+    this.active.set(taskId, { controller, done });
+    return done;
+  }
+
+  /** Marks a task left unfinished by an earlier process as resumed and drives it on. */
+  resume(taskId: string, reason: string): Promise<TaskOutcome> {
+    const projection = this.deps.store.projection(taskId);
+    if (isTerminalTaskState(projection.state)) return Promise.resolve(outcomeOf(projection));
+    if (!this.active.has(taskId)) this.deps.store.append(taskId, "task-resumed", { from_seq: projection.seq, reason });
+    return this.drive(taskId);
+  }
+
+  /**
+   * Answers an open permission request and drives the task on. A second answer to the same request
+   * is a no-op; an unknown request or a task that is not waiting is refused.
+   */
+  resolvePermission(taskId: string, requestId: string, answer: PermissionAnswer, by = "user"): TaskHandle {
+    const projection = this.deps.store.projection(taskId);
+    const step = Object.values(projection.steps).find((candidate) => candidate.permission_request?.request_id === requestId);
+    if (!step) {
+      const answered = this.deps.store
+        .listEvents(taskId)
+        .some((event) => event.type === "permission-resolved" && event.payload.request_id === requestId);
+      if (answered) return { taskId, done: this.active.get(taskId)?.done ?? Promise.resolve(outcomeOf(projection)) };
+      throw new DuckError(ErrorCode.PermissionRequestUnknown, `task ${taskId} has no open permission request ${requestId}`, {
+        details: { task_id: taskId, request_id: requestId },
+      });
+    }
+    const request = step.permission_request!;
+    const decision = answer === "allow_always" && request.category === "no_always" ? "allow" : answer;
+    this.deps.store.append(taskId, "permission-resolved", { request_id: requestId, step_id: request.step_id, decision, by });
+    return { taskId, done: this.drive(taskId) };
+  }
+
+  /** Cancels a task: a running one is stopped, a waiting one is closed. */
+  cancel(taskId: string, reason = "cancelled by the user"): void {
+    const running = this.active.get(taskId);
+    if (running) {
+      running.controller.abort(new DuckError(ErrorCode.Cancelled, reason));
+      return;
+    }
+    const projection = this.deps.store.projection(taskId);
+    if (!isTerminalTaskState(projection.state)) this.deps.store.append(taskId, "task-cancelled", { reason });
+  }
+
+  isActive(taskId: string): boolean {
+    return this.active.has(taskId);
+  }
+
+  /** Stops every running task (recorded as cancelled) and waits for them to settle. */
+  async close(): Promise<void> {
+    const running = [...this.active.values()];
+    for (const task of running) task.controller.abort(new DuckError(ErrorCode.Cancelled, "DuckLM is shutting down"));
+    await Promise.allSettled(running.map((task) => task.done));
+  }
+
+  private async execute(taskId: string, controller: AbortController, external?: AbortSignal): Promise<TaskOutcome> {
+    const timeout = AbortSignal.timeout(this.deps.config.runtime.timeouts.task_ms);
+    const signal = AbortSignal.any(external ? [controller.signal, timeout, external] : [controller.signal, timeout]);
+    const { store } = this.deps;
+    try {
+      await this.advance(taskId, signal);
+    } catch (error) {
+      const projection = store.projection(taskId);
+      if (!isTerminalTaskState(projection.state)) {
+        if (timeout.aborted) {
+          store.append(taskId, "task-failed", {
+            code: ErrorCode.TaskTimeout,
+            message: `the task ran longer than ${this.deps.config.runtime.timeouts.task_ms} ms (runtime.json timeouts.task_ms)`,
+          });
+        } else if (signal.aborted) {
+          const reason = signal.reason instanceof Error ? signal.reason.message : String(signal.reason ?? "cancelled");
+          store.append(taskId, "task-cancelled", { reason });
+        } else {
+          this.deps.logger.error({ err: error, task_id: taskId }, "task failed");
+          store.append(taskId, "task-failed", describeError(error));
+        }
+      }
+    }
+    return outcomeOf(store.projection(taskId));
+  }
+
+  private async advance(taskId: string, signal: AbortSignal): Promise<void> {
+    const { store } = this.deps;
+    let projection = store.projection(taskId);
+    if (isTerminalTaskState(projection.state)) return;
+    if (!projection.started) {
+      const hardStop = this.deps.classifier.findHardStop(projection.text);
+      if (hardStop) {
+        store.append(taskId, "task-failed", {
+          code: ErrorCode.HardStop,
+          message: `the task contains a command that is never run: "${hardStop}" (config/permissions.json hard_stop)`,
+        });
+        return;
+      }
+      store.append(taskId, "task-started", {});
+    }
+    signal.throwIfAborted();
+    projection = store.projection(taskId);
+    if (!projection.directive) await this.route(projection, signal);
+    projection = store.projection(taskId);
+    const directive = projection.directive!;
+    if (directive.kind === "respond") return this.finish(taskId, directive.answer);
+    if (directive.kind === "fail") {
+      store.append(taskId, "task-failed", { code: ErrorCode.StepFailed, message: directive.reason });
+      return;
+    }
+    if (!projection.plan_order) {
+      const steps = planFromDirective(directive);
+      let order: string[];
+      try {
+        order = orderPlan(steps);
+      } catch (error) {
+        store.append(taskId, "task-failed", describeError(error));
+        return;
+      }
+      store.append(taskId, "plan-accepted", { steps, order });
+    }
+    const ending = await this.runPlan(taskId, signal);
+    if (ending === "waiting" || ending === "failed") return;
+    this.finish(taskId, composeAnswer(store.projection(taskId)));
+  }
+
+  /** Recall, context, Router: everything up to `directive-decided`. Read-only, so safe to repeat. */
+  private async route(projection: TaskProjection, signal: AbortSignal): Promise<void> {
+    const { store, config, models, memory } = this.deps;
+    const taskId = projection.task_id;
+    const decision = await this.decideRecall(projection, signal);
+    const hits: MemoryHit[] = decision.recall && decision.query ? memory.search(decision.query, config.runtime.retrieval_top_k) : [];
+    if (hits.length > 0) memory.markUsed(hits.map((hit) => hit.entry.id));
+    store.append(taskId, "memory-recalled", { decision, hits });
+
+    const history = projection.session_id ? store.sessionHistory(projection.session_id, taskId, 10) : [];
+    const countRole: ModelRole = models?.hasRole("thinker") ? "thinker" : "json_compiler";
+    const count = models?.hasRole(countRole) ? (text: string) => models.countTokens(countRole, text) : estimateTokens;
+    const context = buildContext(
+      {
+        systemPrompt: config.prompts.system,
+        taskText: projection.text,
+        memory: hits,
+        tools: this.catalogue,
+        history: history.map((task) => ({ text: task.text, answer: task.answer })),
+      },
+      config.runtime.context_budgets,
+      count,
+    );
+    store.append(taskId, "context-built", { sections: context.sections, total_tokens: context.total_tokens });
+    signal.throwIfAborted();
+    const routed = await this.deps.router.decide(projection.text, context, {
+      sink: this.sinkFor(taskId),
+      signal: AbortSignal.any([signal, AbortSignal.timeout(config.runtime.timeouts.model_call_ms)]),
+    });
+    store.append(taskId, "directive-decided", { directive: routed.directive, source: routed.source });
+  }
+
+  private async decideRecall(projection: TaskProjection, signal: AbortSignal): Promise<RecallDecision> {
+    const models = this.deps.models;
+    const role: ModelRole | null = models?.hasRole("sys_util") ? "sys_util" : models?.hasRole("json_compiler") ? "json_compiler" : null;
+    if (!models || !role) return heuristicRecall(projection.text);
+    try {
+      const sink = this.sinkFor(projection.task_id);
+      sink.started(role, "recall");
+      const result = await models.generateJson({
+        role,
+        system: this.deps.config.prompts.sys_util,
+        prompt: `Should long-term memory be searched for this task, and with which query?\n\nTask: ${projection.text}`,
+        schema: RecallDecisionSchema,
+        onDelta: (text) => sink.delta(role, "recall", text),
+        signal: AbortSignal.any([signal, AbortSignal.timeout(this.deps.config.runtime.timeouts.model_call_ms)]),
+      });
+      sink.completed(role, "recall", result.raw);
+      return result.value;
+    } catch (error) {
+      signal.throwIfAborted();
+      this.deps.logger.warn({ err: error, task_id: projection.task_id }, "recall model failed; using the heuristic");
+      return heuristicRecall(projection.text);
+    }
+  }
+
+  /**
+   * Runs ready steps (independent ones in parallel, up to the configured limit) until the plan is
+   * over, a step fails the task, or every open step waits for the user.
+   */
+  private async runPlan(taskId: string, signal: AbortSignal): Promise<"done" | "waiting" | "failed" | "respond"> {
+    const { store, config } = this.deps;
+    const planController = new AbortController();
+    const planSignal = AbortSignal.any([signal, planController.signal]);
+    const running = new Map<string, Promise<StepTurn | undefined>>();
+    const errors: unknown[] = [];
+    let ending: "failed" | "respond" | null = null;
+    const launch = (stepId: string, work: () => Promise<StepTurn>) => {
+      const settled = work()
+        .catch((error: unknown) => {
+          errors.push(error);
+          return undefined;
+        })
+        .finally(() => running.delete(stepId));
+      running.set(stepId, settled);
+    };
+
+    // Steps a previous drive left half-way (a permission answer, a restart) continue where they stand.
+    for (const step of Object.values(store.projection(taskId).steps)) {
+      if (step.status === "running") launch(step.step.id, () => this.steps.advance(taskId, step.step.id, planSignal));
+    }
+
+    for (;;) {
+      const projection = store.projection(taskId);
+      if (ending === null) {
+        const failed = Object.values(projection.steps).find((step) => step.status === "failed" && step.recovery !== "continue");
+        if (failed) {
+          ending = failed.recovery === "respond" ? "respond" : "failed";
+          if (ending === "failed") planController.abort(new DuckError(ErrorCode.StepFailed, `step ${failed.step.id} failed`));
+        }
+      }
+      if (ending === null) {
+        const views = new Map<string, StepView>();
+        for (const [id, step] of Object.entries(projection.steps)) {
+          views.set(id, { id, depends_on: step.step.depends_on, status: running.has(id) ? "running" : step.status });
+        }
+        const decision = scheduleSteps(projection.plan_order ?? [], views, config.runtime.scheduler.max_parallel_steps);
+        if (decision.blocked.length > 0) {
+          store.appendAll(
+            taskId,
+            decision.blocked.map(({ id, because }) => ({ type: "step-skipped" as const, payload: { step_id: id, reason: `depends on ${because}, which did not succeed` } })),
+          );
+          continue;
+        }
+        for (const stepId of decision.ready) launch(stepId, () => this.steps.start(taskId, stepId, planSignal));
+        if (running.size === 0) {
+          const waiting = Object.values(projection.steps).find((step) => step.status === "awaiting_permission");
+          if (waiting) {
+            if (projection.state !== "awaiting_permission") {
+              store.append(taskId, "task-awaiting-permission", { request_id: waiting.permission_request!.request_id, step_id: waiting.step.id });
+            }
+            return "waiting";
+          }
+          return "done";
+        }
+      } else if (running.size === 0) {
+        break;
+      }
+      await Promise.race(running.values());
+      // A step that throws (the task was cancelled, or storage failed) ends the whole plan, unless
+      // it was this loop that stopped it because another step failed the task.
+      if (errors.length > 0 && !(ending === "failed" && planController.signal.aborted && !signal.aborted)) {
+        planController.abort(errors[0]);
+        await Promise.allSettled(running.values());
+        throw errors[0];
+      }
+    }
+    signal.throwIfAborted();
+    if (ending === "failed") {
+      const failed = Object.values(store.projection(taskId).steps).find((step) => step.status === "failed" && step.recovery === "fail");
+      store.append(taskId, "task-failed", {
+        code: failed?.result?.error?.code ?? ErrorCode.StepFailed,
+        message: `step ${failed?.step.id ?? "?"} failed: ${failed?.failure_reason ?? "no reason recorded"}`,
+      });
+      return "failed";
+    }
+    return "respond";
+  }
+
+  /** Final answer, memory writes and `task-completed`, in one transaction. */
+  private finish(taskId: string, answer: string): void {
+    const { store, memory } = this.deps;
+    const projection = store.projection(taskId);
+    const writes = decideMemoryWrites({ ...projection, answer, state: "completed" });
+    store.transaction(() => {
+      store.append(taskId, "answer-completed", { answer });
+      for (const write of writes) {
+        const entry = memory.insert({ text: write.text, kind: write.kind, source_task: taskId });
+        store.append(taskId, "memory-written", { action: "insert", memory_id: entry.id, kind: write.kind, text: write.text, reason: write.reason });
+      }
+      store.append(taskId, "task-completed", { answer });
+    });
+  }
+
+  private sinkFor(taskId: string): ModelStreamSink {
+    const store = this.deps.store;
+    return {
+      started: (role, purpose) => store.append(taskId, "model-output-started", { role, purpose }),
+      delta: (role, purpose, text) => store.append(taskId, "model-output-delta", { role, purpose, text }),
+      completed: (role, purpose, text) => store.append(taskId, "model-output-completed", { role, purpose, text }),
+    };
+  }
+}

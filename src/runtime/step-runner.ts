@@ -1,0 +1,201 @@
+import { randomUUID } from "node:crypto";
+import type { Logger } from "pino";
+import { CriticScoreSchema, type CriticScore, type PlanStep, type ToolResult } from "../contracts/index.js";
+import type { DuckConfig } from "../config/config-schemas.js";
+import { criticPrompt, heuristicScore } from "../decisions/critic-policy.js";
+import { decideRecovery } from "../decisions/recovery-policy.js";
+import type { ModelStreamSink } from "../decisions/model-stream-sink.js";
+import { ErrorCode } from "../errors/duck-error.js";
+import type { ModelProvider } from "../models/model-provider.js";
+import type { CommandClassifier } from "../permissions/command-classifier.js";
+import { decidePermission } from "../permissions/permission-policy.js";
+import type { TaskStore } from "../state/task-store.js";
+import type { StepProjection } from "../state/task-projection.js";
+import type { ToolRegistry } from "../tools/tool-registry.js";
+
+export interface StepRunnerDeps {
+  store: TaskStore;
+  tools: ToolRegistry;
+  models: ModelProvider | null;
+  classifier: CommandClassifier;
+  config: DuckConfig;
+  logger: Logger;
+  sinkFor(taskId: string): ModelStreamSink;
+  sleep(ms: number, signal: AbortSignal): Promise<void>;
+}
+
+/** How a step's turn ended, for the plan loop. */
+export type StepTurn = "settled" | "waiting" | "retry";
+
+function deniedResult(tool: string, code: string, message: string): ToolResult {
+  return { tool, ok: false, output: "", error: { code, message }, truncated: false, duration_ms: 0 };
+}
+
+/**
+ * Executes one plan step for the RuntimeLoop: permission, tool or coder, critic, recovery. It picks up
+ * wherever the step's projection stands, which is what makes a paused or crashed step resumable.
+ */
+export class StepRunner {
+  constructor(private readonly deps: StepRunnerDeps) {}
+
+  /** Starts a new attempt of a pending step and runs it. */
+  async start(taskId: string, stepId: string, signal: AbortSignal): Promise<StepTurn> {
+    const attempt = this.step(taskId, stepId).attempt + 1;
+    this.deps.store.append(taskId, "step-started", { step_id: stepId, attempt });
+    return this.advance(taskId, stepId, signal);
+  }
+
+  /** Carries a started step on from where its events leave it. */
+  async advance(taskId: string, stepId: string, signal: AbortSignal): Promise<StepTurn> {
+    let step = this.step(taskId, stepId);
+    if (step.result === null) {
+      const turn = await this.produceResult(taskId, step, signal);
+      if (turn === "waiting") return "waiting";
+      step = this.step(taskId, stepId);
+    }
+    if (step.score === null) {
+      const { score, source } = await this.score(taskId, step, signal);
+      this.deps.store.append(taskId, "critic-scored", { step_id: stepId, attempt: step.attempt, score, source });
+      step = this.step(taskId, stepId);
+    }
+    return this.recover(taskId, step, signal);
+  }
+
+  private step(taskId: string, stepId: string): StepProjection {
+    const step = this.deps.store.projection(taskId).steps[stepId];
+    if (!step) throw new Error(`step ${stepId} is not in task ${taskId}`);
+    return step;
+  }
+
+  private async produceResult(taskId: string, step: StepProjection, signal: AbortSignal): Promise<"done" | "waiting"> {
+    const { store } = this.deps;
+    const plan = step.step;
+    if (plan.kind === "coder") {
+      const result = await this.runCoder(taskId, plan, signal);
+      store.append(taskId, "tool-result", { step_id: plan.id, attempt: step.attempt, result });
+      return "done";
+    }
+    const tool = this.deps.tools.get(plan.tool);
+    const effect = tool?.effect ?? "side-effecting";
+    const call = { tool: plan.tool, arguments: plan.arguments };
+
+    if (step.permission_denied) {
+      const result = deniedResult(plan.tool, ErrorCode.PermissionDenied, "the user denied permission");
+      store.append(taskId, "tool-result", { step_id: plan.id, attempt: step.attempt, result });
+      return "done";
+    }
+    if (!step.permission_granted) {
+      if (step.tool_called && effect === "side-effecting") {
+        // Started before a crash and no result was recorded: it may or may not have happened.
+        this.requestPermission(taskId, plan.id, call, "unknown", "its earlier run was interrupted and its outcome is unknown; run it again?", []);
+        return "waiting";
+      }
+      const decision = decidePermission(call, effect, this.deps.classifier, this.deps.config.permissions.unknown);
+      if (decision.decision === "deny") {
+        const code = decision.category === "hard_stop" ? ErrorCode.HardStop : ErrorCode.PermissionDenied;
+        const result = deniedResult(plan.tool, code, `refused: ${decision.reason}`);
+        store.append(taskId, "tool-result", { step_id: plan.id, attempt: step.attempt, result });
+        return "done";
+      }
+      if (decision.decision === "ask") {
+        this.requestPermission(taskId, plan.id, call, decision.category, decision.reason, decision.commands);
+        return "waiting";
+      }
+    }
+
+    store.append(taskId, "tool-called", { step_id: plan.id, attempt: step.attempt, call, effect });
+    const { runtime } = this.deps.config;
+    const stepSignal = AbortSignal.any([signal, AbortSignal.timeout(runtime.timeouts.step_ms)]);
+    const projection = store.projection(taskId);
+    const result = await this.deps.tools.run(plan.tool, plan.arguments, {
+      signal: stepSignal,
+      workspace: projection.workspace,
+      timeoutMs: runtime.timeouts.step_ms,
+      outputCapBytes: runtime.tools.output_cap_bytes,
+      fileReadMaxBytes: runtime.tools.file_read_max_bytes,
+      taskId,
+    });
+    store.append(taskId, "tool-result", { step_id: plan.id, attempt: step.attempt, result });
+    // The run is recorded; a cancelled task stops here rather than scoring a half-run step.
+    signal.throwIfAborted();
+    return "done";
+  }
+
+  private requestPermission(
+    taskId: string,
+    stepId: string,
+    call: { tool: string; arguments: Record<string, unknown> },
+    category: "unknown" | "no_always" | "normal" | "read_only" | "hard_stop",
+    reason: string,
+    commands: string[],
+  ): void {
+    this.deps.store.append(taskId, "permission-requested", { request_id: randomUUID(), step_id: stepId, call, category, reason, commands });
+  }
+
+  private async runCoder(taskId: string, plan: Extract<PlanStep, { kind: "coder" }>, signal: AbortSignal): Promise<ToolResult> {
+    const started = performance.now();
+    const models = this.deps.models;
+    if (!models?.hasRole("coder")) {
+      return deniedResult("coder", ErrorCode.ModelUnavailable, "no coder model is configured (config/models.json, role coder)");
+    }
+    const sink = this.deps.sinkFor(taskId);
+    sink.started("coder", plan.id);
+    const text = await models.generateText({
+      role: "coder",
+      system: this.deps.config.prompts.coder,
+      prompt: `${plan.coder.specification}\n\nFiles: ${plan.coder.files.join(", ") || "(none named)"}`,
+      onDelta: (delta) => sink.delta("coder", plan.id, delta),
+      signal: AbortSignal.any([signal, AbortSignal.timeout(this.deps.config.runtime.timeouts.model_call_ms)]),
+    });
+    sink.completed("coder", plan.id, text);
+    return { tool: "coder", ok: text.trim().length > 0, output: text, truncated: false, duration_ms: performance.now() - started };
+  }
+
+  private async score(taskId: string, step: StepProjection, signal: AbortSignal): Promise<{ score: CriticScore; source: "model" | "heuristic" }> {
+    const result = step.result!;
+    const models = this.deps.models;
+    const role = models?.hasRole("critic") ? "critic" : models?.hasRole("json_compiler") ? "json_compiler" : null;
+    // A refused or invalid call needs no model to judge; neither does a run without any model.
+    if (!models || !role || result.error?.code === ErrorCode.PermissionDenied || result.error?.code === ErrorCode.HardStop) {
+      return { score: heuristicScore(result), source: "heuristic" };
+    }
+    const sink = this.deps.sinkFor(taskId);
+    const projection = this.deps.store.projection(taskId);
+    try {
+      sink.started(role, `critic:${step.step.id}`);
+      const judged = await models.generateJson({
+        role,
+        system: this.deps.config.prompts.critic,
+        prompt: criticPrompt(projection.text, step.step, result),
+        schema: CriticScoreSchema,
+        onDelta: (delta) => sink.delta(role, `critic:${step.step.id}`, delta),
+        signal: AbortSignal.any([signal, AbortSignal.timeout(this.deps.config.runtime.timeouts.model_call_ms)]),
+      });
+      sink.completed(role, `critic:${step.step.id}`, judged.raw);
+      return { score: judged.value, source: "model" };
+    } catch (error) {
+      signal.throwIfAborted();
+      this.deps.logger.warn({ err: error, task_id: taskId, step_id: step.step.id }, "critic model failed; using the heuristic");
+      return { score: heuristicScore(result), source: "heuristic" };
+    }
+  }
+
+  private async recover(taskId: string, step: StepProjection, signal: AbortSignal): Promise<StepTurn> {
+    const score = step.score!;
+    const code = step.result?.error?.code;
+    const retryable = code !== ErrorCode.PermissionDenied && code !== ErrorCode.HardStop && code !== ErrorCode.ModelUnavailable;
+    const decision = decideRecovery(score, step.attempt, this.deps.config.runtime, { retryable });
+    const stepId = step.step.id;
+    if (decision.action === "continue" && score.verdict === "pass") {
+      this.deps.store.append(taskId, "step-completed", { step_id: stepId, attempt: step.attempt });
+      return "settled";
+    }
+    if (decision.action === "retry") {
+      this.deps.store.append(taskId, "step-retrying", { step_id: stepId, attempt: step.attempt, delay_ms: decision.delay_ms, reason: decision.reason });
+      await this.deps.sleep(decision.delay_ms, signal);
+      return "retry";
+    }
+    this.deps.store.append(taskId, "step-failed", { step_id: stepId, attempt: step.attempt, recovery: decision.action, reason: decision.reason });
+    return "settled";
+  }
+}

@@ -1,0 +1,24 @@
+import type { EventPayloads, TaskState } from "../contracts/index.js";
+import type { TaskProjection } from "../state/task-projection.js";
+
+/** What a caller learns when the loop stops driving a task (finished, or waiting for the user). */
+export interface TaskOutcome {
+  task_id: string;
+  state: TaskState;
+  answer: string | null;
+  error: { code: string; message: string } | null;
+  /** Open permission requests, when the task waits for the user. */
+  pending_permissions: Array<EventPayloads["permission-requested"]>;
+}
+
+export function outcomeOf(projection: TaskProjection): TaskOutcome {
+  return {
+    task_id: projection.task_id,
+    state: projection.state,
+    answer: projection.answer,
+    error: projection.error,
+    pending_permissions: Object.values(projection.steps)
+      .map((step) => step.permission_request)
+      .filter((request): request is EventPayloads["permission-requested"] => request !== null),
+  };
+}

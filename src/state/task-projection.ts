@@ -1,0 +1,206 @@
+import type {
+  CriticScore,
+  DuckEvent,
+  EventPayloads,
+  EventTypeName,
+  ExecutionDirective,
+  PlanStep,
+  RecoveryAction,
+  TaskState,
+  ToolResult,
+} from "../contracts/index.js";
+
+export type StepStatus = "pending" | "running" | "awaiting_permission" | "succeeded" | "failed" | "skipped";
+
+export interface StepProjection {
+  step: PlanStep;
+  status: StepStatus;
+  /** 1-based number of the latest attempt; 0 before the first. */
+  attempt: number;
+  /** The latest attempt recorded `tool-called`: its effect may have happened. */
+  tool_called: boolean;
+  /** The latest attempt was granted permission (so a resume need not ask again). */
+  permission_granted: boolean;
+  /** The user denied the latest attempt's request. */
+  permission_denied: boolean;
+  /** The open permission request of this step, as it was shown to the user. */
+  permission_request: EventPayloads["permission-requested"] | null;
+  result: ToolResult | null;
+  score: CriticScore | null;
+  recovery: RecoveryAction | null;
+  failure_reason: string | null;
+}
+
+/** A task's state as its events say it is. Checkpoints store this; resume rebuilds it. */
+export interface TaskProjection {
+  task_id: string;
+  text: string;
+  session_id: string | null;
+  workspace: string;
+  state: TaskState;
+  seq: number;
+  started: boolean;
+  directive: ExecutionDirective | null;
+  plan_order: string[] | null;
+  steps: Record<string, StepProjection>;
+  answer: string | null;
+  error: { code: string; message: string } | null;
+  memory_writes: number;
+}
+
+export function emptyStep(step: PlanStep): StepProjection {
+  return {
+    step,
+    status: "pending",
+    attempt: 0,
+    tool_called: false,
+    permission_granted: false,
+    permission_denied: false,
+    permission_request: null,
+    result: null,
+    score: null,
+    recovery: null,
+    failure_reason: null,
+  };
+}
+
+type Reducer<T extends EventTypeName> = (p: TaskProjection, payload: EventPayloads[T]) => void;
+
+function updateStep(p: TaskProjection, stepId: string, change: (s: StepProjection) => void): void {
+  const step = p.steps[stepId];
+  if (step) change(step);
+}
+
+// Reducers mutate a copy made by applyEvent, which keeps each one short and the whole pure.
+const reducers: { [T in EventTypeName]?: Reducer<T> } = {
+  "task-started": (p) => {
+    p.started = true;
+    p.state = "running";
+  },
+  "task-resumed": (p) => {
+    if (p.state !== "awaiting_permission") p.state = "running";
+  },
+  "directive-decided": (p, e) => {
+    p.directive = e.directive;
+  },
+  "plan-accepted": (p, e) => {
+    p.plan_order = e.order;
+    p.steps = Object.fromEntries(e.steps.map((step) => [step.id, emptyStep(step)]));
+  },
+  "step-started": (p, e) =>
+    updateStep(p, e.step_id, (s) => {
+      s.status = "running";
+      s.attempt = e.attempt;
+      s.tool_called = false;
+      s.permission_granted = false;
+      s.permission_denied = false;
+      s.permission_request = null;
+      s.result = null;
+      s.score = null;
+    }),
+  "permission-requested": (p, e) =>
+    updateStep(p, e.step_id, (s) => {
+      s.status = "awaiting_permission";
+      s.permission_request = e;
+    }),
+  "task-awaiting-permission": (p) => {
+    p.state = "awaiting_permission";
+  },
+  "permission-resolved": (p, e) => {
+    updateStep(p, e.step_id, (s) => {
+      s.permission_request = null;
+      s.permission_granted = e.decision === "allow" || e.decision === "allow_always";
+      s.permission_denied = e.decision === "deny";
+      s.status = "running";
+    });
+    const stillWaiting = Object.values(p.steps).some((s) => s.status === "awaiting_permission");
+    if (!stillWaiting && p.state === "awaiting_permission") p.state = "running";
+  },
+  "tool-called": (p, e) =>
+    updateStep(p, e.step_id, (s) => {
+      s.tool_called = true;
+      // A grant covers one run: if this one's outcome is lost in a crash, the user is asked again.
+      s.permission_granted = false;
+    }),
+  "tool-result": (p, e) => updateStep(p, e.step_id, (s) => (s.result = e.result)),
+  "critic-scored": (p, e) => updateStep(p, e.step_id, (s) => (s.score = e.score)),
+  "step-retrying": (p, e) =>
+    updateStep(p, e.step_id, (s) => {
+      s.status = "pending";
+      s.failure_reason = e.reason;
+    }),
+  "step-completed": (p, e) => updateStep(p, e.step_id, (s) => (s.status = "succeeded")),
+  "step-failed": (p, e) =>
+    updateStep(p, e.step_id, (s) => {
+      s.status = "failed";
+      s.recovery = e.recovery;
+      s.failure_reason = e.reason;
+    }),
+  "step-skipped": (p, e) =>
+    updateStep(p, e.step_id, (s) => {
+      s.status = "skipped";
+      s.failure_reason = e.reason;
+    }),
+  "memory-written": (p) => {
+    p.memory_writes += 1;
+  },
+  "answer-completed": (p, e) => {
+    p.answer = e.answer;
+  },
+  "task-completed": (p, e) => {
+    p.state = "completed";
+    p.answer = e.answer;
+  },
+  "task-failed": (p, e) => {
+    p.state = "failed";
+    p.error = { code: e.code, message: e.message };
+  },
+  "task-cancelled": (p, e) => {
+    p.state = "cancelled";
+    p.error = { code: "DUCK_ERR_CANCELLED", message: e.reason };
+  },
+};
+
+export function initialProjection(event: DuckEvent): TaskProjection {
+  const payload = event.payload as EventPayloads["task-received"];
+  return {
+    task_id: event.task_id,
+    text: payload.text,
+    session_id: payload.session_id,
+    workspace: payload.workspace,
+    state: "received",
+    seq: event.seq,
+    started: false,
+    directive: null,
+    plan_order: null,
+    steps: {},
+    answer: null,
+    error: null,
+    memory_writes: 0,
+  };
+}
+
+/** Pure: the projection after one more event. The input is left untouched. */
+export function applyEvent(projection: TaskProjection, event: DuckEvent): TaskProjection {
+  const reducer = reducers[event.type] as Reducer<EventTypeName> | undefined;
+  // Most events (token deltas above all) change nothing but the position: skip the deep copy.
+  if (!reducer) return { ...projection, seq: event.seq };
+  const next: TaskProjection = structuredClone(projection);
+  reducer(next, event.payload as never);
+  next.seq = event.seq;
+  return next;
+}
+
+/** Rebuilds a projection from a task's events (the first must be `task-received`). */
+export function projectEvents(events: readonly DuckEvent[], from?: TaskProjection): TaskProjection {
+  let projection = from;
+  for (const event of events) {
+    if (!projection) {
+      projection = initialProjection(event);
+      continue;
+    }
+    projection = applyEvent(projection, event);
+  }
+  if (!projection) throw new Error("no events to project");
+  return projection;
+}

@@ -1,0 +1,79 @@
+import type { Database } from "better-sqlite3";
+
+/** Versioned schema changes. Append only: a shipped migration never changes. */
+export const MIGRATIONS: ReadonlyArray<{ version: number; description: string; sql: string }> = [
+  {
+    version: 1,
+    description: "tasks, events, checkpoints, memories with FTS5",
+    sql: `
+      CREATE TABLE tasks (
+        id TEXT PRIMARY KEY,
+        text TEXT NOT NULL,
+        state TEXT NOT NULL,
+        session_id TEXT,
+        workspace TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        last_seq INTEGER NOT NULL,
+        answer TEXT,
+        error TEXT
+      );
+      CREATE INDEX tasks_by_state ON tasks(state);
+      CREATE INDEX tasks_by_session ON tasks(session_id, created_at);
+
+      -- id gives one global order for GET /events; (task_id, seq) is the per-task order.
+      CREATE TABLE events (
+        id INTEGER PRIMARY KEY,
+        task_id TEXT NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
+        seq INTEGER NOT NULL,
+        type TEXT NOT NULL,
+        time TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        UNIQUE (task_id, seq)
+      );
+
+      -- One row per task: the latest snapshot. Older ones are replaced, so storage stays bounded.
+      CREATE TABLE checkpoints (
+        task_id TEXT PRIMARY KEY REFERENCES tasks(id) ON DELETE CASCADE,
+        seq INTEGER NOT NULL,
+        time TEXT NOT NULL,
+        snapshot TEXT NOT NULL
+      );
+
+      CREATE TABLE memories (
+        id INTEGER PRIMARY KEY,
+        text TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        source_task TEXT,
+        weight REAL NOT NULL DEFAULT 1.0,
+        pinned INTEGER NOT NULL DEFAULT 0,
+        created_at TEXT NOT NULL,
+        last_used_at TEXT,
+        embedding_model TEXT
+      );
+      CREATE VIRTUAL TABLE memories_fts USING fts5(text, content='memories', content_rowid='id');
+      CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
+        INSERT INTO memories_fts(rowid, text) VALUES (new.id, new.text);
+      END;
+      CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
+        INSERT INTO memories_fts(memories_fts, rowid, text) VALUES ('delete', old.id, old.text);
+      END;
+      CREATE TRIGGER memories_au AFTER UPDATE OF text ON memories BEGIN
+        INSERT INTO memories_fts(memories_fts, rowid, text) VALUES ('delete', old.id, old.text);
+        INSERT INTO memories_fts(rowid, text) VALUES (new.id, new.text);
+      END;
+    `,
+  },
+];
+
+export function migrate(db: Database): number {
+  const current = db.pragma("user_version", { simple: true }) as number;
+  for (const migration of MIGRATIONS) {
+    if (migration.version <= current) continue;
+    db.transaction(() => {
+      db.exec(migration.sql);
+      db.pragma(`user_version = ${migration.version}`);
+    })();
+  }
+  return db.pragma("user_version", { simple: true }) as number;
+}

@@ -1,0 +1,41 @@
+import { z } from "zod";
+import { MemoryKindSchema } from "../../contracts/index.js";
+import type { MemoryStore } from "../../memory/memory-store.js";
+import { defineTool, type AnyToolDefinition } from "../tool-definition.js";
+
+export function createMemoryTools(memory: MemoryStore): AnyToolDefinition[] {
+  const memoryInsert = defineTool({
+    name: "memory_insert",
+    description: "Store a fact, procedure or note in long-term memory.",
+    inputSchema: z.object({ text: z.string().min(1).max(20_000), kind: MemoryKindSchema.default("fact") }),
+    // Writes DuckLM's own store only, but a repeat would store a copy: never re-run silently.
+    effect: "side-effecting",
+    async execute(input, context) {
+      const entry = memory.insert({ text: input.text, kind: input.kind, source_task: context.taskId });
+      return { ok: true, output: `remembered (#${entry.id}): ${entry.text}`, data: { entry } };
+    },
+  });
+  const memorySearch = defineTool({
+    name: "memory_search",
+    description: "Search long-term memory for entries about a subject.",
+    inputSchema: z.object({ query: z.string().min(1).max(500), limit: z.number().int().positive().max(50).default(5) }),
+    effect: "read-only",
+    async execute(input) {
+      const hits = memory.search(input.query, input.limit);
+      const output = hits.length === 0 ? `nothing remembered about "${input.query}"` : hits.map((hit) => `- ${hit.entry.text}`).join("\n");
+      return { ok: true, output, data: { hits } };
+    },
+  });
+  const memoryList = defineTool({
+    name: "memory_list",
+    description: "List the most recent long-term memory entries.",
+    inputSchema: z.object({ limit: z.number().int().positive().max(200).default(20) }),
+    effect: "read-only",
+    async execute(input) {
+      const entries = memory.list(input.limit);
+      const output = entries.length === 0 ? "memory is empty" : entries.map((entry) => `#${entry.id} [${entry.kind}] ${entry.text}`).join("\n");
+      return { ok: true, output, data: { entries } };
+    },
+  });
+  return [memoryInsert, memorySearch, memoryList];
+}

@@ -1,0 +1,99 @@
+import { spawn } from "node:child_process";
+import { z } from "zod";
+import { defineTool } from "../tool-definition.js";
+
+export const ShellExecInputSchema = z.object({
+  command: z.string().min(1).max(100_000).describe("A POSIX shell command, run in the workspace"),
+});
+
+// Names whose values are credentials in common setups; they never reach a command the model wrote.
+const SECRET_ENV = /(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|PRIVATE_KEY|CREDENTIAL|SESSION|COOKIE)/i;
+
+export function scrubEnvironment(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const clean: NodeJS.ProcessEnv = {};
+  for (const [key, value] of Object.entries(env)) {
+    if (!SECRET_ENV.test(key) && !key.startsWith("DUCKLM_")) clean[key] = value;
+  }
+  return clean;
+}
+
+/** Collects a stream's bytes up to a cap and remembers whether anything was cut. */
+class CappedBuffer {
+  private readonly chunks: Buffer[] = [];
+  private size = 0;
+  truncatedBytes = 0;
+  constructor(private readonly cap: number) {}
+  push(chunk: Buffer): void {
+    const room = this.cap - this.size;
+    if (room <= 0) {
+      this.truncatedBytes += chunk.length;
+      return;
+    }
+    const kept = chunk.length > room ? chunk.subarray(0, room) : chunk;
+    this.chunks.push(kept);
+    this.size += kept.length;
+    this.truncatedBytes += chunk.length - kept.length;
+  }
+  text(): string {
+    return Buffer.concat(this.chunks).toString("utf8");
+  }
+}
+
+export const shellExecTool = defineTool({
+  name: "shell_exec",
+  description: "Run a shell command in the workspace and return its output and exit code.",
+  inputSchema: ShellExecInputSchema,
+  effect: "side-effecting",
+  execute(input, context) {
+    return new Promise((resolvePromise) => {
+      // Own process group, so a timeout or cancel kills everything the command started.
+      const child = spawn("/bin/sh", ["-c", input.command], {
+        cwd: context.workspace,
+        detached: true,
+        env: scrubEnvironment(process.env),
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+      const stdout = new CappedBuffer(context.outputCapBytes);
+      const stderr = new CappedBuffer(context.outputCapBytes);
+      child.stdout.on("data", (chunk: Buffer) => stdout.push(chunk));
+      child.stderr.on("data", (chunk: Buffer) => stderr.push(chunk));
+      let stoppedBy: string | null = null;
+      const killGroup = () => {
+        stoppedBy = String(context.signal.reason instanceof Error ? context.signal.reason.message : context.signal.reason ?? "cancelled");
+        try {
+          if (child.pid !== undefined) process.kill(-child.pid, "SIGKILL");
+        } catch {
+          // Already gone.
+        }
+      };
+      if (context.signal.aborted) killGroup();
+      else context.signal.addEventListener("abort", killGroup, { once: true });
+      child.on("error", (error) => {
+        context.signal.removeEventListener("abort", killGroup);
+        resolvePromise({ ok: false, output: "", exit_code: null, error: { code: "DUCK_ERR_TOOL_FAILED", message: error.message } });
+      });
+      child.on("close", (code, signal) => {
+        context.signal.removeEventListener("abort", killGroup);
+        const truncated = stdout.truncatedBytes > 0 || stderr.truncatedBytes > 0;
+        let output = stdout.text();
+        const errText = stderr.text();
+        if (errText) output += (output && !output.endsWith("\n") ? "\n" : "") + errText;
+        if (truncated) output += `\n[shell_exec: output cut, ${stdout.truncatedBytes + stderr.truncatedBytes} bytes not kept]`;
+        const data = { command: input.command, stdout: stdout.text(), stderr: errText, exit_code: code, signal };
+        if (stoppedBy !== null) {
+          resolvePromise({ ok: false, output, exit_code: code, truncated, data, error: { code: "DUCK_ERR_TOOL_TIMEOUT", message: `command stopped: ${stoppedBy}` } });
+          return;
+        }
+        const ok = code === 0;
+        resolvePromise({
+          ok,
+          output,
+          exit_code: code,
+          truncated,
+          data,
+          ...(ok ? {} : { error: { code: "DUCK_ERR_TOOL_FAILED", message: `command exited with ${code ?? signal}` } }),
+        });
+      });
+    });
+  },
+});

@@ -1,0 +1,45 @@
+import type { z } from "zod";
+import type { ToolEffect } from "../contracts/index.js";
+
+export interface ToolContext {
+  /** Aborted on step timeout, task cancel or shutdown. */
+  signal: AbortSignal;
+  /** The task's workspace: relative paths resolve here and nothing outside it is touched. */
+  workspace: string;
+  /** The step's time limit in milliseconds (the signal fires at it too). */
+  timeoutMs: number;
+  /** Bytes of output kept per stream. */
+  outputCapBytes: number;
+  /** Largest file a read returns. */
+  fileReadMaxBytes: number;
+  /** The task the call belongs to. */
+  taskId: string;
+}
+
+export interface ToolOutput {
+  ok: boolean;
+  /** Text for people and models. */
+  output: string;
+  data?: unknown;
+  error?: { code: string; message: string };
+  exit_code?: number | null;
+  truncated?: boolean;
+}
+
+/** A tool the models can call. Its input schema is shown to models as JSON schema and checked here. */
+export interface ToolDefinition<Input = unknown> {
+  name: string;
+  description: string;
+  inputSchema: z.ZodType<Input>;
+  /** read-only tools may be re-run after a crash; side-effecting ones never silently. */
+  effect: ToolEffect;
+  execute(input: Input, context: ToolContext): Promise<ToolOutput>;
+}
+
+// The registry stores tools of many input types; `defineTool` keeps each definition typed.
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type AnyToolDefinition = ToolDefinition<any>;
+
+export function defineTool<Input>(definition: ToolDefinition<Input>): ToolDefinition<Input> {
+  return definition;
+}

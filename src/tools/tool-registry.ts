@@ -1,0 +1,81 @@
+import { z } from "zod";
+import type { ToolResult } from "../contracts/index.js";
+import { describeError, DuckError, ErrorCode } from "../errors/duck-error.js";
+import type { AnyToolDefinition, ToolContext, ToolDefinition } from "./tool-definition.js";
+
+export interface ToolCatalogueEntry {
+  name: string;
+  description: string;
+  effect: string;
+  input_schema: unknown;
+}
+
+/** Every tool the runtime knows, by name. Validates input before a tool sees it. */
+export class ToolRegistry {
+  private readonly tools = new Map<string, ToolDefinition<unknown>>();
+
+  register<Input>(tool: ToolDefinition<Input>): this {
+    if (this.tools.has(tool.name)) throw new DuckError(ErrorCode.InvalidInput, `tool ${tool.name} is registered twice`);
+    this.tools.set(tool.name, tool as ToolDefinition<unknown>);
+    return this;
+  }
+
+  get(name: string): ToolDefinition<unknown> | undefined {
+    return this.tools.get(name);
+  }
+
+  require(name: string): ToolDefinition<unknown> {
+    const tool = this.tools.get(name);
+    if (!tool) {
+      throw new DuckError(ErrorCode.ToolNotFound, `no tool named ${name}; known tools: ${[...this.tools.keys()].join(", ")}`, {
+        details: { tool: name },
+      });
+    }
+    return tool;
+  }
+
+  names(): string[] {
+    return [...this.tools.keys()];
+  }
+
+  /** What the models are told about each tool. */
+  catalogue(): ToolCatalogueEntry[] {
+    return [...this.tools.values()].map((tool) => ({
+      name: tool.name,
+      description: tool.description,
+      effect: tool.effect,
+      input_schema: z.toJSONSchema(tool.inputSchema, { io: "input", unrepresentable: "any" }),
+    }));
+  }
+
+  /** Validates and runs one call; never throws: failures come back as a ToolResult with an error. */
+  async run(name: string, args: Record<string, unknown>, context: ToolContext): Promise<ToolResult> {
+    const started = performance.now();
+    const finish = (partial: Omit<ToolResult, "tool" | "duration_ms" | "truncated"> & { truncated?: boolean }): ToolResult => ({
+      tool: name,
+      truncated: false,
+      ...partial,
+      duration_ms: Math.round((performance.now() - started) * 1000) / 1000,
+    });
+    const tool = this.tools.get(name);
+    if (!tool) {
+      return finish({ ok: false, output: "", error: { code: ErrorCode.ToolNotFound, message: `no tool named ${name}` } });
+    }
+    const parsed = tool.inputSchema.safeParse(args);
+    if (!parsed.success) {
+      const message = parsed.error.issues.map((issue) => `${issue.path.join(".") || "(input)"}: ${issue.message}`).join("; ");
+      return finish({ ok: false, output: "", error: { code: ErrorCode.ToolInputInvalid, message: `${name}: ${message}` } });
+    }
+    try {
+      const output = await tool.execute(parsed.data, context);
+      return finish({ ...output });
+    } catch (error) {
+      const described = context.signal.aborted && !DuckError.isInstance(error)
+        ? { code: ErrorCode.ToolTimeout, message: `${name} was stopped: ${String(context.signal.reason ?? "aborted")}` }
+        : describeError(error);
+      return finish({ ok: false, output: "", error: described });
+    }
+  }
+}
+
+export type { AnyToolDefinition };
