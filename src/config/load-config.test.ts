@@ -1,0 +1,75 @@
+import { mkdirSync, writeFileSync, cpSync } from "node:fs";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { makeTempDir } from "../../test/helpers/test-runtime.js";
+import { DuckError } from "../errors/duck-error.js";
+import { BUNDLED_CONFIG_DIR, loadConfig, resolveHomeDir } from "./load-config.js";
+
+function copyOfBundled(): string {
+  const dir = makeTempDir("ducklm-config-");
+  cpSync(BUNDLED_CONFIG_DIR, dir, { recursive: true });
+  return dir;
+}
+
+function loadError(dir: string): DuckError {
+  try {
+    loadConfig(dir);
+  } catch (error) {
+    if (DuckError.isInstance(error)) return error;
+    throw error;
+  }
+  throw new Error("expected loadConfig to fail");
+}
+
+describe("loadConfig", () => {
+  it("loads the bundled config with the seed's defaults", () => {
+    const config = loadConfig(BUNDLED_CONFIG_DIR);
+    expect(config.runtime.timeouts.step_ms).toBe(30_000);
+    expect(config.runtime.timeouts.task_ms).toBe(300_000);
+    expect(config.runtime.retrieval_top_k).toBe(5);
+    expect(config.models.roles.critic?.file).toBe(config.models.roles.json_compiler?.file);
+    expect(Object.keys(config.prompts).sort()).toEqual(["coder", "critic", "json_compiler", "orchestrator", "planning", "sys_util", "system", "thinker"]);
+  });
+
+  it("names the file, the field and what was expected when a value is wrong", () => {
+    const dir = copyOfBundled();
+    writeFileSync(join(dir, "runtime.json"), JSON.stringify({ timeouts: { step_ms: "thirty" } }));
+    const error = loadError(dir);
+    expect(error.code).toBe("DUCK_ERR_CONFIG_INVALID");
+    expect(error.message).toContain(join(dir, "runtime.json"));
+    expect(error.message).toContain("timeouts.step_ms");
+    expect(error.message).toMatch(/expected number/);
+  });
+
+  it("reports a misspelt key instead of ignoring it", () => {
+    const dir = copyOfBundled();
+    writeFileSync(join(dir, "runtime.json"), JSON.stringify({ retrieval_topk: 3 }));
+    expect(loadError(dir).message).toMatch(/retrieval_topk/);
+  });
+
+  it("reports a file that is not JSON", () => {
+    const dir = copyOfBundled();
+    writeFileSync(join(dir, "permissions.json"), "{ not json");
+    const error = loadError(dir);
+    expect(error.message).toContain("permissions.json");
+    expect(error.message).toMatch(/not valid JSON/);
+  });
+
+  it("fills defaults for a missing JSON file but requires every prompt", () => {
+    const dir = makeTempDir("ducklm-config-");
+    mkdirSync(join(dir, "prompts"));
+    for (const name of ["thinker", "json_compiler", "coder", "critic", "sys_util", "orchestrator", "planning"]) {
+      writeFileSync(join(dir, "prompts", `${name}.md`), name);
+    }
+    const error = loadError(dir);
+    expect(error.code).toBe("DUCK_ERR_CONFIG_MISSING");
+    expect(error.message).toContain("system.md");
+    writeFileSync(join(dir, "prompts", "system.md"), "system");
+    expect(loadConfig(dir).runtime.retry.max_step_retries).toBe(2);
+  });
+
+  it("takes the data directory from DUCKLM_HOME, else ./data", () => {
+    expect(resolveHomeDir(undefined, { DUCKLM_HOME: "/tmp/duck-home" }, "/work")).toBe("/tmp/duck-home");
+    expect(resolveHomeDir(undefined, {}, "/work")).toBe("/work/data");
+  });
+});

@@ -1,0 +1,244 @@
+import { afterEach, describe, expect, it } from "vitest";
+import { ExecutionDirectiveSchema, RecallDecisionSchema, type DuckEvent, type ExecutionDirective } from "../contracts/index.js";
+import { ScriptedModelProvider } from "../models/scripted-provider.js";
+import { createTestRuntime, type TestRuntime } from "../../test/helpers/test-runtime.js";
+import { createEchoTool, createFlakyTool } from "../../test/helpers/test-tools.js";
+
+const runtimes: TestRuntime[] = [];
+afterEach(async () => {
+  await Promise.all(runtimes.splice(0).map((runtime) => runtime.dispose()));
+});
+
+/** Thinker drafts; the JSON compiler answers each schema it is asked for, judging steps by their success. */
+function plannerProvider(directive: ExecutionDirective): ScriptedModelProvider {
+  return new ScriptedModelProvider().always("thinker", "I will make a plan.").always("json_compiler", (request) => {
+    const schema = "schema" in request ? request.schema : null;
+    if (schema === ExecutionDirectiveSchema) return directive;
+    if (schema === RecallDecisionSchema) return { recall: false, query: "" };
+    const succeeded = request.prompt.includes("Succeeded: true");
+    return { correctness: succeeded ? 1 : 0, usefulness: succeeded ? 1 : 0, safety: 1, verdict: succeeded ? "pass" : "retry", reason: "scripted" };
+  });
+}
+
+function types(events: DuckEvent[]): string[] {
+  return events.map((event) => event.type);
+}
+
+function setup(options: Parameters<typeof createTestRuntime>[0]): TestRuntime {
+  const runtime = createTestRuntime(options);
+  runtimes.push(runtime);
+  return runtime;
+}
+
+describe("RuntimeLoop with a scripted model", () => {
+  it("runs a 3-step plan with one dependency in order, with events numbered 1..N without gaps", async () => {
+    const log: Array<{ text: string; start: number; end: number }> = [];
+    const directive: ExecutionDirective = {
+      kind: "plan",
+      goal: "three echoes",
+      steps: [
+        { id: "a", kind: "tool", description: "", depends_on: [], tool: "echo", arguments: { text: "A", wait_ms: 30 } },
+        { id: "b", kind: "tool", description: "", depends_on: ["a"], tool: "echo", arguments: { text: "B" } },
+        { id: "c", kind: "tool", description: "", depends_on: ["b"], tool: "echo", arguments: { text: "C" } },
+      ],
+    };
+    const runtime = setup({ models: plannerProvider(directive), tools: [createEchoTool(log)] });
+    const handle = runtime.loop.submit({ text: "echo three things" });
+    const outcome = await handle.done;
+    expect(outcome.state).toBe("completed");
+    expect(log.map((entry) => entry.text)).toEqual(["A", "B", "C"]);
+
+    const events = runtime.store.listEvents(handle.taskId);
+    expect(events.map((event) => event.seq)).toEqual(events.map((_, index) => index + 1));
+    const completedOrder = events.filter((event) => event.type === "step-completed").map((event) => event.payload.step_id);
+    expect(completedOrder).toEqual(["a", "b", "c"]);
+    // b starts only after a completed.
+    const seqOf = (type: string, step: string) => events.find((event) => event.type === type && event.payload.step_id === step)!.seq;
+    expect(seqOf("step-started", "b")).toBeGreaterThan(seqOf("step-completed", "a"));
+    expect(types(events)[0]).toBe("task-received");
+    expect(types(events).at(-1)).toBe("task-completed");
+    expect(types(events)).toContain("model-output-delta");
+    // Every step was judged by the (scripted) critic model, not the heuristic.
+    expect(events.filter((event) => event.type === "critic-scored").map((event) => event.payload.source)).toEqual(["model", "model", "model"]);
+    expect(runtime.store.getTask(handle.taskId)?.state).toBe("completed");
+  });
+
+  it("runs two independent steps at the same time", async () => {
+    const log: Array<{ text: string; start: number; end: number }> = [];
+    const directive: ExecutionDirective = {
+      kind: "plan",
+      goal: "",
+      steps: [
+        { id: "left", kind: "tool", description: "", depends_on: [], tool: "echo", arguments: { text: "L", wait_ms: 250 } },
+        { id: "right", kind: "tool", description: "", depends_on: [], tool: "echo", arguments: { text: "R", wait_ms: 250 } },
+      ],
+    };
+    const runtime = setup({ models: plannerProvider(directive), tools: [createEchoTool(log)] });
+    const outcome = await runtime.loop.submit({ text: "two at once" }).done;
+    expect(outcome.state).toBe("completed");
+    const [first, second] = log;
+    expect(first && second).toBeTruthy();
+    // Overlap: each started before the other ended.
+    expect(first!.start).toBeLessThan(second!.end);
+    expect(second!.start).toBeLessThan(first!.end);
+  });
+
+  it("respects the parallel limit", async () => {
+    const log: Array<{ text: string; start: number; end: number }> = [];
+    const directive: ExecutionDirective = {
+      kind: "plan",
+      goal: "",
+      steps: ["s1", "s2", "s3"].map((id) => ({ id, kind: "tool" as const, description: "", depends_on: [], tool: "echo", arguments: { text: id, wait_ms: 60 } })),
+    };
+    const runtime = setup({ models: plannerProvider(directive), tools: [createEchoTool(log)], runtime: { scheduler: { max_parallel_steps: 1 } } });
+    expect((await runtime.loop.submit({ text: "one at a time" }).done).state).toBe("completed");
+    for (let i = 1; i < log.length; i += 1) expect(log[i]!.start).toBeGreaterThanOrEqual(log[i - 1]!.end);
+  });
+
+  it("ends a plan with a dependency cycle in a failure event that names the cycle", async () => {
+    const directive: ExecutionDirective = {
+      kind: "plan",
+      goal: "",
+      steps: [
+        { id: "x", kind: "tool", description: "", depends_on: ["y"], tool: "echo", arguments: { text: "x" } },
+        { id: "y", kind: "tool", description: "", depends_on: ["x"], tool: "echo", arguments: { text: "y" } },
+      ],
+    };
+    const runtime = setup({ models: plannerProvider(directive), tools: [createEchoTool()] });
+    const handle = runtime.loop.submit({ text: "circular" });
+    const outcome = await handle.done;
+    expect(outcome.state).toBe("failed");
+    expect(outcome.error?.code).toBe("DUCK_ERR_PLAN_CYCLE");
+    expect(outcome.error?.message).toMatch(/x -> y -> x|y -> x -> y/);
+    const last = runtime.store.listEvents(handle.taskId).at(-1)!;
+    expect(last.type).toBe("task-failed");
+    expect(types(runtime.store.listEvents(handle.taskId))).not.toContain("step-started");
+  });
+
+  it("fails a plan that depends on a missing step with a clear error", async () => {
+    const directive: ExecutionDirective = {
+      kind: "plan",
+      goal: "",
+      steps: [{ id: "x", kind: "tool", description: "", depends_on: ["ghost"], tool: "echo", arguments: { text: "x" } }],
+    };
+    const runtime = setup({ models: plannerProvider(directive), tools: [createEchoTool()] });
+    const outcome = await runtime.loop.submit({ text: "missing" }).done;
+    expect(outcome.error).toEqual({ code: "DUCK_ERR_PLAN_MISSING_DEPENDENCY", message: 'step "x" depends on "ghost", which is not in the plan' });
+  });
+
+  it("retries a step that fails twice and then succeeds, within the retry limit", async () => {
+    const flaky = createFlakyTool(2);
+    const directive: ExecutionDirective = { kind: "tool", tool: "flaky", arguments: { key: "k" }, reason: "" };
+    const runtime = setup({ tools: [flaky], models: plannerProvider(directive) });
+    const handle = runtime.loop.submit({ text: "try hard" });
+    const outcome = await handle.done;
+    expect(outcome.state).toBe("completed");
+    expect(flaky.calls.get("k")).toBe(3);
+    const events = runtime.store.listEvents(handle.taskId);
+    expect(events.filter((event) => event.type === "step-retrying")).toHaveLength(2);
+    expect(events.filter((event) => event.type === "step-started").map((event) => event.payload.attempt)).toEqual([1, 2, 3]);
+  });
+
+  it("fails the task once retries are spent", async () => {
+    const flaky = createFlakyTool(5);
+    const directive: ExecutionDirective = { kind: "tool", tool: "flaky", arguments: { key: "k" }, reason: "" };
+    const runtime = setup({ tools: [flaky], models: plannerProvider(directive), runtime: { retry: { max_step_retries: 1 } } });
+    const outcome = await runtime.loop.submit({ text: "give up" }).done;
+    expect(outcome.state).toBe("failed");
+    expect(flaky.calls.get("k")).toBe(2);
+    expect(outcome.error?.message).toMatch(/retries spent \(1 of 1\)/);
+  });
+
+  it("skips the dependents of a failed step when recovery says continue", async () => {
+    const flaky = createFlakyTool(10);
+    const directive: ExecutionDirective = {
+      kind: "plan",
+      goal: "",
+      steps: [
+        { id: "bad", kind: "tool", description: "", depends_on: [], tool: "flaky", arguments: { key: "bad" } },
+        { id: "after-bad", kind: "tool", description: "", depends_on: ["bad"], tool: "echo", arguments: { text: "never" } },
+        { id: "good", kind: "tool", description: "", depends_on: [], tool: "echo", arguments: { text: "fine" } },
+      ],
+    };
+    const runtime = setup({
+      tools: [flaky, createEchoTool()],
+      models: plannerProvider(directive),
+      runtime: { retry: { max_step_retries: 0 }, recovery: { on_exhausted: "continue" } },
+    });
+    const handle = runtime.loop.submit({ text: "partial" });
+    const outcome = await handle.done;
+    expect(outcome.state).toBe("completed");
+    const projection = runtime.store.projection(handle.taskId);
+    expect(projection.steps.bad?.status).toBe("failed");
+    expect(projection.steps["after-bad"]?.status).toBe("skipped");
+    expect(projection.steps.good?.status).toBe("succeeded");
+    expect(outcome.answer).toMatch(/✗ bad/);
+  });
+
+  it("keeps running when a subscriber throws, and other subscribers still get every event", async () => {
+    const directive: ExecutionDirective = { kind: "tool", tool: "echo", arguments: { text: "hi" }, reason: "" };
+    const runtime = setup({ models: plannerProvider(directive), tools: [createEchoTool()] });
+    const seen: number[] = [];
+    runtime.bus.subscribeAll(() => {
+      throw new Error("subscriber bug");
+    });
+    runtime.bus.subscribeAll(async () => {
+      throw new Error("async subscriber bug");
+    });
+    runtime.bus.subscribeAll((event) => void seen.push(event.seq));
+    const handle = runtime.loop.submit({ text: "say hi" });
+    const outcome = await handle.done;
+    expect(outcome.state).toBe("completed");
+    expect(outcome.answer).toBe("hi");
+    expect(seen).toEqual(runtime.store.listEvents(handle.taskId).map((event) => event.seq));
+  });
+
+  it("delivers exactly events k..N to a subscriber from seq k of a finished task", async () => {
+    const directive: ExecutionDirective = { kind: "tool", tool: "echo", arguments: { text: "hi" }, reason: "" };
+    const runtime = setup({ models: plannerProvider(directive), tools: [createEchoTool()] });
+    const handle = runtime.loop.submit({ text: "say hi" });
+    await handle.done;
+    const all = runtime.store.listEvents(handle.taskId);
+    const k = 4;
+    const received: DuckEvent[] = [];
+    runtime.bus.subscribe(handle.taskId, (event) => void received.push(event), { fromSeq: k });
+    expect(received).toEqual(all.slice(k - 1));
+  });
+
+  it("cancels a running task through its AbortSignal", async () => {
+    const directive: ExecutionDirective = { kind: "tool", tool: "echo", arguments: { text: "slow", wait_ms: 10_000 }, reason: "" };
+    const runtime = setup({ models: plannerProvider(directive), tools: [createEchoTool()] });
+    const controller = new AbortController();
+    const handle = runtime.loop.submit({ text: "slow" }, { signal: controller.signal });
+    setTimeout(() => controller.abort(new Error("user pressed stop")), 100);
+    const started = Date.now();
+    const outcome = await handle.done;
+    expect(Date.now() - started).toBeLessThan(5_000);
+    expect(outcome.state).toBe("cancelled");
+    expect(runtime.store.listEvents(handle.taskId).at(-1)?.type).toBe("task-cancelled");
+  });
+
+  it("fails a task that runs past the task timeout", async () => {
+    const directive: ExecutionDirective = { kind: "tool", tool: "echo", arguments: { text: "slow", wait_ms: 10_000 }, reason: "" };
+    const runtime = setup({ models: plannerProvider(directive), tools: [createEchoTool()], runtime: { timeouts: { task_ms: 200 } } });
+    const outcome = await runtime.loop.submit({ text: "slow" }).done;
+    expect(outcome.state).toBe("failed");
+    expect(outcome.error?.code).toBe("DUCK_ERR_TASK_TIMEOUT");
+  });
+
+  it("rejects bad task input with a clear error and stores nothing", async () => {
+    const runtime = setup({});
+    expect(() => runtime.loop.submit({ text: "   " })).toThrow(/task text is empty/);
+    expect(() => runtime.loop.submit({ text: 42 })).toThrow(/DUCK_ERR_INVALID_INPUT|expected string/);
+    expect(() => runtime.loop.submit({ text: "x", workspace: "/definitely/not/here" })).toThrow(/not a directory/);
+    expect(runtime.store.listTasks()).toHaveLength(0);
+  });
+
+  it("refuses a task whose text contains a hard_stop command before doing anything", async () => {
+    const runtime = setup({});
+    const handle = runtime.loop.submit({ text: "run `ls && rm -rf /`" });
+    const outcome = await handle.done;
+    expect(outcome.error?.code).toBe("DUCK_ERR_HARD_STOP");
+    expect(types(runtime.store.listEvents(handle.taskId))).toEqual(["task-received", "task-failed"]);
+  });
+});

@@ -1,0 +1,94 @@
+import { spawnSync } from "node:child_process";
+import { rmSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { makeTempDir } from "./helpers/test-runtime.js";
+
+// Resolved here, because `--import tsx` would be looked up from the child's working directory.
+const tsxLoader = import.meta.resolve("tsx");
+
+const root = resolve(import.meta.dirname, "..");
+const home = makeTempDir("ducklm-cli-home-");
+const workspace = makeTempDir("ducklm-cli-ws-");
+afterAll(() => {
+  rmSync(home, { recursive: true, force: true });
+  rmSync(workspace, { recursive: true, force: true });
+});
+
+function ducklm(args: string[], options: { cwd?: string; bin?: boolean } = {}) {
+  const entry = options.bin ? [join(root, "bin/ducklm.js")] : ["--import", tsxLoader, join(root, "src/cli/main.ts")];
+  const result = spawnSync(process.execPath, [...entry, ...args], {
+    cwd: options.cwd ?? workspace,
+    env: { ...process.env, DUCKLM_HOME: home, DUCKLM_CONFIG: join(root, "config") },
+    encoding: "utf8",
+    timeout: 60_000,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  return { code: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+describe("ducklm CLI", () => {
+  it("`ducklm run \"read file README.md\"` completes with no model and shows the file's first lines", () => {
+    const result = ducklm(["run", "read file README.md"], { cwd: root, bin: true });
+    expect(result.stderr).toBe("");
+    expect(result.code).toBe(0);
+    expect(result.stdout).toContain("✔ completed");
+    expect(result.stdout).toContain("# DuckLM");
+  });
+
+  it("prints one JSON event a line with --json, numbered without gaps", () => {
+    writeFileSync(join(workspace, "x.txt"), "hello\n");
+    const result = ducklm(["run", "--json", "read file x.txt"]);
+    expect(result.code).toBe(0);
+    const events = result.stdout.trim().split("\n").map((line) => JSON.parse(line));
+    expect(events[0].type).toBe("task-received");
+    expect(events.at(-1).type).toBe("task-completed");
+    expect(events.map((event: { seq: number }) => event.seq)).toEqual(events.map((_: unknown, i: number) => i + 1));
+  });
+
+  it("exits non-zero when the task fails", () => {
+    const result = ducklm(["run", "read file missing.txt"]);
+    expect(result.code).toBe(1);
+    expect(result.stdout).toMatch(/✘ failed DUCK_ERR_FILE_NOT_FOUND/);
+  });
+
+  it("exits 3 when a task waits for permission and no terminal can answer", () => {
+    const result = ducklm(["run", "run `ls | wc -l`"]);
+    expect(result.code).toBe(3);
+    expect(result.stderr).toMatch(/waiting for permission/);
+  });
+
+  it("lists tasks and a task's events", () => {
+    const list = ducklm(["tasks", "--json"]);
+    expect(list.code).toBe(0);
+    const tasks = list.stdout.trim().split("\n").map((line) => JSON.parse(line));
+    expect(tasks.length).toBeGreaterThanOrEqual(3);
+    const completed = tasks.find((task: { state: string }) => task.state === "completed");
+    const events = ducklm(["events", "--task", completed.id, "--since", "2", "--json"]);
+    expect(events.code).toBe(0);
+    const parsed = events.stdout.trim().split("\n").map((line) => JSON.parse(line));
+    expect(parsed[0].seq).toBe(2);
+    expect(parsed.at(-1).type).toBe("task-completed");
+  });
+
+  it("answers bad input with a clear error and exit code 2", () => {
+    expect(ducklm(["events", "--task", "no-such-task"])).toMatchObject({ code: 2 });
+    expect(ducklm(["events", "--task", "no-such-task"]).stderr).toMatch(/DUCK_ERR_TASK_NOT_FOUND/);
+    expect(ducklm(["tasks", "--state", "sleeping"]).stderr).toMatch(/--state must be one of/);
+    expect(ducklm(["run", "   "]).stderr).toMatch(/task text is empty/);
+    expect(ducklm(["frobnicate"]).code).toBe(2);
+  });
+
+  it("stops with the file and field when a config file is wrong", () => {
+    const config = makeTempDir("ducklm-badconfig-");
+    writeFileSync(join(config, "runtime.json"), JSON.stringify({ scheduler: { max_parallel_steps: 0 } }));
+    const result = spawnSync(process.execPath, ["--import", tsxLoader, join(root, "src/cli/main.ts"), "tasks"], {
+      cwd: workspace,
+      env: { ...process.env, DUCKLM_HOME: home, DUCKLM_CONFIG: config },
+      encoding: "utf8",
+    });
+    expect(result.status).toBe(2);
+    expect(result.stderr).toMatch(/runtime\.json: scheduler\.max_parallel_steps: Too small/);
+    rmSync(config, { recursive: true, force: true });
+  });
+});

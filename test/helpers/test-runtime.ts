@@ -1,0 +1,69 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { RuntimeConfigSchema, type DuckConfig } from "../../src/config/config-schemas.js";
+import { BUNDLED_CONFIG_DIR, loadConfig } from "../../src/config/load-config.js";
+import type { ModelProvider } from "../../src/models/model-provider.js";
+import { createRuntime, type Runtime } from "../../src/runtime/create-runtime.js";
+import type { AnyToolDefinition } from "../../src/tools/tool-definition.js";
+
+export interface TestRuntimeOptions {
+  models?: ModelProvider | null;
+  tools?: AnyToolDefinition[];
+  /** Deep-merged over runtime.json. */
+  runtime?: Record<string, unknown>;
+  home?: string;
+  workspace?: string;
+  databaseFile?: string;
+}
+
+export interface TestRuntime extends Runtime {
+  workspace: string;
+  /** Closes the runtime and removes its directories. */
+  dispose(): Promise<void>;
+}
+
+function merge(base: Record<string, unknown>, over: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...base };
+  for (const [key, value] of Object.entries(over)) {
+    const existing = out[key];
+    out[key] =
+      value && typeof value === "object" && !Array.isArray(value) && existing && typeof existing === "object"
+        ? merge(existing as Record<string, unknown>, value as Record<string, unknown>)
+        : value;
+  }
+  return out;
+}
+
+export function makeTempDir(prefix = "ducklm-test-"): string {
+  return mkdtempSync(join(tmpdir(), prefix));
+}
+
+/** The bundled config with runtime.json overrides (fast retries by default, so tests stay quick). */
+export function testConfig(runtimeOverrides: Record<string, unknown> = {}): DuckConfig {
+  const config = loadConfig(BUNDLED_CONFIG_DIR);
+  const runtime = RuntimeConfigSchema.parse(merge(merge(config.runtime as unknown as Record<string, unknown>, { retry: { backoff_ms: 1 } }), runtimeOverrides));
+  return { ...config, runtime };
+}
+
+export function createTestRuntime(options: TestRuntimeOptions = {}): TestRuntime {
+  const home = options.home ?? makeTempDir();
+  const workspace = options.workspace ?? makeTempDir("ducklm-ws-");
+  const runtime = createRuntime({
+    home,
+    config: testConfig(options.runtime),
+    workspace,
+    models: options.models ?? null,
+    ...(options.tools ? { tools: options.tools } : {}),
+    ...(options.databaseFile ? { databaseFile: options.databaseFile } : {}),
+  });
+  return {
+    ...runtime,
+    workspace,
+    async dispose() {
+      await runtime.close();
+      if (!options.home) rmSync(home, { recursive: true, force: true });
+      if (!options.workspace) rmSync(workspace, { recursive: true, force: true });
+    },
+  };
+}
