@@ -60,7 +60,8 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
   const config = options.config ?? loadConfig(resolveConfigDir(options.configDir));
   mkdirSync(home, { recursive: true });
   const logger = options.logger ?? createLogger({ file: join(home, "logs", "ducklm.log") });
-  const db = openDatabase(options.databaseFile ?? join(home, "ducklm.sqlite3"), { synchronous: config.runtime.storage.synchronous });
+  const database = openDatabase(options.databaseFile ?? join(home, "ducklm.sqlite3"), { synchronous: config.runtime.storage.synchronous });
+  const db = database.db;
   const events = new EventStore(db);
   const bus = new EventBus((taskId, fromSeq) => events.list(taskId, fromSeq), logger);
   const store = new TaskStore(db, events, bus, options.clock);
@@ -98,7 +99,7 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
       closed = true;
       await loop.close();
       await models?.dispose();
-      db.close();
+      database.close();
     },
   };
 }

@@ -1,5 +1,5 @@
 import { resolve } from "node:path";
-import { existsSync, statSync } from "node:fs";
+import { statSync } from "node:fs";
 import { setTimeout as delay } from "node:timers/promises";
 import type { Logger } from "pino";
 import {
@@ -29,6 +29,7 @@ import type { TaskStore } from "../state/task-store.js";
 import type { ToolRegistry } from "../tools/tool-registry.js";
 import { StepRunner, type StepTurn } from "./step-runner.js";
 import { outcomeOf, type TaskOutcome } from "./task-outcome.js";
+import { scopedSignal, withScopedSignal } from "./scoped-signal.js";
 
 export interface RuntimeLoopDeps {
   store: TaskStore;
@@ -52,6 +53,11 @@ export interface TaskHandle {
 export interface SubmitOptions {
   /** Cancels the task. */
   signal?: AbortSignal;
+  /**
+   * Commit the new task before returning, for callers that hand its id to someone outside this
+   * process (the HTTP API). Defaults to false: it commits with the task's first batch.
+   */
+  durable?: boolean;
 }
 
 export type PermissionAnswer = "allow" | "allow_always" | "deny";
@@ -123,10 +129,13 @@ export class RuntimeLoop {
       throw new DuckError(ErrorCode.InvalidInput, message);
     }
     const workspace = resolve(this.deps.workspace, parsed.data.workspace ?? ".");
-    if (!existsSync(workspace) || !statSync(workspace).isDirectory()) {
+    if (!statSync(workspace, { throwIfNoEntry: false })?.isDirectory()) {
       throw new DuckError(ErrorCode.InvalidInput, `workspace ${workspace} is not a directory`);
     }
-    const projection = this.deps.store.createTask({ text: parsed.data.text, session_id: parsed.data.session_id, workspace });
+    const projection = this.deps.store.createTask(
+      { text: parsed.data.text, session_id: parsed.data.session_id, workspace },
+      { durable: options.durable === true },
+    );
     return { taskId: projection.task_id, done: this.drive(projection.task_id, options) };
   }
 
@@ -166,7 +175,7 @@ export class RuntimeLoop {
     }
     const request = step.permission_request!;
     const decision = answer === "allow_always" && request.category === "no_always" ? "allow" : answer;
-    this.deps.store.append(taskId, "permission-resolved", { request_id: requestId, step_id: request.step_id, decision, by });
+    this.deps.store.append(taskId, "permission-resolved", { request_id: requestId, step_id: request.step_id, decision, by }, { durable: true });
     return { taskId, done: this.drive(taskId) };
   }
 
@@ -178,7 +187,7 @@ export class RuntimeLoop {
       return;
     }
     const projection = this.deps.store.projection(taskId);
-    if (!isTerminalTaskState(projection.state)) this.deps.store.append(taskId, "task-cancelled", { reason });
+    if (!isTerminalTaskState(projection.state)) this.deps.store.append(taskId, "task-cancelled", { reason }, { durable: true });
   }
 
   isActive(taskId: string): boolean {
@@ -193,15 +202,15 @@ export class RuntimeLoop {
   }
 
   private async execute(taskId: string, controller: AbortController, external?: AbortSignal): Promise<TaskOutcome> {
-    const timeout = AbortSignal.timeout(this.deps.config.runtime.timeouts.task_ms);
-    const signal = AbortSignal.any(external ? [controller.signal, timeout, external] : [controller.signal, timeout]);
+    const scope = scopedSignal([controller.signal, external], this.deps.config.runtime.timeouts.task_ms, "task");
+    const signal = scope.signal;
     const { store } = this.deps;
     try {
       await this.advance(taskId, signal);
     } catch (error) {
       const projection = store.projection(taskId);
       if (!isTerminalTaskState(projection.state)) {
-        if (timeout.aborted) {
+        if (scope.timedOut) {
           store.append(taskId, "task-failed", {
             code: ErrorCode.TaskTimeout,
             message: `the task ran longer than ${this.deps.config.runtime.timeouts.task_ms} ms (runtime.json timeouts.task_ms)`,
@@ -214,7 +223,11 @@ export class RuntimeLoop {
           store.append(taskId, "task-failed", describeError(error));
         }
       }
+    } finally {
+      scope.dispose();
     }
+    // Whoever awaits the outcome may read the task back at once: its events must be on disk.
+    store.flush();
     return outcomeOf(store.projection(taskId));
   }
 
@@ -284,10 +297,11 @@ export class RuntimeLoop {
     );
     store.append(taskId, "context-built", { sections: context.sections, total_tokens: context.total_tokens });
     signal.throwIfAborted();
-    const routed = await this.deps.router.decide(projection.text, context, {
-      sink: this.sinkFor(taskId),
-      signal: AbortSignal.any([signal, AbortSignal.timeout(config.runtime.timeouts.model_call_ms)]),
-    });
+    const routed = this.deps.router.usesModels
+      ? await withScopedSignal([signal], config.runtime.timeouts.model_call_ms, "router model calls", (callSignal) =>
+          this.deps.router.decide(projection.text, context, { sink: this.sinkFor(taskId), signal: callSignal }),
+        )
+      : await this.deps.router.decide(projection.text, context, { sink: this.sinkFor(taskId), signal });
     store.append(taskId, "directive-decided", { directive: routed.directive, source: routed.source });
   }
 
@@ -298,14 +312,16 @@ export class RuntimeLoop {
     try {
       const sink = this.sinkFor(projection.task_id);
       sink.started(role, "recall");
-      const result = await models.generateJson({
-        role,
-        system: this.deps.config.prompts.sys_util,
-        prompt: `Should long-term memory be searched for this task, and with which query?\n\nTask: ${projection.text}`,
-        schema: RecallDecisionSchema,
-        onDelta: (text) => sink.delta(role, "recall", text),
-        signal: AbortSignal.any([signal, AbortSignal.timeout(this.deps.config.runtime.timeouts.model_call_ms)]),
-      });
+      const result = await withScopedSignal([signal], this.deps.config.runtime.timeouts.model_call_ms, "recall model call", (callSignal) =>
+        models.generateJson({
+          role,
+          system: this.deps.config.prompts.sys_util,
+          prompt: `Should long-term memory be searched for this task, and with which query?\n\nTask: ${projection.text}`,
+          schema: RecallDecisionSchema,
+          onDelta: (text) => sink.delta(role, "recall", text),
+          signal: callSignal,
+        }),
+      );
       sink.completed(role, "recall", result.raw);
       return result.value;
     } catch (error) {
@@ -320,9 +336,26 @@ export class RuntimeLoop {
    * over, a step fails the task, or every open step waits for the user.
    */
   private async runPlan(taskId: string, signal: AbortSignal): Promise<"done" | "waiting" | "failed" | "respond"> {
-    const { store, config } = this.deps;
     const planController = new AbortController();
-    const planSignal = AbortSignal.any([signal, planController.signal]);
+    // Only a plan with siblings needs its own signal, to stop the others when one fails the task.
+    if ((this.deps.store.projection(taskId).plan_order?.length ?? 0) <= 1) {
+      return this.runSteps(taskId, signal, planController, signal);
+    }
+    const planScope = scopedSignal([signal, planController.signal]);
+    try {
+      return await this.runSteps(taskId, signal, planController, planScope.signal);
+    } finally {
+      planScope.dispose();
+    }
+  }
+
+  private async runSteps(
+    taskId: string,
+    signal: AbortSignal,
+    planController: AbortController,
+    planSignal: AbortSignal,
+  ): Promise<"done" | "waiting" | "failed" | "respond"> {
+    const { store, config } = this.deps;
     const running = new Map<string, Promise<StepTurn | undefined>>();
     const errors: unknown[] = [];
     let ending: "failed" | "respond" | null = null;

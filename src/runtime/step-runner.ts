@@ -12,6 +12,7 @@ import { decidePermission } from "../permissions/permission-policy.js";
 import type { TaskStore } from "../state/task-store.js";
 import type { StepProjection } from "../state/task-projection.js";
 import type { ToolRegistry } from "../tools/tool-registry.js";
+import { withScopedSignal } from "./scoped-signal.js";
 
 export interface StepRunnerDeps {
   store: TaskStore;
@@ -103,18 +104,21 @@ export class StepRunner {
       }
     }
 
-    store.append(taskId, "tool-called", { step_id: plan.id, attempt: step.attempt, call, effect });
+    // A side-effecting call is on disk before it runs: after a crash, a recorded start without a
+    // result means "may have happened", and the user is asked. A read-only call may simply run again.
+    store.append(taskId, "tool-called", { step_id: plan.id, attempt: step.attempt, call, effect }, { durable: effect === "side-effecting" });
     const { runtime } = this.deps.config;
-    const stepSignal = AbortSignal.any([signal, AbortSignal.timeout(runtime.timeouts.step_ms)]);
     const projection = store.projection(taskId);
-    const result = await this.deps.tools.run(plan.tool, plan.arguments, {
-      signal: stepSignal,
-      workspace: projection.workspace,
-      timeoutMs: runtime.timeouts.step_ms,
-      outputCapBytes: runtime.tools.output_cap_bytes,
-      fileReadMaxBytes: runtime.tools.file_read_max_bytes,
-      taskId,
-    });
+    const result = await withScopedSignal([signal], runtime.timeouts.step_ms, `step ${plan.id}`, (stepSignal) =>
+      this.deps.tools.run(plan.tool, plan.arguments, {
+        signal: stepSignal,
+        workspace: projection.workspace,
+        timeoutMs: runtime.timeouts.step_ms,
+        outputCapBytes: runtime.tools.output_cap_bytes,
+        fileReadMaxBytes: runtime.tools.file_read_max_bytes,
+        taskId,
+      }),
+    );
     store.append(taskId, "tool-result", { step_id: plan.id, attempt: step.attempt, result });
     // The run is recorded; a cancelled task stops here rather than scoring a half-run step.
     signal.throwIfAborted();
@@ -140,13 +144,15 @@ export class StepRunner {
     }
     const sink = this.deps.sinkFor(taskId);
     sink.started("coder", plan.id);
-    const text = await models.generateText({
-      role: "coder",
-      system: this.deps.config.prompts.coder,
-      prompt: `${plan.coder.specification}\n\nFiles: ${plan.coder.files.join(", ") || "(none named)"}`,
-      onDelta: (delta) => sink.delta("coder", plan.id, delta),
-      signal: AbortSignal.any([signal, AbortSignal.timeout(this.deps.config.runtime.timeouts.model_call_ms)]),
-    });
+    const text = await withScopedSignal([signal], this.deps.config.runtime.timeouts.model_call_ms, "coder model call", (callSignal) =>
+      models.generateText({
+        role: "coder",
+        system: this.deps.config.prompts.coder,
+        prompt: `${plan.coder.specification}\n\nFiles: ${plan.coder.files.join(", ") || "(none named)"}`,
+        onDelta: (delta) => sink.delta("coder", plan.id, delta),
+        signal: callSignal,
+      }),
+    );
     sink.completed("coder", plan.id, text);
     return { tool: "coder", ok: text.trim().length > 0, output: text, truncated: false, duration_ms: performance.now() - started };
   }
@@ -163,14 +169,16 @@ export class StepRunner {
     const projection = this.deps.store.projection(taskId);
     try {
       sink.started(role, `critic:${step.step.id}`);
-      const judged = await models.generateJson({
-        role,
-        system: this.deps.config.prompts.critic,
-        prompt: criticPrompt(projection.text, step.step, result),
-        schema: CriticScoreSchema,
-        onDelta: (delta) => sink.delta(role, `critic:${step.step.id}`, delta),
-        signal: AbortSignal.any([signal, AbortSignal.timeout(this.deps.config.runtime.timeouts.model_call_ms)]),
-      });
+      const judged = await withScopedSignal([signal], this.deps.config.runtime.timeouts.model_call_ms, "critic model call", (callSignal) =>
+        models.generateJson({
+          role,
+          system: this.deps.config.prompts.critic,
+          prompt: criticPrompt(projection.text, step.step, result),
+          schema: CriticScoreSchema,
+          onDelta: (delta) => sink.delta(role, `critic:${step.step.id}`, delta),
+          signal: callSignal,
+        }),
+      );
       sink.completed(role, `critic:${step.step.id}`, judged.raw);
       return { score: judged.value, source: "model" };
     } catch (error) {

@@ -66,12 +66,17 @@ export function emptyStep(step: PlanStep): StepProjection {
 
 type Reducer<T extends EventTypeName> = (p: TaskProjection, payload: EventPayloads[T]) => void;
 
+/** Copy-on-write: the step and the steps map are copied, so earlier projections stay as they were. */
 function updateStep(p: TaskProjection, stepId: string, change: (s: StepProjection) => void): void {
   const step = p.steps[stepId];
-  if (step) change(step);
+  if (!step) return;
+  const copy = { ...step };
+  change(copy);
+  p.steps = { ...p.steps, [stepId]: copy };
 }
 
-// Reducers mutate a copy made by applyEvent, which keeps each one short and the whole pure.
+// Reducers change a shallow copy made by applyEvent and replace (never mutate) anything nested, which
+// keeps each one short, the whole pure, and avoids a deep copy per event.
 const reducers: { [T in EventTypeName]?: Reducer<T> } = {
   "task-started": (p) => {
     p.started = true;
@@ -183,10 +188,8 @@ export function initialProjection(event: DuckEvent): TaskProjection {
 /** Pure: the projection after one more event. The input is left untouched. */
 export function applyEvent(projection: TaskProjection, event: DuckEvent): TaskProjection {
   const reducer = reducers[event.type] as Reducer<EventTypeName> | undefined;
-  // Most events (token deltas above all) change nothing but the position: skip the deep copy.
-  if (!reducer) return { ...projection, seq: event.seq };
-  const next: TaskProjection = structuredClone(projection);
-  reducer(next, event.payload as never);
+  const next: TaskProjection = { ...projection };
+  reducer?.(next, event.payload as never);
   next.seq = event.seq;
   return next;
 }

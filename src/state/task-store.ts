@@ -37,8 +37,20 @@ export type Clock = () => Date;
 /** Something to append: an event type and its payload. */
 export type PendingEvent = { [T in EventTypeName]: { type: T; payload: EventPayloads[T] } }[EventTypeName];
 
-/** Extra writes that must commit in the same transaction as the events (memory rows, approvals). */
-export type TransactionalWrite = () => void;
+export interface AppendOptions {
+  /** Commit now, with everything pending, instead of at the end of this turn of the event loop. */
+  durable?: boolean;
+}
+
+interface Batch {
+  /** Tasks first recorded in this batch: their rows are inserted before their events. */
+  created: Array<{ id: string; text: string; session_id: string | null; workspace: string; time: string }>;
+  events: DuckEvent[];
+  /** Task id to the time of its latest change: each task's row is written once per batch. */
+  rows: Map<string, string>;
+  /** Tasks that passed a milestone in this batch: their checkpoint is written once, at the end. */
+  checkpoints: Set<string>;
+}
 
 interface TaskRow {
   id: string;
@@ -59,8 +71,11 @@ interface TaskRow {
  */
 export class TaskStore {
   private readonly projections = new Map<string, TaskProjection>();
-  /** Events committed inside an outer `transaction`, published once it commits. */
-  private deferred: DuckEvent[] | null = null;
+  /** Events appended but not yet committed, with the tasks and checkpoints they touch. */
+  private batch: Batch | null = null;
+  private transactionDepth = 0;
+  /** A commit that failed in the background, reported at the next append or flush. */
+  private broken: DuckError | null = null;
   private readonly insertTask: Statement;
   private readonly updateTask: Statement;
   private readonly upsertCheckpoint: Statement;
@@ -89,15 +104,22 @@ export class TaskStore {
     );
     this.selectCheckpoint = db.prepare("SELECT task_id, seq, time, snapshot FROM checkpoints WHERE task_id = ?");
     this.selectTask = db.prepare("SELECT * FROM tasks WHERE id = ?");
-    this.selectTasks = db.prepare("SELECT * FROM tasks ORDER BY created_at DESC, rowid DESC LIMIT ?");
+    this.selectTasks = db.prepare("SELECT * FROM tasks ORDER BY created_at DESC, id LIMIT ?");
     this.selectSession = db.prepare(
-      "SELECT * FROM tasks WHERE session_id = ? AND id != ? AND state = 'completed' ORDER BY created_at DESC, rowid DESC LIMIT ?",
+      "SELECT * FROM tasks WHERE session_id = ? AND id != ? AND state = 'completed' ORDER BY created_at DESC, id LIMIT ?",
     );
-    this.selectTasksByState = db.prepare("SELECT * FROM tasks WHERE state = ? ORDER BY created_at DESC, rowid DESC LIMIT ?");
+    this.selectTasksByState = db.prepare("SELECT * FROM tasks WHERE state = ? ORDER BY created_at DESC, id LIMIT ?");
   }
 
-  /** Records `task-received` and creates the task row. Returns the new task's projection. */
-  createTask(input: { text: string; session_id?: string | undefined; workspace: string; id?: string }): TaskProjection {
+  /**
+   * Records `task-received` and creates the task row. Like any append it joins the open batch; pass
+   * `durable` when the caller is about to acknowledge the task to someone outside this process.
+   */
+  createTask(
+    input: { text: string; session_id?: string | undefined; workspace: string; id?: string },
+    options: AppendOptions = {},
+  ): TaskProjection {
+    this.throwIfBroken();
     const id = input.id ?? randomUUID();
     const time = this.clock().toISOString();
     const event: DuckEvent = {
@@ -108,75 +130,84 @@ export class TaskStore {
       payload: { text: input.text, session_id: input.session_id ?? null, workspace: input.workspace },
     };
     const projection = initialProjection(event);
-    this.db.transaction(() => {
-      this.insertTask.run({ id, text: input.text, session_id: input.session_id ?? null, workspace: input.workspace, time });
-      this.events.insert(event);
-      this.writeRow(projection, time);
-      this.writeCheckpoint(projection, time);
-    })();
+    const batch = this.openBatch();
+    batch.created.push({ id, text: input.text, session_id: input.session_id ?? null, workspace: input.workspace, time });
+    batch.events.push(event);
+    batch.rows.set(id, time);
+    batch.checkpoints.add(id);
     this.projections.set(id, projection);
-    this.bus.publish(event);
+    if (options.durable) this.flush();
     return projection;
   }
 
   /** Appends one event (see `appendAll`). */
-  append<T extends EventTypeName>(taskId: string, type: T, payload: EventPayloads[T], extra?: TransactionalWrite): DuckEvent {
-    return this.appendAll(taskId, [{ type, payload } as PendingEvent], extra)[0]!;
+  append<T extends EventTypeName>(taskId: string, type: T, payload: EventPayloads[T], options: AppendOptions = {}): DuckEvent {
+    return this.appendAll(taskId, [{ type, payload } as PendingEvent], options)[0]!;
   }
 
-  /** Appends events in one transaction with the state change and checkpoint they cause, then publishes them. */
-  appendAll(taskId: string, pending: readonly PendingEvent[], extra?: TransactionalWrite): DuckEvent[] {
-    const before = this.projection(taskId);
+  /**
+   * Appends events with the state change they cause. They join the open batch, which commits as one
+   * transaction (events, task rows, checkpoints) at the end of the current turn of the event loop, or
+   * at once with `durable`; subscribers see them only after that commit.
+   */
+  appendAll(taskId: string, pending: readonly PendingEvent[], options: AppendOptions = {}): DuckEvent[] {
+    this.throwIfBroken();
+    let projection = this.projection(taskId);
     const time = this.clock().toISOString();
-    let projection = before;
     const written: DuckEvent[] = [];
-    let checkpoint = false;
+    const batch = this.openBatch();
     for (const { type, payload } of pending) {
       const event: DuckEvent = { task_id: taskId, seq: projection.seq + 1, type, time, payload: payload as Record<string, unknown> };
       projection = applyEvent(projection, event);
       written.push(event);
-      if (CHECKPOINTED.has(type)) checkpoint = true;
+      if (CHECKPOINTED.has(type)) batch.checkpoints.add(taskId);
     }
-    try {
-      this.db.transaction(() => {
-        for (const event of written) this.events.insert(event);
-        extra?.();
-        this.writeRow(projection, time);
-        if (checkpoint) this.writeCheckpoint(projection, time);
-      })();
-    } catch (error) {
-      // Another writer moved this task on: drop the cached projection so the next call reloads it.
-      this.projections.delete(taskId);
-      if ((error as { code?: string }).code === "SQLITE_CONSTRAINT_UNIQUE") {
-        throw new DuckError(ErrorCode.SeqConflict, `task ${taskId} was changed by another writer`, { cause: error });
-      }
-      throw error;
-    }
+    batch.events.push(...written);
+    batch.rows.set(taskId, time);
     this.projections.set(taskId, projection);
-    if (this.deferred) this.deferred.push(...written);
-    else for (const event of written) this.bus.publish(event);
+    if (options.durable) this.flush();
     return written;
   }
 
   /**
-   * Runs several writes as one transaction; appends inside it join it, and their events are published
-   * only after the whole commits.
+   * Commits every pending event now. The RuntimeLoop calls it before anything that must not happen
+   * unless its record is on disk: running a tool, answering a caller.
+   */
+  flush(): void {
+    const batch = this.batch;
+    if (!batch || this.transactionDepth > 0) return;
+    this.batch = null;
+    try {
+      this.db.transaction(() => this.writeBatch(batch))();
+    } catch (error) {
+      this.fail(batch, error);
+    }
+    for (const event of batch.events) this.bus.publish(event);
+  }
+
+  /**
+   * Runs `fn` and every append inside it, with whatever was pending, as one transaction; for writes to
+   * other tables (memory rows) that must commit with their events.
    */
   transaction<T>(fn: () => T): T {
-    if (this.deferred) return this.db.transaction(fn)();
-    this.deferred = [];
+    this.throwIfBroken();
+    const batch = this.openBatch();
     let result: T;
+    this.transactionDepth += 1;
     try {
-      result = this.db.transaction(fn)();
+      result = this.db.transaction(() => {
+        const value = fn();
+        this.writeBatch(batch);
+        return value;
+      })();
     } catch (error) {
-      const touched = new Set(this.deferred.map((event) => event.task_id));
-      this.deferred = null;
-      for (const taskId of touched) this.projections.delete(taskId);
-      throw error;
+      this.transactionDepth -= 1;
+      this.batch = null;
+      this.fail(batch, error);
     }
-    const events = this.deferred;
-    this.deferred = null;
-    for (const event of events) this.bus.publish(event);
+    this.transactionDepth -= 1;
+    this.batch = null;
+    for (const event of batch.events) this.bus.publish(event);
     return result;
   }
 
@@ -241,6 +272,50 @@ export class TaskStore {
 
   recentEvents(limit: number): DuckEvent[] {
     return this.events.recent(limit);
+  }
+
+  private openBatch(): Batch {
+    if (this.batch) return this.batch;
+    const batch: Batch = { created: [], events: [], rows: new Map(), checkpoints: new Set() };
+    this.batch = batch;
+    if (this.transactionDepth === 0) setImmediate(() => this.flushQuietly());
+    return batch;
+  }
+
+  private flushQuietly(): void {
+    try {
+      this.flush();
+    } catch {
+      // Recorded in `broken`; the next append or flush reports it to the RuntimeLoop.
+    }
+  }
+
+  private writeBatch(batch: Batch): void {
+    for (const task of batch.created) this.insertTask.run(task);
+    for (const event of batch.events) this.events.insert(event);
+    for (const [taskId, time] of batch.rows) {
+      const projection = this.projections.get(taskId)!;
+      this.writeRow(projection, time);
+      if (batch.checkpoints.has(taskId)) this.writeCheckpoint(projection, time);
+    }
+  }
+
+  /** A batch that did not commit: forget the projections it changed, so they reload from disk. */
+  private fail(batch: Batch, error: unknown): never {
+    for (const taskId of batch.rows.keys()) this.projections.delete(taskId);
+    const wrapped =
+      (error as { code?: string }).code === "SQLITE_CONSTRAINT_UNIQUE"
+        ? new DuckError(ErrorCode.SeqConflict, "a task was changed by another writer", { cause: error })
+        : new DuckError(ErrorCode.StorageFailed, `could not store events: ${(error as Error).message}`, { cause: error });
+    this.broken = wrapped;
+    throw wrapped;
+  }
+
+  private throwIfBroken(): void {
+    if (!this.broken) return;
+    const error = this.broken;
+    this.broken = null;
+    throw error;
   }
 
   private writeRow(projection: TaskProjection, time: string): void {

@@ -17,8 +17,7 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; description: string; s
         last_seq INTEGER NOT NULL,
         answer TEXT,
         error TEXT
-      );
-      CREATE INDEX tasks_by_state ON tasks(state);
+      ) WITHOUT ROWID;
       CREATE INDEX tasks_by_session ON tasks(session_id, created_at);
 
       -- id gives one global order for GET /events; (task_id, seq) is the per-task order.
@@ -38,7 +37,7 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; description: string; s
         seq INTEGER NOT NULL,
         time TEXT NOT NULL,
         snapshot TEXT NOT NULL
-      );
+      ) WITHOUT ROWID;
 
       CREATE TABLE memories (
         id INTEGER PRIMARY KEY,

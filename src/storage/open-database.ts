@@ -9,10 +9,21 @@ export type SqliteDatabase = Database.Database;
 export interface OpenDatabaseOptions {
   /** SQLite `synchronous` in WAL mode. NORMAL survives a process crash; FULL also a power loss. Defaults to NORMAL. */
   synchronous?: "NORMAL" | "FULL";
+  /**
+   * How often the WAL is copied back into the database file, in ms. Defaults to 1000. Checkpoints run
+   * on this timer instead of inside commits (see docs/decisions/0003-wal-checkpoints-off-the-commit-path.md).
+   */
+  checkpointIntervalMs?: number;
+}
+
+export interface DuckDatabase {
+  db: SqliteDatabase;
+  /** Stops the checkpoint timer, folds the WAL back into the file and closes the connection. */
+  close(): void;
 }
 
 /** Opens (creating if needed) the one DuckLM database file, or `:memory:`, and applies migrations. */
-export function openDatabase(file: string, options: OpenDatabaseOptions = {}): SqliteDatabase {
+export function openDatabase(file: string, options: OpenDatabaseOptions = {}): DuckDatabase {
   if (file !== ":memory:") mkdirSync(dirname(file), { recursive: true });
   let db: SqliteDatabase;
   try {
@@ -24,6 +35,28 @@ export function openDatabase(file: string, options: OpenDatabaseOptions = {}): S
   db.pragma(`synchronous = ${options.synchronous ?? "NORMAL"}`);
   db.pragma("foreign_keys = ON");
   db.pragma("busy_timeout = 5000");
+  // A checkpoint inside a commit stalls that commit on fsync; a timer does the same work off the path.
+  db.pragma("wal_autocheckpoint = 0");
   migrate(db);
-  return db;
+  const timer = setInterval(() => {
+    try {
+      db.pragma("wal_checkpoint(PASSIVE)");
+    } catch {
+      // A busy database skips one round; the next one catches up.
+    }
+  }, options.checkpointIntervalMs ?? 1_000);
+  timer.unref();
+  return {
+    db,
+    close() {
+      clearInterval(timer);
+      if (!db.open) return;
+      try {
+        db.pragma("wal_checkpoint(TRUNCATE)");
+      } catch {
+        // Another connection still reads; its own close will fold the WAL back.
+      }
+      db.close();
+    },
+  };
 }

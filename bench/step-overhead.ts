@@ -1,0 +1,136 @@
+// Per-step overhead of the agent runtime itself: the model (scripted, instant) answers with a tool call,
+// an echo tool runs, events and a checkpoint are stored. DuckLM against LangGraph.js with its SQLite
+// checkpointer and a fake chat model, in one run, both on a WAL database with synchronous=NORMAL.
+//
+//   npm run bench:step-overhead [-- --tasks 400 --rounds 3]
+import Database from "better-sqlite3";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { BaseChatModel } from "@langchain/core/language_models/chat_models";
+import { AIMessage, HumanMessage, type BaseMessage } from "@langchain/core/messages";
+import type { ChatResult } from "@langchain/core/outputs";
+import { tool } from "@langchain/core/tools";
+import { END, MessagesAnnotation, START, StateGraph } from "@langchain/langgraph";
+import { ToolNode } from "@langchain/langgraph/prebuilt";
+import { SqliteSaver } from "@langchain/langgraph-checkpoint-sqlite";
+import { z } from "zod";
+import { ExecutionDirectiveSchema, type ExecutionDirective } from "../src/contracts/index.js";
+import { ScriptedModelProvider } from "../src/models/scripted-provider.js";
+import { createTestRuntime } from "../test/helpers/test-runtime.js";
+import { createEchoTool } from "../test/helpers/test-tools.js";
+
+const { values } = parseArgs({
+  options: { tasks: { type: "string", default: "400" }, rounds: { type: "string", default: "3" }, only: { type: "string" } },
+});
+const TASKS = Number(values.tasks);
+const ROUNDS = Number(values.rounds);
+const WARMUP = 30;
+
+function median(numbers: number[]): number {
+  const sorted = [...numbers].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)]!;
+}
+
+/** The echo tool, declared side-effecting: DuckLM then commits the call to disk before running it. */
+function sideEffectingEcho() {
+  return { ...createEchoTool(), name: "echo_effect", effect: "side-effecting" as const };
+}
+
+async function duckSetup(dir: string, toolName: "echo" | "echo_effect") {
+  const directive: ExecutionDirective = { kind: "tool", tool: toolName, arguments: { text: "hi" }, reason: "" };
+  const models = new ScriptedModelProvider({}, { chunkSize: 1_000_000 }).always("json_compiler", (request) =>
+    "schema" in request && request.schema === ExecutionDirectiveSchema
+      ? directive
+      : request.prompt.startsWith("Should long-term memory")
+        ? { recall: false, query: "" }
+        : { correctness: 1, usefulness: 1, safety: 1, verdict: "pass", reason: "ok" },
+  );
+  const runtime = createTestRuntime({ home: dir, workspace: dir, models, tools: [createEchoTool(), sideEffectingEcho()], runtime: { storage: { synchronous: "NORMAL" } } });
+  return {
+    async step(i: number) {
+      const outcome = await runtime.loop.submit({ text: `echo task ${i}` }).done;
+      if (outcome.state !== "completed") throw new Error(`DuckLM task ended ${outcome.state}`);
+    },
+    describe: () => `${runtime.db.pragma("journal_mode", { simple: true })}, synchronous=${runtime.db.pragma("synchronous", { simple: true })}`,
+    close: () => runtime.close(),
+  };
+}
+
+/** A chat model that always asks for the echo tool: LangGraph's side of the scripted model. */
+class FakeToolCallingModel extends BaseChatModel {
+  _llmType(): string {
+    return "fake-tool-calling";
+  }
+  async _generate(_messages: BaseMessage[]): Promise<ChatResult> {
+    const message = new AIMessage({ content: "", tool_calls: [{ id: "call_1", name: "echo", args: { text: "hi" }, type: "tool_call" }] });
+    return { generations: [{ text: "", message }] };
+  }
+}
+
+async function langGraphSetup(dir: string) {
+  const db = new Database(join(dir, "langgraph.sqlite3"));
+  db.pragma("journal_mode = WAL");
+  db.pragma("synchronous = NORMAL");
+  const checkpointer = new SqliteSaver(db);
+  const echo = tool(async ({ text }: { text: string }) => text, { name: "echo", description: "Echo text back.", schema: z.object({ text: z.string() }) });
+  const model = new FakeToolCallingModel({});
+  const graph = new StateGraph(MessagesAnnotation)
+    .addNode("agent", async (state) => ({ messages: [await model.invoke(state.messages)] }))
+    .addNode("tools", new ToolNode([echo]))
+    .addEdge(START, "agent")
+    .addEdge("agent", "tools")
+    .addEdge("tools", END)
+    .compile({ checkpointer });
+  return {
+    async step(i: number) {
+      const result = await graph.invoke({ messages: [new HumanMessage(`echo task ${i}`)] }, { configurable: { thread_id: `thread-${i}` } });
+      if (result.messages.length !== 3) throw new Error("LangGraph run did not call the tool");
+    },
+    describe: () => `${db.pragma("journal_mode", { simple: true })}, synchronous=${db.pragma("synchronous", { simple: true })}`,
+    close: async () => {
+      db.close();
+    },
+  };
+}
+
+async function measure(setup: (dir: string) => Promise<{ step(i: number): Promise<void>; close(): Promise<void>; describe(): string }>) {
+  const dir = mkdtempSync(join(tmpdir(), "ducklm-bench-"));
+  const runner = await setup(dir);
+  try {
+    for (let i = 0; i < WARMUP; i += 1) await runner.step(-i - 1);
+    const started = process.hrtime.bigint();
+    for (let i = 0; i < TASKS; i += 1) await runner.step(i);
+    const elapsedUs = Number(process.hrtime.bigint() - started) / 1_000;
+    return { usPerStep: elapsedUs / TASKS, durability: runner.describe() };
+  } finally {
+    await runner.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const skipped = { usPerStep: NaN, durability: "" };
+const duck: number[] = [];
+const duckEffect: number[] = [];
+const graph: number[] = [];
+let durability = { duck: "", graph: "" };
+for (let round = 0; round < ROUNDS; round += 1) {
+  // --only lets a profiler look at one side alone.
+  const d = values.only === "langgraph" ? skipped : await measure((dir) => duckSetup(dir, "echo"));
+  const e = values.only === "langgraph" ? skipped : await measure((dir) => duckSetup(dir, "echo_effect"));
+  const g = values.only === "ducklm" ? skipped : await measure(langGraphSetup);
+  duck.push(d.usPerStep);
+  duckEffect.push(e.usPerStep);
+  graph.push(g.usPerStep);
+  durability = { duck: d.durability, graph: g.durability };
+}
+const row = (name: string, list: number[]) =>
+  `  ${name.padEnd(34)} ${median(list).toFixed(0).padStart(7)} µs/step   ratio to LangGraph.js ${(median(list) / median(graph)).toFixed(3)}   (rounds: ${list.map((v) => v.toFixed(0)).join(", ")})`;
+const ratio = median(duckEffect) / median(graph);
+console.log(`step-overhead: ${TASKS} tasks of one tool step each, ${ROUNDS} rounds (median), after ${WARMUP} warm-up tasks`);
+console.log(`  durability: DuckLM ${durability.duck}; LangGraph.js ${durability.graph} (1 = NORMAL); one file each, WAL`);
+console.log(row("DuckLM, read-only echo", duck));
+console.log(row("DuckLM, side-effecting echo", duckEffect));
+console.log(row("LangGraph.js + SqliteSaver", graph));
+console.log(`  target: DuckLM ≤ 0.200 of LangGraph.js; side-effecting (the stricter case): ${ratio.toFixed(3)} — ${ratio <= 0.2 ? "met" : "NOT met"}`);

@@ -1,0 +1,85 @@
+import Database from "better-sqlite3";
+import { join } from "node:path";
+import { z } from "zod";
+import { afterEach, describe, expect, it } from "vitest";
+import { createTestRuntime, type TestRuntime } from "../../test/helpers/test-runtime.js";
+import { defineTool } from "../tools/tool-definition.js";
+import { projectEvents } from "./task-projection.js";
+
+const runtimes: TestRuntime[] = [];
+afterEach(async () => {
+  await Promise.all(runtimes.splice(0).map((runtime) => runtime.dispose()));
+});
+function setup(options: Parameters<typeof createTestRuntime>[0] = {}): TestRuntime {
+  const runtime = createTestRuntime(options);
+  runtimes.push(runtime);
+  return runtime;
+}
+function countOnDisk(runtime: TestRuntime, taskId: string): number {
+  const reader = new Database(join(runtime.home, "ducklm.sqlite3"), { readonly: true });
+  try {
+    return (reader.prepare("SELECT COUNT(*) AS n FROM events WHERE task_id = ?").get(taskId) as { n: number }).n;
+  } finally {
+    reader.close();
+  }
+}
+
+describe("TaskStore", () => {
+  it("commits the events of one turn together and publishes them only after the commit", async () => {
+    const runtime = setup();
+    const published: number[] = [];
+    const task = runtime.store.createTask({ text: "t", workspace: runtime.workspace });
+    runtime.bus.subscribe(task.task_id, (event) => void published.push(event.seq));
+    runtime.store.append(task.task_id, "task-started", {});
+    expect(published).toEqual([]);
+    expect(countOnDisk(runtime, task.task_id)).toBe(0);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(countOnDisk(runtime, task.task_id)).toBe(2);
+    expect(published).toEqual([1, 2]);
+  });
+
+  it("has a durable append on disk when it returns", () => {
+    const runtime = setup();
+    const task = runtime.store.createTask({ text: "t", workspace: runtime.workspace }, { durable: true });
+    expect(countOnDisk(runtime, task.task_id)).toBe(1);
+    runtime.store.append(task.task_id, "task-started", {}, { durable: true });
+    expect(countOnDisk(runtime, task.task_id)).toBe(2);
+  });
+
+  it("records a side-effecting call on disk before the tool runs", async () => {
+    let seenByTool: string[] = [];
+    const home = { dir: "" };
+    const probe = defineTool({
+      name: "probe",
+      description: "Looks at the database from a second connection while it runs.",
+      inputSchema: z.object({}),
+      effect: "side-effecting",
+      async execute(_input, context) {
+        const reader = new Database(join(home.dir, "ducklm.sqlite3"), { readonly: true });
+        seenByTool = (reader.prepare("SELECT type FROM events WHERE task_id = ? ORDER BY seq").all(context.taskId) as Array<{ type: string }>).map((row) => row.type);
+        reader.close();
+        return { ok: true, output: "probed" };
+      },
+    });
+    const runtime = setup({ tools: [probe] });
+    home.dir = runtime.home;
+    // Without a model the parser cannot call `probe`; drive a stored task whose plan names it.
+    const task = runtime.store.createTask({ text: "probe", workspace: runtime.workspace });
+    runtime.store.appendAll(task.task_id, [
+      { type: "task-started", payload: {} },
+      { type: "directive-decided", payload: { directive: { kind: "tool", tool: "probe", arguments: {}, reason: "" }, source: "model" } },
+    ]);
+    const outcome = await runtime.loop.drive(task.task_id);
+    expect(outcome.state).toBe("completed");
+    expect(seenByTool.at(-1)).toBe("tool-called");
+  });
+
+  it("rebuilds the same projection from the checkpoint plus later events as from all events", async () => {
+    const runtime = setup();
+    const handle = runtime.loop.submit({ text: "run `echo one`" });
+    await handle.done;
+    const all = runtime.store.listEvents(handle.taskId);
+    expect(runtime.store.checkpoint(handle.taskId)?.seq).toBe(all.length);
+    expect(runtime.store.loadProjection(handle.taskId)).toEqual(projectEvents(all));
+  });
+});
