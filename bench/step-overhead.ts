@@ -16,10 +16,10 @@ import { END, MessagesAnnotation, START, StateGraph } from "@langchain/langgraph
 import { ToolNode } from "@langchain/langgraph/prebuilt";
 import { SqliteSaver } from "@langchain/langgraph-checkpoint-sqlite";
 import { z } from "zod";
-import { ExecutionDirectiveSchema, type ExecutionDirective } from "../src/contracts/index.js";
+import type { ExecutionDirective } from "../src/contracts/index.js";
 import { ScriptedModelProvider } from "../src/models/scripted-provider.js";
 import { createTestRuntime } from "../test/helpers/test-runtime.js";
-import { createEchoTool } from "../test/helpers/test-tools.js";
+import { createEchoTool, isDirectiveRequest } from "../test/helpers/test-tools.js";
 
 const { values } = parseArgs({
   options: { tasks: { type: "string", default: "400" }, rounds: { type: "string", default: "3" }, only: { type: "string" } },
@@ -41,7 +41,7 @@ function sideEffectingEcho() {
 async function duckSetup(dir: string, toolName: "echo" | "echo_effect") {
   const directive: ExecutionDirective = { kind: "tool", tool: toolName, arguments: { text: "hi" }, reason: "" };
   const models = new ScriptedModelProvider({}, { chunkSize: 1_000_000 }).always("json_compiler", (request) =>
-    "schema" in request && request.schema === ExecutionDirectiveSchema
+    isDirectiveRequest(request)
       ? directive
       : request.prompt.startsWith("Should long-term memory")
         ? { recall: false, query: "" }

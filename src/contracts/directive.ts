@@ -12,36 +12,58 @@ export const CoderSpecSchema = z.object({
 });
 export type CoderSpec = z.infer<typeof CoderSpecSchema>;
 
-export const ToolPlanStepSchema = z.object({
-  id: StepId,
-  kind: z.literal("tool"),
-  description: z.string().max(2000).default(""),
-  depends_on: z.array(StepId).max(50).default([]),
-  tool: z.string().min(1).max(200),
-  arguments: z.record(z.string(), z.unknown()).default({}),
-});
+/** A tool name: any string, or, when the tools are known, exactly one of them (a grammar then enforces it). */
+function toolNameSchema(toolNames?: readonly string[]) {
+  return toolNames && toolNames.length > 0 ? z.enum(toolNames as [string, ...string[]]) : z.string().min(1).max(200);
+}
 
-export const CoderPlanStepSchema = z.object({
-  id: StepId,
-  kind: z.literal("coder"),
-  description: z.string().max(2000).default(""),
-  depends_on: z.array(StepId).max(50).default([]),
-  coder: CoderSpecSchema,
-});
+function createSchemas(toolNames?: readonly string[]) {
+  const toolName = toolNameSchema(toolNames);
+  const toolStep = z.object({
+    id: StepId,
+    kind: z.literal("tool"),
+    description: z.string().max(2000).default(""),
+    depends_on: z.array(StepId).max(50).default([]),
+    tool: toolName,
+    arguments: z.record(z.string(), z.unknown()).default({}),
+  });
+  const coderStep = z.object({
+    id: StepId,
+    kind: z.literal("coder"),
+    description: z.string().max(2000).default(""),
+    depends_on: z.array(StepId).max(50).default([]),
+    coder: CoderSpecSchema,
+  });
+  const planStep = z.discriminatedUnion("kind", [toolStep, coderStep]);
+  const directive = z.discriminatedUnion("kind", [
+    z.object({ kind: z.literal("respond"), answer: Text }),
+    z.object({ kind: z.literal("tool"), tool: toolName, arguments: z.record(z.string(), z.unknown()).default({}), reason: z.string().max(2000).default("") }),
+    z.object({ kind: z.literal("plan"), goal: z.string().max(2000).default(""), steps: z.array(planStep).min(1).max(50) }),
+    z.object({ kind: z.literal("coder"), coder: CoderSpecSchema }),
+    z.object({ kind: z.literal("fail"), reason: Text }),
+  ]);
+  return { toolStep, coderStep, planStep, directive };
+}
 
+const base = createSchemas();
+
+export const ToolPlanStepSchema = base.toolStep;
+export const CoderPlanStepSchema = base.coderStep;
 /** One step of a plan: a tool call or a job for the coder model, after the steps it depends on. */
-export const PlanStepSchema = z.discriminatedUnion("kind", [ToolPlanStepSchema, CoderPlanStepSchema]);
+export const PlanStepSchema = base.planStep;
 export type PlanStep = z.infer<typeof PlanStepSchema>;
 export type ToolPlanStep = z.infer<typeof ToolPlanStepSchema>;
 export type CoderPlanStep = z.infer<typeof CoderPlanStepSchema>;
 
 /** What the Router decided. The RuntimeLoop executes it; nothing else does. */
-export const ExecutionDirectiveSchema = z.discriminatedUnion("kind", [
-  z.object({ kind: z.literal("respond"), answer: Text }),
-  z.object({ kind: z.literal("tool"), tool: z.string().min(1).max(200), arguments: z.record(z.string(), z.unknown()).default({}), reason: z.string().max(2000).default("") }),
-  z.object({ kind: z.literal("plan"), goal: z.string().max(2000).default(""), steps: z.array(PlanStepSchema).min(1).max(50) }),
-  z.object({ kind: z.literal("coder"), coder: CoderSpecSchema }),
-  z.object({ kind: z.literal("fail"), reason: Text }),
-]);
+export const ExecutionDirectiveSchema = base.directive;
 export type ExecutionDirective = z.infer<typeof ExecutionDirectiveSchema>;
 export type DirectiveKind = ExecutionDirective["kind"];
+
+/**
+ * The directive schema with tool names limited to `toolNames`. Given to the JSON compiler, its grammar
+ * makes a call to a tool that does not exist impossible to decode.
+ */
+export function createExecutionDirectiveSchema(toolNames: readonly string[]): z.ZodType<ExecutionDirective> {
+  return createSchemas(toolNames).directive as unknown as z.ZodType<ExecutionDirective>;
+}

@@ -1,4 +1,5 @@
-import { ExecutionDirectiveSchema, type ExecutionDirective, type ModelRole } from "../contracts/index.js";
+import { createExecutionDirectiveSchema, ExecutionDirectiveSchema, type ExecutionDirective, type ModelRole } from "../contracts/index.js";
+import type { z } from "zod";
 import type { Prompts } from "../config/config-schemas.js";
 import type { BuiltContext } from "../context/context-builder.js";
 import type { ModelProvider } from "../models/model-provider.js";
@@ -28,10 +29,16 @@ function compilerRole(models: ModelProvider): ModelRole | null {
  * requests and everything else gets an honest answer.
  */
 export class Router {
+  /** Built once, so that a provider can cache the grammar it derives from it. */
+  private readonly directiveSchema: z.ZodType<ExecutionDirective>;
+
   constructor(
     private readonly models: ModelProvider | null,
     private readonly prompts: Prompts,
-  ) {}
+    toolNames: readonly string[] = [],
+  ) {
+    this.directiveSchema = toolNames.length > 0 ? createExecutionDirectiveSchema(toolNames) : ExecutionDirectiveSchema;
+  }
 
   get usesModels(): boolean {
     return this.models !== null && compilerRole(this.models) !== null;
@@ -63,7 +70,7 @@ export class Router {
       role: compiler,
       system: this.prompts.json_compiler,
       prompt: `${context.prompt}\n\n## Thinker's decision\n${draft || "(none)"}\n\nWrite the ExecutionDirective as JSON.`,
-      schema: ExecutionDirectiveSchema,
+      schema: this.directiveSchema,
       onDelta: (text) => options.sink.delta(compiler, "directive", text),
       ...(options.signal ? { signal: options.signal } : {}),
     });

@@ -42,7 +42,16 @@ export interface ModelProvider {
   generateJson<T>(request: JsonRequest<T>): Promise<JsonResult<T>>;
   /** Tokens `text` takes for the role's model. */
   countTokens(role: ModelRole, text: string): number;
+  /** Loads the role's model ahead of use (so that `countTokens` uses its tokenizer). Optional. */
+  ensureLoaded?(role: ModelRole): Promise<void>;
   dispose(): Promise<void>;
+}
+
+/** Turns text into vectors for memory search. */
+export interface EmbeddingProvider {
+  embed(texts: readonly string[], options?: { signal?: AbortSignal }): Promise<Float32Array[]>;
+  /** The dimension models.json declares, or null when it declares none. */
+  readonly embeddingDimension: number | null;
 }
 
 /** Without a tokenizer, about four characters make a token in English text. */

@@ -77,7 +77,7 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
     tools,
     memory,
     models,
-    router: new Router(models, config.prompts),
+    router: new Router(models, config.prompts, tools.names()),
     classifier: new CommandClassifier(config.permissions),
     config,
     logger,

@@ -1,8 +1,8 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { ExecutionDirectiveSchema, RecallDecisionSchema, type DuckEvent, type ExecutionDirective } from "../contracts/index.js";
+import { RecallDecisionSchema, type DuckEvent, type ExecutionDirective } from "../contracts/index.js";
 import { ScriptedModelProvider } from "../models/scripted-provider.js";
 import { createTestRuntime, type TestRuntime } from "../../test/helpers/test-runtime.js";
-import { createEchoTool, createFlakyTool } from "../../test/helpers/test-tools.js";
+import { createEchoTool, createFlakyTool, isDirectiveRequest } from "../../test/helpers/test-tools.js";
 
 const runtimes: TestRuntime[] = [];
 afterEach(async () => {
@@ -13,7 +13,7 @@ afterEach(async () => {
 function plannerProvider(directive: ExecutionDirective): ScriptedModelProvider {
   return new ScriptedModelProvider().always("thinker", "I will make a plan.").always("json_compiler", (request) => {
     const schema = "schema" in request ? request.schema : null;
-    if (schema === ExecutionDirectiveSchema) return directive;
+    if (isDirectiveRequest(request)) return directive;
     if (schema === RecallDecisionSchema) return { recall: false, query: "" };
     const succeeded = request.prompt.includes("Succeeded: true");
     return { correctness: succeeded ? 1 : 0, usefulness: succeeded ? 1 : 0, safety: 1, verdict: succeeded ? "pass" : "retry", reason: "scripted" };

@@ -29,7 +29,7 @@ import type { TaskStore } from "../state/task-store.js";
 import type { ToolRegistry } from "../tools/tool-registry.js";
 import { StepRunner, type StepTurn } from "./step-runner.js";
 import { outcomeOf, type TaskOutcome } from "./task-outcome.js";
-import { scopedSignal, withScopedSignal } from "./scoped-signal.js";
+import { scopedSignal, withScopedSignal } from "../utils/scoped-signal.js";
 
 export interface RuntimeLoopDeps {
   store: TaskStore;
@@ -283,6 +283,8 @@ export class RuntimeLoop {
 
     const history = projection.session_id ? store.sessionHistory(projection.session_id, taskId, 10) : [];
     const countRole: ModelRole = models?.hasRole("thinker") ? "thinker" : "json_compiler";
+    // Budgets are counted with the model's own tokenizer, which needs the model loaded.
+    if (models?.hasRole(countRole)) await models.ensureLoaded?.(countRole);
     const count = models?.hasRole(countRole) ? (text: string) => models.countTokens(countRole, text) : estimateTokens;
     const context = buildContext(
       {

@@ -12,7 +12,7 @@ import { decidePermission } from "../permissions/permission-policy.js";
 import type { TaskStore } from "../state/task-store.js";
 import type { StepProjection } from "../state/task-projection.js";
 import type { ToolRegistry } from "../tools/tool-registry.js";
-import { withScopedSignal } from "./scoped-signal.js";
+import { withScopedSignal } from "../utils/scoped-signal.js";
 
 export interface StepRunnerDeps {
   store: TaskStore;

@@ -35,3 +35,8 @@ export function createFlakyTool(failures: number): AnyToolDefinition & { calls: 
   });
   return Object.assign(tool, { calls });
 }
+
+/** True for the Router's request for a directive (its schema is built per tool list, so match the prompt). */
+export function isDirectiveRequest(request: { prompt: string }): boolean {
+  return request.prompt.includes("Write the ExecutionDirective as JSON");
+}

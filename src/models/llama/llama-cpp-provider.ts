@@ -1,0 +1,315 @@
+import { freemem } from "node:os";
+import { availableParallelism } from "node:os";
+import type { Logger } from "pino";
+import {
+  getLlama,
+  LlamaChatSession,
+  LlamaLogLevel,
+  type Llama,
+  type LlamaContext,
+  type LlamaContextSequence,
+  type LlamaEmbeddingContext,
+  type LlamaGrammar,
+  type LlamaModel,
+} from "node-llama-cpp";
+import type { z } from "zod";
+import type { ModelRoleConfig, ModelsConfig } from "../../config/config-schemas.js";
+import type { ModelRole } from "../../contracts/index.js";
+import { DuckError, ErrorCode } from "../../errors/duck-error.js";
+import { withScopedSignal } from "../../utils/scoped-signal.js";
+import { toGrammarSchema, type GrammarLimits } from "../grammar-schema.js";
+import { estimateTokens, type EmbeddingProvider, type JsonRequest, type JsonResult, type ModelProvider, type TextRequest } from "../model-provider.js";
+import { resolveRoles, type ResolvedRole } from "../model-roles.js";
+import { ModelResidency, type Resident } from "./model-residency.js";
+
+export interface LlamaCppProviderOptions {
+  config: ModelsConfig;
+  /** Where relative model file names in models.json are looked up. */
+  modelsDir: string;
+  logger: Logger;
+  /** Generations that may run at once on one loaded model, each on its own context sequence. Defaults to 2. */
+  sequencesPerModel?: number;
+  /** Sampling seed, for reproducible runs. Defaults to none (random). */
+  seed?: number;
+  /** Longest one call may take, in ms; the call is then aborted. Defaults to 120 s. */
+  callTimeoutMs?: number;
+  /** Bounds of the decoding grammar (see grammar-schema.ts). */
+  grammarLimits?: Partial<GrammarLimits>;
+}
+
+type Purpose = "chat" | "embedding";
+
+interface LoadedModel extends Resident {
+  purpose: Purpose;
+  model: LlamaModel;
+  chat: LlamaContext | null;
+  embedding: LlamaEmbeddingContext | null;
+  /** Calls waiting for a free context sequence, served first come, first served. */
+  waiting: Array<() => void>;
+}
+
+/** Share of free memory the models may take when models.json sets no budget. */
+const DEFAULT_BUDGET_SHARE_OF_FREE_MEMORY = 0.7;
+
+/**
+ * The ModelProvider on llama.cpp through node-llama-cpp. Roles that name the same file, GPU layers and
+ * context size share one loaded model; models load on first use and the least recently used idle one
+ * is unloaded when the memory budget would be exceeded.
+ */
+export class LlamaCppProvider implements ModelProvider, EmbeddingProvider {
+  readonly roles: Map<ModelRole, ResolvedRole>;
+  readonly residency: ModelResidency<LoadedModel>;
+  private readonly llamas = new Map<string, Promise<Llama>>();
+  private readonly grammars = new WeakMap<z.ZodType, Promise<LlamaGrammar>>();
+  private readonly announced = new Set<ModelRole>();
+  private disposed = false;
+
+  constructor(private readonly options: LlamaCppProviderOptions) {
+    this.roles = resolveRoles(options.config, options.modelsDir);
+    const budgetMb = options.config.memory_budget_mb;
+    this.residency = new ModelResidency(budgetMb ? budgetMb * 1024 * 1024 : freemem() * DEFAULT_BUDGET_SHARE_OF_FREE_MEMORY, options.logger);
+    for (const resolved of this.roles.values()) {
+      if (resolved.config && !resolved.present) {
+        const instead = resolved.servedBy ? `the ${resolved.servedBy} model stands in` : "the role is unavailable";
+        options.logger.warn({ role: resolved.role, file: resolved.path }, `model file for ${resolved.role} is missing; ${instead}`);
+      }
+    }
+  }
+
+  /** True when at least one chat role has a model file. */
+  get anyChatModel(): boolean {
+    return [...this.roles.values()].some((role) => role.role !== "embeddings" && role.servedBy !== null);
+  }
+
+  hasRole(role: ModelRole): boolean {
+    return (this.roles.get(role)?.servedBy ?? null) !== null;
+  }
+
+  /** Loads the model serving `role` now, so that token counting can use its tokenizer. */
+  async ensureLoaded(role: ModelRole): Promise<void> {
+    if (this.hasRole(role)) await this.instanceFor(role, role === "embeddings" ? "embedding" : "chat");
+  }
+
+  isLoaded(role: ModelRole): boolean {
+    const key = this.keyFor(role, role === "embeddings" ? "embedding" : "chat");
+    return key !== null && this.residency.isLoaded(key);
+  }
+
+  countTokens(role: ModelRole, text: string): number {
+    const key = this.keyFor(role, "chat");
+    const loaded = key ? this.residency.peek(key) : undefined;
+    return loaded ? loaded.model.tokenize(text).length : estimateTokens(text);
+  }
+
+  async generateText(request: TextRequest): Promise<string> {
+    const sampling = this.samplingFor(request.role);
+    return this.withSequence(request.role, request.signal, async (sequence, signal) => {
+      const session = new LlamaChatSession({ contextSequence: sequence, systemPrompt: request.system });
+      try {
+        return await session.prompt(request.prompt, {
+          maxTokens: request.maxTokens ?? sampling.max_tokens,
+          temperature: request.temperature ?? sampling.temperature,
+          ...(this.options.seed !== undefined ? { seed: this.options.seed } : {}),
+          signal,
+          ...(request.onDelta ? { onTextChunk: request.onDelta } : {}),
+        });
+      } finally {
+        session.dispose({ disposeSequence: false });
+      }
+    });
+  }
+
+  async generateJson<T>(request: JsonRequest<T>): Promise<JsonResult<T>> {
+    const sampling = this.samplingFor(request.role);
+    const grammar = await this.grammarFor(request.role, request.schema);
+    const maxTokens = request.maxTokens ?? sampling.max_tokens;
+    const raw = await this.withSequence(request.role, request.signal, async (sequence, signal) => {
+      const session = new LlamaChatSession({ contextSequence: sequence, systemPrompt: request.system });
+      try {
+        return await session.prompt(request.prompt, {
+          grammar,
+          maxTokens,
+          temperature: request.temperature ?? sampling.temperature,
+          ...(this.options.seed !== undefined ? { seed: this.options.seed } : {}),
+          signal,
+          ...(request.onDelta ? { onTextChunk: request.onDelta } : {}),
+        });
+      } finally {
+        session.dispose({ disposeSequence: false });
+      }
+    });
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(raw);
+    } catch (error) {
+      throw new DuckError(ErrorCode.ModelOutputInvalid, `${request.role} output is not complete JSON (cut at ${maxTokens} tokens?)`, {
+        cause: error,
+        details: { role: request.role, output: raw.slice(0, 2000) },
+      });
+    }
+    const checked = request.schema.safeParse(parsed);
+    if (!checked.success) {
+      throw new DuckError(ErrorCode.ModelOutputInvalid, `${request.role} output does not match the schema: ${checked.error.issues.map((issue) => `${issue.path.join(".")}: ${issue.message}`).join("; ")}`, {
+        details: { role: request.role, output: raw.slice(0, 2000) },
+      });
+    }
+    return { value: checked.data, raw };
+  }
+
+  /** Embeds texts with the embeddings role's model, checking the dimension models.json declares. */
+  async embed(texts: readonly string[], options: { signal?: AbortSignal } = {}): Promise<Float32Array[]> {
+    if (!this.hasRole("embeddings")) throw new DuckError(ErrorCode.ModelUnavailable, "no embedding model is configured (models.json role embeddings)");
+    const instance = await this.instanceFor("embeddings", "embedding");
+    const expected = this.roles.get("embeddings")?.config?.dimension;
+    instance.active += 1;
+    try {
+      const vectors: Float32Array[] = [];
+      for (const text of texts) {
+        options.signal?.throwIfAborted();
+        const embedding = await instance.embedding!.getEmbeddingFor(text);
+        const vector = Float32Array.from(embedding.vector);
+        if (expected !== undefined && vector.length !== expected) {
+          throw new DuckError(ErrorCode.ModelOutputInvalid, `the embedding model gives ${vector.length}-dimensional vectors, but models.json says dimension ${expected}`, {
+            details: { got: vector.length, expected },
+          });
+        }
+        vectors.push(vector);
+      }
+      return vectors;
+    } finally {
+      instance.active -= 1;
+    }
+  }
+
+  get embeddingDimension(): number | null {
+    return this.roles.get("embeddings")?.config?.dimension ?? null;
+  }
+
+  async dispose(): Promise<void> {
+    if (this.disposed) return;
+    this.disposed = true;
+    await this.residency.unloadAll();
+    for (const llama of this.llamas.values()) await (await llama).dispose();
+  }
+
+  private servingRole(role: ModelRole): ResolvedRole {
+    const servedBy = this.roles.get(role)?.servedBy;
+    const serving = servedBy ? this.roles.get(servedBy) : undefined;
+    if (!serving?.config || !serving.path) {
+      throw new DuckError(ErrorCode.ModelUnavailable, `no model file for role ${role} (config/models.json); see README "Getting models"`, { details: { role } });
+    }
+    if (servedBy !== role && !this.announced.has(role)) {
+      this.announced.add(role);
+      this.options.logger.info({ role, served_by: servedBy }, `role ${role} runs on the ${servedBy} model`);
+    }
+    return serving;
+  }
+
+  /** Temperature and max_tokens come from the asking role's own entry when it has one. */
+  private samplingFor(role: ModelRole): ModelRoleConfig {
+    return this.roles.get(role)?.config ?? this.servingRole(role).config!;
+  }
+
+  private keyFor(role: ModelRole, purpose: Purpose): string | null {
+    const servedBy = this.roles.get(role)?.servedBy;
+    const serving = servedBy ? this.roles.get(servedBy) : undefined;
+    if (!serving?.config || !serving.path) return null;
+    return `${serving.path}|gpu=${serving.config.gpu_layers}|ctx=${serving.config.context_size}|${purpose}`;
+  }
+
+  private llamaFor(backend: ModelRoleConfig["backend"]): Promise<Llama> {
+    let llama = this.llamas.get(backend);
+    if (!llama) {
+      const logger = this.options.logger;
+      llama = getLlama({
+        gpu: backend === "cpu" ? false : backend,
+        // Building llama.cpp from source needs the network; the prebuilt binaries ship with npm.
+        build: "never",
+        logLevel: LlamaLogLevel.warn,
+        logger: (level, message) => logger.debug({ level, message }, "llama.cpp"),
+      });
+      this.llamas.set(backend, llama);
+    }
+    return llama;
+  }
+
+  private async instanceFor(role: ModelRole, purpose: Purpose): Promise<LoadedModel> {
+    if (this.disposed) throw new DuckError(ErrorCode.ModelUnavailable, "the model provider is disposed");
+    const serving = this.servingRole(role);
+    const config = serving.config!;
+    const key = this.keyFor(role, purpose)!;
+    const threads = config.threads ?? this.options.config.threads ?? availableParallelism();
+    return this.residency.acquire(key, serving.sizeBytes ?? 0, async () => {
+      const llama = await this.llamaFor(config.backend);
+      const model = await llama.loadModel({ modelPath: serving.path!, gpuLayers: config.gpu_layers });
+      try {
+        const chat = purpose === "chat" ? await model.createContext({ contextSize: config.context_size, threads, sequences: this.options.sequencesPerModel ?? 2 }) : null;
+        const embedding = purpose === "embedding" ? await model.createEmbeddingContext({ contextSize: config.context_size, threads }) : null;
+        const contextBytes = chat ? chat.memoryUsage.ram + chat.memoryUsage.vram : 0;
+        this.options.logger.info({ role, file: serving.path, threads, purpose }, "model loaded");
+        const loaded: LoadedModel = {
+          key,
+          purpose,
+          model,
+          chat,
+          embedding,
+          waiting: [],
+          sizeBytes: model.size + contextBytes,
+          lastUsed: 0,
+          active: 0,
+          unload: async () => {
+            await embedding?.dispose();
+            await model.dispose();
+          },
+        };
+        return loaded;
+      } catch (error) {
+        await model.dispose();
+        throw error;
+      }
+    });
+  }
+
+  /** Runs `work` on a context sequence of its own, waiting in line when every sequence is busy. */
+  private async withSequence<T>(role: ModelRole, signal: AbortSignal | undefined, work: (sequence: LlamaContextSequence, signal: AbortSignal) => Promise<T>): Promise<T> {
+    const instance = await this.instanceFor(role, "chat");
+    instance.active += 1;
+    try {
+      return await withScopedSignal([signal], this.options.callTimeoutMs ?? 120_000, `${role} model call`, async (callSignal) => {
+        const context = instance.chat!;
+        while (context.sequencesLeft === 0) {
+          callSignal.throwIfAborted();
+          await new Promise<void>((resolve, reject) => {
+            const onAbort = () => reject(callSignal.reason);
+            callSignal.addEventListener("abort", onAbort, { once: true });
+            instance.waiting.push(() => {
+              callSignal.removeEventListener("abort", onAbort);
+              resolve();
+            });
+          });
+        }
+        const sequence = context.getSequence();
+        try {
+          return await work(sequence, callSignal);
+        } finally {
+          sequence.dispose();
+          instance.waiting.shift()?.();
+        }
+      });
+    } finally {
+      instance.active -= 1;
+    }
+  }
+
+  private grammarFor(role: ModelRole, schema: z.ZodType): Promise<LlamaGrammar> {
+    let grammar = this.grammars.get(schema);
+    if (!grammar) {
+      const backend = this.servingRole(role).config!.backend;
+      grammar = this.llamaFor(backend).then((llama) =>
+        llama.createGrammarForJsonSchema(toGrammarSchema(schema, this.options.grammarLimits) as Parameters<Llama["createGrammarForJsonSchema"]>[0]),
+      );
+      this.grammars.set(schema, grammar);
+    }
+    return grammar;
+  }
+}

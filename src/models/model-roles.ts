@@ -1,0 +1,57 @@
+import { statSync } from "node:fs";
+import { isAbsolute, join } from "node:path";
+import type { ModelRoleConfig, ModelsConfig } from "../config/config-schemas.js";
+import type { ModelRole } from "../contracts/index.js";
+
+/** Which role stands in when a role's own file is missing (the seed's critic shares the JSON compiler's model). */
+export const ROLE_FALLBACKS: Partial<Record<ModelRole, ModelRole>> = {
+  critic: "json_compiler",
+  sys_util: "json_compiler",
+  json_compiler: "thinker",
+  coder: "thinker",
+  orchestrator: "thinker",
+};
+
+export interface ResolvedRole {
+  role: ModelRole;
+  /** The role's own entry in models.json, if any. */
+  config: ModelRoleConfig | null;
+  /** Absolute path of the role's own file. */
+  path: string | null;
+  present: boolean;
+  sizeBytes: number | null;
+  /** The role whose model actually serves this one (itself, a fallback, or none). */
+  servedBy: ModelRole | null;
+}
+
+export function modelPath(modelsDir: string, file: string): string {
+  return isAbsolute(file) ? file : join(modelsDir, file);
+}
+
+/** Resolves every role to a file that exists, following fallbacks; roles with nothing to run get `servedBy: null`. */
+export function resolveRoles(config: ModelsConfig, modelsDir: string): Map<ModelRole, ResolvedRole> {
+  const own = new Map<ModelRole, ResolvedRole>();
+  const roles: ModelRole[] = ["thinker", "json_compiler", "critic", "coder", "sys_util", "orchestrator", "embeddings"];
+  for (const role of roles) {
+    const entry = config.roles[role] ?? null;
+    const path = entry ? modelPath(modelsDir, entry.file) : null;
+    const info = path ? statSync(path, { throwIfNoEntry: false }) : undefined;
+    const present = Boolean(info?.isFile());
+    own.set(role, { role, config: entry, path, present, sizeBytes: present ? info!.size : null, servedBy: present ? role : null });
+  }
+  for (const role of roles) {
+    const resolved = own.get(role)!;
+    if (resolved.present) continue;
+    let candidate = ROLE_FALLBACKS[role];
+    const seen = new Set<ModelRole>([role]);
+    while (candidate && !seen.has(candidate)) {
+      seen.add(candidate);
+      if (own.get(candidate)?.present) {
+        resolved.servedBy = candidate;
+        break;
+      }
+      candidate = ROLE_FALLBACKS[candidate];
+    }
+  }
+  return own;
+}

@@ -1,0 +1,131 @@
+import pino from "pino";
+import { afterAll, describe, expect, it } from "vitest";
+import { CoderSpecSchema, CriticScoreSchema, ExecutionDirectiveSchema, RecallDecisionSchema, createExecutionDirectiveSchema } from "../../src/contracts/index.js";
+import { LlamaCppProvider } from "../../src/models/llama/llama-cpp-provider.js";
+import { fixtureModel, fixtureModels, fixtureModelsConfig } from "../helpers/fixture-models.js";
+import { z } from "zod";
+
+const logger = pino({ level: "silent" });
+const providers: LlamaCppProvider[] = [];
+afterAll(async () => {
+  await Promise.all(providers.map((provider) => provider.dispose()));
+});
+function provider(options: Partial<ConstructorParameters<typeof LlamaCppProvider>[0]> = {}): LlamaCppProvider {
+  const created = new LlamaCppProvider({ config: fixtureModelsConfig(), modelsDir: "/", logger, ...options });
+  providers.push(created);
+  return created;
+}
+
+const TOOLS = ["shell_exec", "file_read", "file_write", "memory_insert", "memory_search"];
+
+describe("LlamaCppProvider on the tiny fixture model", () => {
+  it("streams text: the chunks add up to the answer", async () => {
+    const models = provider({ seed: 7 });
+    const chunks: string[] = [];
+    const text = await models.generateText({ role: "thinker", system: "You are terse.", prompt: "Say hello.", onDelta: (chunk) => chunks.push(chunk) });
+    expect(chunks.length).toBeGreaterThan(1);
+    expect(chunks.join("")).toBe(text);
+    expect(models.countTokens("thinker", "hello world")).toBe(11);
+  });
+
+  it("decodes every directive kind under its grammar into output that parses and validates", async () => {
+    const full = createExecutionDirectiveSchema(TOOLS) as unknown as z.ZodDiscriminatedUnion;
+    const kinds = ["respond", "tool", "plan", "coder", "fail"];
+    for (const seed of [1, 2, 3]) {
+      const models = provider({ seed });
+      for (const kind of kinds) {
+        const option = full.options.find((candidate) => (candidate as z.ZodObject).shape.kind.value === kind) as z.ZodType;
+        const result = await models.generateJson({ role: "json_compiler", system: "JSON only.", prompt: `A ${kind} directive.`, schema: option, maxTokens: 8192 });
+        expect(ExecutionDirectiveSchema.parse(result.value).kind).toBe(kind);
+        expect(JSON.parse(result.raw)).toBeTruthy();
+        if (kind === "tool") expect(TOOLS).toContain((result.value as { tool: string }).tool);
+      }
+    }
+  }, 240_000);
+
+  it("decodes critic scores, recall decisions and coder specs that validate, across seeds", async () => {
+    for (let seed = 10; seed < 16; seed += 1) {
+      const models = provider({ seed });
+      for (const schema of [CriticScoreSchema, RecallDecisionSchema, CoderSpecSchema]) {
+        const result = await models.generateJson({ role: "critic", system: "JSON only.", prompt: "Judge.", schema: schema as z.ZodType, maxTokens: 4096 });
+        expect(schema.safeParse(result.value).success).toBe(true);
+      }
+    }
+  }, 240_000);
+
+  it("loads a file once for two roles that name it", async () => {
+    const models = provider();
+    await models.generateText({ role: "json_compiler", system: "", prompt: "a", maxTokens: 4 });
+    await models.generateText({ role: "critic", system: "", prompt: "b", maxTokens: 4 });
+    await models.generateText({ role: "thinker", system: "", prompt: "c", maxTokens: 4 });
+    const chatLoads = [...models.residency.loadCounts.entries()].filter(([key]) => key.includes("tiny-chat"));
+    expect(chatLoads).toHaveLength(1);
+    expect(chatLoads[0]![1]).toBe(1);
+  });
+
+  it("unloads the least recently used model when the budget is small", async () => {
+    const other = fixtureModel("tiny-chat-other", { seed: 5 });
+    const base = fixtureModelsConfig();
+    const config = { ...base, memory_budget_mb: 1.5, roles: { ...base.roles, coder: { ...base.roles.coder!, file: other } } };
+    const models = provider({ config });
+    await models.generateText({ role: "thinker", system: "", prompt: "a", maxTokens: 2 });
+    expect(models.isLoaded("thinker")).toBe(true);
+    await models.generateText({ role: "coder", system: "", prompt: "b", maxTokens: 2 });
+    expect(models.isLoaded("coder")).toBe(true);
+    expect(models.isLoaded("thinker")).toBe(false);
+    await models.generateText({ role: "thinker", system: "", prompt: "c", maxTokens: 2 });
+    expect(models.isLoaded("coder")).toBe(false);
+    const thinkerKey = [...models.residency.loadCounts.keys()].find((key) => key.includes("tiny-chat.gguf|"))!;
+    expect(models.residency.loadCounts.get(thinkerKey)).toBe(2);
+  });
+
+  it("stops generating when aborted", async () => {
+    const models = provider({ seed: 3 });
+    const controller = new AbortController();
+    let chunks = 0;
+    const started = Date.now();
+    const generation = models.generateText({
+      role: "thinker",
+      system: "",
+      prompt: "Write a very long story.",
+      maxTokens: 100_000,
+      signal: controller.signal,
+      onDelta: () => {
+        chunks += 1;
+        if (chunks === 5) controller.abort(new Error("stop"));
+      },
+    });
+    await expect(generation).rejects.toThrow();
+    expect(chunks).toBeLessThan(50);
+    expect(Date.now() - started).toBeLessThan(20_000);
+  });
+
+  it("serves two concurrent requests on one model without mixing them up", async () => {
+    const models = provider({ seed: 11 });
+    const request = (prompt: string) => models.generateText({ role: "thinker", system: "", prompt, maxTokens: 24, temperature: 0 });
+    const aloneA = await request("first prompt");
+    const aloneB = await request("second, different prompt");
+    const [togetherA, togetherB] = await Promise.all([request("first prompt"), request("second, different prompt")]);
+    expect(togetherA).toBe(aloneA);
+    expect(togetherB).toBe(aloneB);
+  });
+
+  it("embeds in batches and checks the dimension against models.json", async () => {
+    const models = provider();
+    const vectors = await models.embed(["alpha", "beta", "gamma"]);
+    expect(vectors.map((vector) => vector.length)).toEqual([64, 64, 64]);
+    expect(vectors[0]).not.toEqual(vectors[1]);
+    const base = fixtureModelsConfig();
+    const wrong = provider({ config: { ...base, roles: { ...base.roles, embeddings: { ...base.roles.embeddings!, dimension: 384 } } } });
+    await expect(wrong.embed(["alpha"])).rejects.toThrow(/64-dimensional vectors, but models.json says dimension 384/);
+  });
+
+  it("falls back to the JSON compiler's model for a critic whose file is missing", () => {
+    const base = fixtureModelsConfig();
+    const models = provider({ config: { ...base, roles: { ...base.roles, critic: { ...base.roles.critic!, file: "/nowhere/critic.gguf" } } } });
+    expect(models.roles.get("critic")?.present).toBe(false);
+    expect(models.roles.get("critic")?.servedBy).toBe("json_compiler");
+    expect(models.hasRole("critic")).toBe(true);
+    expect(fixtureModels().chat).toMatch(/tiny-chat\.gguf$/);
+  });
+});
