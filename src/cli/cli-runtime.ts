@@ -1,5 +1,9 @@
-import { createRuntime, type Runtime } from "../runtime/create-runtime.js";
+import { join } from "node:path";
+import { loadConfig, resolveConfigDir, resolveHomeDir } from "../config/load-config.js";
 import { DuckError } from "../errors/duck-error.js";
+import { createModelProvider } from "../models/create-model-provider.js";
+import { createLogger } from "../runtime/logger.js";
+import { createRuntime, type Runtime } from "../runtime/create-runtime.js";
 
 export interface GlobalOptions {
   home?: string;
@@ -10,12 +14,16 @@ export interface GlobalOptions {
 /** Exit codes the CLI uses, documented in the README. */
 export const ExitCode = { Ok: 0, TaskFailed: 1, BadInput: 2, AwaitingPermission: 3, Cancelled: 130 } as const;
 
-export function openRuntime(options: GlobalOptions): Runtime {
-  return createRuntime({
-    ...(options.home ? { home: options.home } : {}),
-    ...(options.config ? { configDir: options.config } : {}),
-    ...(options.workspace ? { workspace: options.workspace } : {}),
-  });
+/** Loads config, finds the models (if any) and opens the runtime for one command. */
+export async function openRuntime(options: GlobalOptions, settings: { models?: boolean } = {}): Promise<Runtime> {
+  const home = resolveHomeDir(options.home);
+  const config = loadConfig(resolveConfigDir(options.config));
+  const logger = createLogger({ file: join(home, "logs", "ducklm.log") });
+  const models =
+    settings.models === false
+      ? null
+      : await createModelProvider({ config: config.models, home, logger, callTimeoutMs: config.runtime.timeouts.model_call_ms });
+  return createRuntime({ home, config, logger, models, ...(options.workspace ? { workspace: options.workspace } : {}) });
 }
 
 /** Prints an error a person can act on and returns the exit code for it. */

@@ -1,14 +1,20 @@
 import { Command, CommanderError } from "commander";
+import type { Runtime } from "../runtime/create-runtime.js";
 import { openRuntime, reportError, type GlobalOptions } from "./cli-runtime.js";
+import { modelsBenchCommand, modelsListCommand, modelsPullCommand } from "./models-command.js";
 import { runCommand } from "./run-command.js";
 import { eventsCommand, tasksCommand } from "./tasks-command.js";
 
 /** Opens a runtime for one command, runs it and closes the runtime, turning errors into exit codes. */
-async function withRuntime(globals: GlobalOptions, action: (runtime: ReturnType<typeof openRuntime>) => Promise<number> | number) {
+async function withRuntime(
+  globals: GlobalOptions,
+  action: (runtime: Runtime) => Promise<number> | number,
+  settings: { models?: boolean } = { models: false },
+) {
   let code: number;
-  let runtime: ReturnType<typeof openRuntime> | undefined;
+  let runtime: Runtime | undefined;
   try {
-    runtime = openRuntime(globals);
+    runtime = await openRuntime(globals, settings);
     code = await action(runtime);
   } catch (error) {
     code = reportError(error);
@@ -35,7 +41,7 @@ export function buildProgram(): Command {
     .option("--json", "print one JSON event per line")
     .option("--session <id>", "conversation id: earlier tasks of it become history")
     .action(async (words: string[], options: { json?: boolean; session?: string }) =>
-      withRuntime(program.opts(), (runtime) => runCommand(runtime, words.join(" "), options)),
+      withRuntime(program.opts(), (runtime) => runCommand(runtime, words.join(" "), options), { models: true }),
     );
 
   program
@@ -58,7 +64,39 @@ export function buildProgram(): Command {
       withRuntime(program.opts(), (runtime) => eventsCommand(runtime, options)),
     );
 
+  const models = program.command("models").description("local GGUF models: list, download, measure");
+  models
+    .command("list")
+    .description("roles, their files, present or missing, size, and which model serves each")
+    .option("--json", "one JSON object per line")
+    .action(async (options: { json?: boolean }) => runPlain(() => modelsListCommand(program.opts(), options)));
+  models
+    .command("pull")
+    .description("download a GGUF file (resumable) into <home>/models and optionally assign it to a role")
+    .argument("<source>", "an http(s) URL or hf:user/repo/file.gguf")
+    .option("--role <role>", "point this role at the file in config/models.json")
+    .option("--sha256 <hex>", "refuse the file unless its SHA-256 matches")
+    .option("--size <bytes>", "refuse the file unless it has this size")
+    .action(async (source: string, options: { role?: string; sha256?: string; size?: string }) =>
+      runPlain(() => modelsPullCommand(program.opts(), source, options)),
+    );
+  models
+    .command("bench")
+    .description("prompt and generation tokens per second of a role's model")
+    .argument("<role>", "thinker, json_compiler, critic, coder, sys_util")
+    .option("--tokens <n>", "tokens to generate", "128")
+    .action(async (role: string, options: { tokens?: string }) => runPlain(() => modelsBenchCommand(program.opts(), role, options)));
+
   return program;
+}
+
+/** Runs a command that needs no runtime, turning errors into exit codes. */
+async function runPlain(action: () => Promise<number> | number): Promise<void> {
+  try {
+    process.exitCode = await action();
+  } catch (error) {
+    process.exitCode = reportError(error);
+  }
 }
 
 export async function main(argv: string[]): Promise<void> {

@@ -1,0 +1,134 @@
+import { spawn, spawnSync } from "node:child_process";
+import { cpSync, existsSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { createServer, type Server } from "node:http";
+import { createHash } from "node:crypto";
+import type { AddressInfo } from "node:net";
+import { join, resolve } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { fixtureModels } from "../helpers/fixture-models.js";
+import { makeTempDir } from "../helpers/test-runtime.js";
+
+const root = resolve(import.meta.dirname, "../..");
+const tsxLoader = import.meta.resolve("tsx");
+const home = makeTempDir("ducklm-models-home-");
+const configDir = makeTempDir("ducklm-models-config-");
+let server: Server;
+let baseUrl = "";
+const requests: Array<{ url: string; range: string | undefined }> = [];
+let fixture: Buffer;
+
+function ducklm(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolvePromise) => {
+    const child = spawn(process.execPath, ["--import", tsxLoader, join(root, "src/cli/main.ts"), ...args], {
+      cwd: home,
+      env: { ...process.env, DUCKLM_HOME: home, DUCKLM_CONFIG: configDir },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+    child.on("close", (code) => resolvePromise({ code, stdout, stderr }));
+  });
+}
+
+beforeAll(async () => {
+  cpSync(join(root, "config"), configDir, { recursive: true });
+  // No role has a file yet.
+  writeFileSync(join(configDir, "models.json"), JSON.stringify({ roles: {} }));
+  fixture = readFileSync(fixtureModels().chat);
+  server = createServer((request, response) => {
+    const range = request.headers.range;
+    requests.push({ url: request.url ?? "", range });
+    if (request.url === "/models/cut/tiny.gguf" && !range) {
+      // The first download breaks off half-way.
+      response.writeHead(200, { "content-length": String(fixture.length), "content-type": "application/octet-stream" });
+      response.write(fixture.subarray(0, Math.floor(fixture.length / 2)), () => response.destroy());
+      return;
+    }
+    if (!request.url?.endsWith("/tiny.gguf")) {
+      response.writeHead(404).end();
+      return;
+    }
+    if (range) {
+      const start = Number(/bytes=(\d+)-/.exec(range)![1]);
+      response.writeHead(206, { "content-length": String(fixture.length - start), "content-range": `bytes ${start}-${fixture.length - 1}/${fixture.length}` });
+      response.end(fixture.subarray(start));
+      return;
+    }
+    response.writeHead(200, { "content-length": String(fixture.length) });
+    response.end(fixture);
+  });
+  await new Promise<void>((ready) => server.listen(0, "127.0.0.1", ready));
+  baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+});
+afterAll(() => {
+  server.close();
+  rmSync(home, { recursive: true, force: true });
+  rmSync(configDir, { recursive: true, force: true });
+});
+
+describe("ducklm models", () => {
+  it("lists roles as not configured, and says how to get a model", async () => {
+    const result = await ducklm(["models", "list"]);
+    expect(result.code).toBe(0);
+    expect(result.stdout).toMatch(/thinker\s+not configured/);
+    expect(result.stdout).toMatch(/IntentParser mode/);
+  });
+
+  it("resumes an interrupted pull, checks the checksum and assigns the role", async () => {
+    const sha = createHash("sha256").update(fixture).digest("hex");
+    const first = await ducklm(["models", "pull", `${baseUrl}/models/cut/tiny.gguf`, "--role", "thinker", "--sha256", sha]);
+    expect(first.code).not.toBe(0);
+    const partial = join(home, "models", "tiny.gguf.part");
+    expect(existsSync(partial)).toBe(true);
+    const partialSize = statSync(partial).size;
+    expect(partialSize).toBeGreaterThan(0);
+    expect(partialSize).toBeLessThan(fixture.length);
+
+    const second = await ducklm(["models", "pull", `${baseUrl}/models/cut/tiny.gguf`, "--role", "thinker", "--sha256", sha]);
+    expect(second.stderr + second.stdout).toMatch(/resumed at/);
+    expect(second.code).toBe(0);
+    expect(requests.at(-1)?.range).toBe(`bytes=${partialSize}-`);
+    expect(readFileSync(join(home, "models", "tiny.gguf")).equals(fixture)).toBe(true);
+    const models = JSON.parse(readFileSync(join(configDir, "models.json"), "utf8"));
+    expect(models.roles.thinker.file).toBe("tiny.gguf");
+
+    const list = await ducklm(["models", "list", "--json"]);
+    const rows = list.stdout.trim().split("\n").map((line) => JSON.parse(line));
+    expect(rows.find((row: { role: string }) => row.role === "thinker")).toMatchObject({ present: true, served_by: "thinker", size_bytes: fixture.length });
+    expect(rows.find((row: { role: string }) => row.role === "json_compiler")).toMatchObject({ present: false, served_by: "thinker" });
+  }, 60_000);
+
+  it("refuses a file whose checksum differs", async () => {
+    const result = await ducklm(["models", "pull", `${baseUrl}/other/tiny.gguf`, "--sha256", "00".repeat(32)]);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toMatch(/has SHA-256 [0-9a-f]{64}, expected 0000/);
+  });
+
+  it("rejects bad sources and roles with a clear error", async () => {
+    expect((await ducklm(["models", "pull", "ftp://example/x.gguf"])).stderr).toMatch(/only http\(s\) URLs/);
+    expect((await ducklm(["models", "pull", "hf:only-user"])).stderr).toMatch(/hf:user\/repo\/file.gguf/);
+    expect((await ducklm(["models", "pull", `${baseUrl}/x/tiny.gguf`, "--role", "wizard"])).stderr).toMatch(/unknown role "wizard"/);
+  });
+
+  it("runs a task on the pulled model from the command line, and measures it", async () => {
+    // Threads 1: on two cores the tiny model is much faster on one.
+    const models = JSON.parse(readFileSync(join(configDir, "models.json"), "utf8"));
+    models.threads = 1;
+    writeFileSync(join(configDir, "models.json"), JSON.stringify(models));
+    const run = await ducklm(["run", "--json", "say something"]);
+    expect([0, 1, 3]).toContain(run.code);
+    const events = run.stdout.trim().split("\n").map((line) => JSON.parse(line));
+    expect(events.some((event: { type: string }) => event.type === "model-output-delta")).toBe(true);
+    expect(events.at(-1).type).toMatch(/^task-(completed|failed|awaiting-permission)$/);
+
+    const bench = spawnSync(process.execPath, ["--import", tsxLoader, join(root, "src/cli/main.ts"), "models", "bench", "thinker", "--tokens", "16"], {
+      cwd: home,
+      env: { ...process.env, DUCKLM_HOME: home, DUCKLM_CONFIG: configDir },
+      encoding: "utf8",
+    });
+    expect(bench.status).toBe(0);
+    expect(bench.stdout).toMatch(/generation\s+\d+ tokens in \d+ ms \([\d.]+ tokens\/s\)/);
+  }, 120_000);
+});
