@@ -129,3 +129,22 @@ describe("LlamaCppProvider on the tiny fixture model", () => {
     expect(fixtureModels().chat).toMatch(/tiny-chat\.gguf$/);
   });
 });
+
+describe("LlamaCppProvider limits", () => {
+  it("aborts a call that passes its time limit", async () => {
+    const models = provider({ seed: 4, callTimeoutMs: 1 });
+    await models.ensureLoaded("thinker");
+    await expect(models.generateText({ role: "thinker", system: "", prompt: "Go on forever.", maxTokens: 1_000_000 })).rejects.toThrow(/took longer than 1 ms|abort/i);
+  });
+
+  it("queues requests first come, first served when every sequence is busy", async () => {
+    const models = provider({ seed: 2, sequencesPerModel: 1 });
+    const finished: number[] = [];
+    await Promise.all(
+      [0, 1, 2].map((index) =>
+        models.generateText({ role: "thinker", system: "", prompt: `request ${index}`, maxTokens: 16, temperature: 0 }).then(() => finished.push(index)),
+      ),
+    );
+    expect(finished).toEqual([0, 1, 2]);
+  });
+});
