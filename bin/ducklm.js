@@ -1,12 +1,17 @@
 #!/usr/bin/env node
-// Runs the built CLI; in a checkout without a build, runs the TypeScript sources through tsx.
+// In a checkout (sources and tsx present) this runs the TypeScript sources, so an edit never meets a
+// stale build; an installed package runs its build.
 import { existsSync } from "node:fs";
 
+const sources = new URL("../src/cli/main.ts", import.meta.url);
 const built = new URL("../dist/cli/main.js", import.meta.url);
-if (existsSync(built)) {
-  await import(built.href);
+let tsx = null;
+if (existsSync(sources)) {
+  tsx = await import("tsx/esm/api").catch(() => null);
+}
+if (tsx) {
+  tsx.register();
+  await import(sources.href);
 } else {
-  const { register } = await import("tsx/esm/api");
-  register();
-  await import(new URL("../src/cli/main.ts", import.meta.url).href);
+  await import(built.href);
 }

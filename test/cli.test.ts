@@ -53,7 +53,7 @@ describe("ducklm CLI", () => {
   });
 
   it("exits 3 when a task waits for permission and no terminal can answer", () => {
-    const result = ducklm(["run", "run `ls | wc -l`"]);
+    const result = ducklm(["run", "run `cp a.txt b.txt`"]);
     expect(result.code).toBe(3);
     expect(result.stderr).toMatch(/waiting for permission/);
   });

@@ -23,7 +23,14 @@ export async function openRuntime(options: GlobalOptions, settings: { models?: b
     settings.models === false
       ? null
       : await createModelProvider({ config: config.models, home, logger, callTimeoutMs: config.runtime.timeouts.model_call_ms });
-  return createRuntime({ home, config, logger, models, ...(options.workspace ? { workspace: options.workspace } : {}) });
+  const runtime = createRuntime({ home, config, logger, models, ...(options.workspace ? { workspace: options.workspace } : {}) });
+  try {
+    await runtime.ready();
+  } catch (error) {
+    await runtime.close();
+    throw error;
+  }
+  return runtime;
 }
 
 /** Prints an error a person can act on and returns the exit code for it. */

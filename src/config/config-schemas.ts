@@ -100,6 +100,10 @@ export const PermissionsConfigSchema = z.strictObject({
   }).prefault({}),
   /** What a command that matches no rule gets. Defaults to `ask`. */
   unknown: z.enum(["ask", "deny"]).default("ask"),
+  /** Commands with the category they must get; checked at start-up, so a rule change cannot silently break them. */
+  examples: z
+    .array(z.strictObject({ command: z.string().min(1), category: z.enum(["normal", "unknown", "no_always", "hard_stop"]) }))
+    .default([]),
 });
 export type PermissionsConfig = z.infer<typeof PermissionsConfigSchema>;
 

@@ -27,6 +27,12 @@ export const EventType = {
   CriticScored: "critic-scored",
   PermissionRequested: "permission-requested",
   PermissionResolved: "permission-resolved",
+  ApprovalGranted: "approval-granted",
+  ApprovalUsed: "approval-used",
+  ApprovalRevoked: "approval-revoked",
+  SecretRequested: "secret-requested",
+  SecretProvided: "secret-provided",
+  FeedbackReceived: "feedback-received",
   AnswerCompleted: "answer-completed",
 } as const;
 

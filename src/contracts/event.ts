@@ -24,7 +24,7 @@ export type CommandCategory = "read_only" | "normal" | "no_always" | "hard_stop"
 
 /** The payload each event type carries. The event store keeps them as JSON. */
 export interface EventPayloads {
-  "task-received": { text: string; session_id: string | null; workspace: string };
+  "task-received": { text: string; session_id: string | null; workspace: string; auto_approve?: CommandCategory[] };
   "task-started": Record<string, never>;
   "task-resumed": { from_seq: number; reason: string };
   "task-awaiting-permission": { request_id: string; step_id: string };
@@ -49,6 +49,12 @@ export interface EventPayloads {
   "critic-scored": { step_id: string; attempt: number; score: CriticScore; source: "model" | "heuristic" };
   "permission-requested": { request_id: string; step_id: string; call: ToolCall; category: CommandCategory; reason: string; commands: string[] };
   "permission-resolved": { request_id: string; step_id: string; decision: PermissionDecisionKind | "allow_always"; by: string };
+  "approval-granted": { approval_id: string; command: string; cwd: string; category: CommandCategory; expires_at: string | null };
+  "approval-used": { approval_id: string; step_id: string; command: string };
+  "approval-revoked": { approval_id: string; command: string; by: string };
+  "secret-requested": { request_id: string; step_id: string; kind: "sudo_password"; prompt: string };
+  "secret-provided": { request_id: string; step_id: string; by: string };
+  "feedback-received": { target: "answer" | "step"; step_id: string | null; rating: "up" | "down"; comment: string; by: string };
   "answer-completed": { answer: string };
 }
 

@@ -25,6 +25,11 @@ export const UserTaskSchema = z.object({
   session_id: z.string().min(1).max(200).optional(),
   /** Directory the tools work in. Defaults to the runtime's workspace. */
   workspace: z.string().min(1).max(4096).optional(),
+  /**
+   * Command categories approved in advance, for unattended runs. Only `unknown` (commands no rule
+   * covers) can be: no_always is always asked and hard_stop never runs.
+   */
+  auto_approve: z.array(z.literal("unknown")).max(1).default([]),
 });
 export type UserTask = z.infer<typeof UserTaskSchema>;
 

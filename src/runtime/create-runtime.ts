@@ -8,6 +8,7 @@ import { EventBus } from "../events/event-bus.js";
 import { EventStore } from "../events/event-store.js";
 import { MemoryStore } from "../memory/memory-store.js";
 import type { ModelProvider } from "../models/model-provider.js";
+import { ApprovalStore } from "../permissions/approval-store.js";
 import { CommandClassifier } from "../permissions/command-classifier.js";
 import { openDatabase, type SqliteDatabase } from "../storage/open-database.js";
 import { TaskStore, type Clock } from "../state/task-store.js";
@@ -50,6 +51,10 @@ export interface Runtime {
   tools: ToolRegistry;
   loop: RuntimeLoop;
   logger: Logger;
+  approvals: ApprovalStore;
+  classifier: CommandClassifier;
+  /** Settles when the shell parser is loaded; rejects when permissions.json's examples do not hold. */
+  ready(): Promise<void>;
   /** Stops running tasks, releases models and closes the database. */
   close(): Promise<void>;
 }
@@ -72,16 +77,23 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
   for (const tool of options.tools ?? []) tools.register(tool);
   const models = options.models ?? null;
   const workspace = resolve(options.workspace ?? config.runtime.workspace);
+  const classifier = new CommandClassifier(config.permissions);
+  const approvals = new ApprovalStore(db, options.clock);
+  const ready = classifier.checkExamples(config.permissions.examples);
+  // A failure here is reported by `ready()`; tasks see it too, through the loop.
+  ready.catch(() => undefined);
   const loop = new RuntimeLoop({
     store,
     tools,
     memory,
     models,
     router: new Router(models, config.prompts, tools.names()),
-    classifier: new CommandClassifier(config.permissions),
+    classifier,
+    approvals,
     config,
     logger,
     workspace,
+    ready,
   });
   let closed = false;
   return {
@@ -94,6 +106,9 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
     tools,
     loop,
     logger,
+    approvals,
+    classifier,
+    ready: () => ready,
     async close() {
       if (closed) return;
       closed = true;

@@ -98,7 +98,7 @@ describe("permission requests pause a task", () => {
 
   it("refuses an answer to an unknown request", async () => {
     const runtime = setup();
-    const handle = runtime.loop.submit({ text: "run `ls | wc -l`" });
+    const handle = runtime.loop.submit({ text: "run `cp a.txt b.txt`" });
     await handle.done;
     expect(() => runtime.loop.resolvePermission(handle.taskId, "not-a-request", "allow")).toThrow(/no open permission request/);
   });
@@ -123,7 +123,7 @@ describe("permission requests pause a task", () => {
 
   it("cancels a task that waits for permission", async () => {
     const runtime = setup();
-    const handle = runtime.loop.submit({ text: "run `ls | head -1`" });
+    const handle = runtime.loop.submit({ text: "run `cp a.txt b.txt`" });
     await handle.done;
     runtime.loop.cancel(handle.taskId);
     expect(runtime.store.getTask(handle.taskId)?.state).toBe("cancelled");

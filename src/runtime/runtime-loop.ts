@@ -23,6 +23,7 @@ import { describeError, DuckError, ErrorCode } from "../errors/duck-error.js";
 import type { MemoryStore } from "../memory/memory-store.js";
 import type { ModelProvider } from "../models/model-provider.js";
 import { estimateTokens } from "../models/model-provider.js";
+import type { ApprovalStore } from "../permissions/approval-store.js";
 import type { CommandClassifier } from "../permissions/command-classifier.js";
 import type { TaskProjection } from "../state/task-projection.js";
 import type { TaskStore } from "../state/task-store.js";
@@ -38,10 +39,13 @@ export interface RuntimeLoopDeps {
   models: ModelProvider | null;
   router: Router;
   classifier: CommandClassifier;
+  approvals: ApprovalStore;
   config: DuckConfig;
   logger: Logger;
   /** Where tools work when a task names no workspace. */
   workspace: string;
+  /** Settles when the shell parser is loaded and permissions.json's examples are checked. */
+  ready: Promise<void>;
 }
 
 export interface TaskHandle {
@@ -114,6 +118,7 @@ export class RuntimeLoop {
       tools: deps.tools,
       models: deps.models,
       classifier: deps.classifier,
+      approvals: deps.approvals,
       config: deps.config,
       logger: deps.logger,
       sinkFor: (taskId) => this.sinkFor(taskId),
@@ -133,7 +138,7 @@ export class RuntimeLoop {
       throw new DuckError(ErrorCode.InvalidInput, `workspace ${workspace} is not a directory`);
     }
     const projection = this.deps.store.createTask(
-      { text: parsed.data.text, session_id: parsed.data.session_id, workspace },
+      { text: parsed.data.text, session_id: parsed.data.session_id, workspace, auto_approve: parsed.data.auto_approve },
       { durable: options.durable === true },
     );
     return { taskId: projection.task_id, done: this.drive(projection.task_id, options) };
@@ -158,25 +163,47 @@ export class RuntimeLoop {
   }
 
   /**
-   * Answers an open permission request and drives the task on. A second answer to the same request
-   * is a no-op; an unknown request or a task that is not waiting is refused.
+   * Answers an open permission request and drives the task on. "allow_always" also remembers the
+   * approval for this exact command and directory (optionally until `expiresAt`); for a no_always
+   * command it counts as "allow" and nothing is remembered. A second answer to the same request is a
+   * no-op; an unknown request is refused.
    */
-  resolvePermission(taskId: string, requestId: string, answer: PermissionAnswer, by = "user"): TaskHandle {
-    const projection = this.deps.store.projection(taskId);
+  resolvePermission(taskId: string, requestId: string, answer: PermissionAnswer, by = "user", options: { expiresAt?: Date } = {}): TaskHandle {
+    const { store } = this.deps;
+    const projection = store.projection(taskId);
     const step = Object.values(projection.steps).find((candidate) => candidate.permission_request?.request_id === requestId);
     if (!step) {
-      const answered = this.deps.store
-        .listEvents(taskId)
-        .some((event) => event.type === "permission-resolved" && event.payload.request_id === requestId);
+      const answered = store.listEvents(taskId).some((event) => event.type === "permission-resolved" && event.payload.request_id === requestId);
       if (answered) return { taskId, done: this.active.get(taskId)?.done ?? Promise.resolve(outcomeOf(projection)) };
       throw new DuckError(ErrorCode.PermissionRequestUnknown, `task ${taskId} has no open permission request ${requestId}`, {
         details: { task_id: taskId, request_id: requestId },
       });
     }
     const request = step.permission_request!;
-    const decision = answer === "allow_always" && request.category === "no_always" ? "allow" : answer;
-    this.deps.store.append(taskId, "permission-resolved", { request_id: requestId, step_id: request.step_id, decision, by }, { durable: true });
+    const command = request.call.tool === "shell_exec" && typeof request.call.arguments.command === "string" ? request.call.arguments.command : null;
+    const remember = answer === "allow_always" && request.category !== "no_always" && request.category !== "hard_stop" && command !== null;
+    const decision = answer === "allow_always" && !remember ? "allow" : answer;
+    store.transaction(() => {
+      store.append(taskId, "permission-resolved", { request_id: requestId, step_id: request.step_id, decision, by });
+      if (remember) {
+        const approval = this.deps.approvals.grant({ command: command!, cwd: projection.workspace, category: request.category, grantedByTask: taskId, expiresAt: options.expiresAt ?? null });
+        store.append(taskId, "approval-granted", { approval_id: approval.id, command: approval.command, cwd: approval.cwd, category: request.category, expires_at: approval.expires_at });
+      }
+    });
     return { taskId, done: this.drive(taskId) };
+  }
+
+  /** Revokes a remembered approval; the revocation is recorded on the task that granted it. */
+  revokeApproval(approvalId: string, by = "user"): void {
+    const approval = this.deps.approvals.get(approvalId);
+    if (!approval) throw new DuckError(ErrorCode.InvalidInput, `no approval with id ${approvalId}`, { details: { approval_id: approvalId } });
+    const { store } = this.deps;
+    store.transaction(() => {
+      if (!this.deps.approvals.revoke(approvalId)) return;
+      if (approval.granted_by_task && store.getTask(approval.granted_by_task)) {
+        store.append(approval.granted_by_task, "approval-revoked", { approval_id: approvalId, command: approval.command, by });
+      }
+    });
   }
 
   /** Cancels a task: a running one is stopped, a waiting one is closed. */
@@ -237,6 +264,7 @@ export class RuntimeLoop {
     if (isTerminalTaskState(projection.state)) return;
     if (!projection.started) {
       const hardStop = this.deps.classifier.findHardStop(projection.text);
+      await this.deps.ready;
       if (hardStop) {
         store.append(taskId, "task-failed", {
           code: ErrorCode.HardStop,

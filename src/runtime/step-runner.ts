@@ -7,6 +7,7 @@ import { decideRecovery } from "../decisions/recovery-policy.js";
 import type { ModelStreamSink } from "../decisions/model-stream-sink.js";
 import { ErrorCode } from "../errors/duck-error.js";
 import type { ModelProvider } from "../models/model-provider.js";
+import type { ApprovalStore } from "../permissions/approval-store.js";
 import type { CommandClassifier } from "../permissions/command-classifier.js";
 import { decidePermission } from "../permissions/permission-policy.js";
 import type { TaskStore } from "../state/task-store.js";
@@ -19,6 +20,7 @@ export interface StepRunnerDeps {
   tools: ToolRegistry;
   models: ModelProvider | null;
   classifier: CommandClassifier;
+  approvals: ApprovalStore;
   config: DuckConfig;
   logger: Logger;
   sinkFor(taskId: string): ModelStreamSink;
@@ -91,7 +93,21 @@ export class StepRunner {
         this.requestPermission(taskId, plan.id, call, "unknown", "its earlier run was interrupted and its outcome is unknown; run it again?", []);
         return "waiting";
       }
-      const decision = decidePermission(call, effect, this.deps.classifier, this.deps.config.permissions.unknown);
+      const projection = store.projection(taskId);
+      const command = plan.tool === "shell_exec" && typeof plan.arguments.command === "string" ? plan.arguments.command : null;
+      const classification = command !== null ? await this.deps.classifier.classify(command) : plan.tool === "shell_exec" ? { category: "unknown" as const, reason: "no command given", commands: [] } : null;
+      const approval = command !== null ? this.deps.approvals.findActive(command, projection.workspace) : null;
+      const decision = decidePermission({
+        call,
+        effect,
+        classification,
+        approval,
+        unknownDecision: this.deps.config.permissions.unknown,
+        preApproved: projection.auto_approve,
+      });
+      if (decision.approval_id && command !== null) {
+        store.append(taskId, "approval-used", { approval_id: decision.approval_id, step_id: plan.id, command });
+      }
       if (decision.decision === "deny") {
         const code = decision.category === "hard_stop" ? ErrorCode.HardStop : ErrorCode.PermissionDenied;
         const result = deniedResult(plan.tool, code, `refused: ${decision.reason}`);

@@ -1,4 +1,5 @@
 import type {
+  CommandCategory,
   CriticScore,
   DuckEvent,
   EventPayloads,
@@ -46,6 +47,8 @@ export interface TaskProjection {
   answer: string | null;
   error: { code: string; message: string } | null;
   memory_writes: number;
+  /** Categories the user approved in advance for this task. */
+  auto_approve: CommandCategory[];
 }
 
 export function emptyStep(step: PlanStep): StepProjection {
@@ -182,6 +185,7 @@ export function initialProjection(event: DuckEvent): TaskProjection {
     answer: null,
     error: null,
     memory_writes: 0,
+    auto_approve: payload.auto_approve ?? [],
   };
 }
 

@@ -3,6 +3,7 @@ import { randomUUID } from "node:crypto";
 import {
   EventType,
   type Checkpoint,
+  type CommandCategory,
   type DuckEvent,
   type EventPayloads,
   type EventTypeName,
@@ -116,7 +117,7 @@ export class TaskStore {
    * `durable` when the caller is about to acknowledge the task to someone outside this process.
    */
   createTask(
-    input: { text: string; session_id?: string | undefined; workspace: string; id?: string },
+    input: { text: string; session_id?: string | undefined; workspace: string; id?: string; auto_approve?: CommandCategory[] },
     options: AppendOptions = {},
   ): TaskProjection {
     this.throwIfBroken();
@@ -127,7 +128,12 @@ export class TaskStore {
       seq: 1,
       type: EventType.TaskReceived,
       time,
-      payload: { text: input.text, session_id: input.session_id ?? null, workspace: input.workspace },
+      payload: {
+        text: input.text,
+        session_id: input.session_id ?? null,
+        workspace: input.workspace,
+        ...(input.auto_approve && input.auto_approve.length > 0 ? { auto_approve: input.auto_approve } : {}),
+      },
     };
     const projection = initialProjection(event);
     const batch = this.openBatch();

@@ -63,6 +63,23 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; description: string; s
       END;
     `,
   },
+  {
+    version: 2,
+    description: "remembered permission approvals",
+    sql: `
+      CREATE TABLE approvals (
+        id TEXT PRIMARY KEY,
+        command TEXT NOT NULL,
+        cwd TEXT NOT NULL,
+        category TEXT NOT NULL,
+        granted_by_task TEXT,
+        created_at TEXT NOT NULL,
+        expires_at TEXT,
+        revoked_at TEXT
+      ) WITHOUT ROWID;
+      CREATE INDEX approvals_by_command ON approvals(command, cwd);
+    `,
+  },
 ];
 
 export function migrate(db: Database): number {
