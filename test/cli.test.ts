@@ -92,3 +92,26 @@ describe("ducklm CLI", () => {
     rmSync(config, { recursive: true, force: true });
   });
 });
+
+describe("ducklm permissions, feedback and --yes", () => {
+  it("pre-approves commands no rule covers with --yes, lists and revokes approvals, records feedback", () => {
+    writeFileSync(join(workspace, "src.txt"), "data\n");
+    const yes = ducklm(["run", "--yes", "run `cp src.txt copy.txt`"]);
+    expect(yes.code).toBe(0);
+    const noAlways = ducklm(["run", "--yes", "run `rm -f copy.txt`"]);
+    expect(noAlways.code).toBe(3);
+
+    const list = ducklm(["permissions", "list"]);
+    expect(list.code).toBe(0);
+    const revoke = ducklm(["permissions", "revoke", "no-such-approval"]);
+    expect(revoke.code).toBe(2);
+    expect(revoke.stderr).toMatch(/no approval with id/);
+
+    const tasks = ducklm(["tasks", "--json", "--state", "completed"]).stdout.trim().split("\n").map((line) => JSON.parse(line));
+    const feedback = ducklm(["feedback", "--task", tasks[0].id, "down", "too", "slow"]);
+    expect(feedback.code).toBe(0);
+    const events = ducklm(["events", "--task", tasks[0].id, "--json"]).stdout.trim().split("\n").map((line) => JSON.parse(line));
+    expect(events.at(-1)).toMatchObject({ type: "feedback-received", payload: { rating: "down", comment: "too slow", target: "answer" } });
+    expect(ducklm(["feedback", "--task", tasks[0].id, "meh"]).code).toBe(2);
+  });
+});

@@ -1,6 +1,7 @@
 import { Command, CommanderError } from "commander";
 import type { Runtime } from "../runtime/create-runtime.js";
 import { openRuntime, reportError, type GlobalOptions } from "./cli-runtime.js";
+import { feedbackCommand, permissionsListCommand, permissionsRevokeCommand } from "./permissions-command.js";
 import { modelsBenchCommand, modelsListCommand, modelsPullCommand } from "./models-command.js";
 import { runCommand } from "./run-command.js";
 import { eventsCommand, tasksCommand } from "./tasks-command.js";
@@ -40,7 +41,8 @@ export function buildProgram(): Command {
     .argument("<task...>", "what to do, in your own words")
     .option("--json", "print one JSON event per line")
     .option("--session <id>", "conversation id: earlier tasks of it become history")
-    .action(async (words: string[], options: { json?: boolean; session?: string }) =>
+    .option("--yes", "run commands that no rule covers without asking (no_always is still asked, hard_stop never runs)")
+    .action(async (words: string[], options: { json?: boolean; session?: string; yes?: boolean }) =>
       withRuntime(program.opts(), (runtime) => runCommand(runtime, words.join(" "), options), { models: true }),
     );
 
@@ -62,6 +64,29 @@ export function buildProgram(): Command {
     .option("--json", "one JSON event per line")
     .action(async (options: { task: string; since?: string; json?: boolean }) =>
       withRuntime(program.opts(), (runtime) => eventsCommand(runtime, options)),
+    );
+
+  const permissions = program.command("permissions").description("remembered approvals");
+  permissions
+    .command("list")
+    .description("every remembered approval: command, directory, state")
+    .option("--json", "one JSON object per line")
+    .action(async (options: { json?: boolean }) => withRuntime(program.opts(), (runtime) => permissionsListCommand(runtime, options)));
+  permissions
+    .command("revoke")
+    .description("stop a remembered approval from applying")
+    .argument("<id>", "approval id (see `ducklm permissions list`)")
+    .action(async (id: string) => withRuntime(program.opts(), (runtime) => permissionsRevokeCommand(runtime, id)));
+
+  program
+    .command("feedback")
+    .description("rate a task's answer, or one of its steps, for the critic's calibration")
+    .argument("<rating>", "up or down")
+    .argument("[comment...]", "why")
+    .requiredOption("--task <id>", "task id")
+    .option("--step <id>", "a step of the task, instead of its answer")
+    .action(async (rating: string, comment: string[], options: { task: string; step?: string }) =>
+      withRuntime(program.opts(), (runtime) => feedbackCommand(runtime, rating, comment, options)),
     );
 
   const models = program.command("models").description("local GGUF models: list, download, measure");

@@ -9,6 +9,8 @@ import { formatEvent } from "./format-event.js";
 export interface RunOptions {
   json?: boolean;
   session?: string;
+  /** Pre-approve commands no rule covers. */
+  yes?: boolean;
 }
 
 /** Prints events as they happen: one JSON object a line, or a readable transcript. */
@@ -67,7 +69,11 @@ export function exitCodeFor(outcome: TaskOutcome): number {
 /** `ducklm run "<task>"`: runs one task, printing its events; asks for permission at the terminal. */
 export async function runCommand(runtime: Runtime, text: string, options: RunOptions): Promise<number> {
   const print = createEventPrinter(options.json === true);
-  const handle = runtime.loop.submit({ text, ...(options.session ? { session_id: options.session } : {}) });
+  const handle = runtime.loop.submit({
+    text,
+    ...(options.session ? { session_id: options.session } : {}),
+    ...(options.yes ? { auto_approve: ["unknown"] } : {}),
+  });
   const unsubscribe = runtime.bus.subscribe(handle.taskId, print, { fromSeq: 1 });
   const onInterrupt = () => runtime.loop.cancel(handle.taskId, "interrupted at the terminal");
   process.once("SIGINT", onInterrupt);

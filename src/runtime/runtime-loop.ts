@@ -193,6 +193,17 @@ export class RuntimeLoop {
     return { taskId, done: this.drive(taskId) };
   }
 
+  /** Stores a person's judgement of an answer or a step, for later calibration of the critic. */
+  recordFeedback(taskId: string, feedback: { target: "answer" | "step"; step_id?: string | null; rating: "up" | "down"; comment?: string }, by = "user"): void {
+    const { store } = this.deps;
+    store.requireTask(taskId);
+    const stepId = feedback.step_id ?? null;
+    if (feedback.target === "step" && (!stepId || !store.projection(taskId).steps[stepId])) {
+      throw new DuckError(ErrorCode.InvalidInput, `task ${taskId} has no step ${stepId ?? "(none given)"}`, { details: { task_id: taskId, step_id: stepId } });
+    }
+    store.append(taskId, "feedback-received", { target: feedback.target, step_id: stepId, rating: feedback.rating, comment: (feedback.comment ?? "").slice(0, 4000), by }, { durable: true });
+  }
+
   /** Revokes a remembered approval; the revocation is recorded on the task that granted it. */
   revokeApproval(approvalId: string, by = "user"): void {
     const approval = this.deps.approvals.get(approvalId);
