@@ -12,6 +12,7 @@ import { ApprovalStore } from "../permissions/approval-store.js";
 import { CommandClassifier } from "../permissions/command-classifier.js";
 import { openDatabase, type SqliteDatabase } from "../storage/open-database.js";
 import { TaskStore, type Clock } from "../state/task-store.js";
+import { fileListTool } from "../tools/builtin/file-list.js";
 import { fileReadTool } from "../tools/builtin/file-read.js";
 import { fileWriteTool } from "../tools/builtin/file-write.js";
 import { createMemoryTools } from "../tools/builtin/memory-tools.js";
@@ -72,7 +73,7 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
   const store = new TaskStore(db, events, bus, options.clock);
   const memory = new MemoryStore(db, options.clock);
   const tools = new ToolRegistry();
-  tools.register(fileReadTool).register(fileWriteTool).register(shellExecTool);
+  tools.register(fileReadTool).register(fileWriteTool).register(fileListTool).register(shellExecTool);
   for (const tool of createMemoryTools(memory)) tools.register(tool);
   for (const tool of options.tools ?? []) tools.register(tool);
   const models = options.models ?? null;

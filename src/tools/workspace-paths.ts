@@ -1,4 +1,5 @@
-import { existsSync, lstatSync, realpathSync } from "node:fs";
+import { constants, existsSync, lstatSync, readlinkSync, realpathSync } from "node:fs";
+import { open, unlink, type FileHandle } from "node:fs/promises";
 import { dirname, isAbsolute, relative, resolve, sep } from "node:path";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
 
@@ -6,20 +7,30 @@ function outside(path: string, message: string): DuckError {
   return new DuckError(ErrorCode.PathOutsideWorkspace, message, { details: { path } });
 }
 
-function isWithin(root: string, candidate: string): boolean {
+export function isWithin(root: string, candidate: string): boolean {
   const rel = relative(root, candidate);
   return rel === "" || (!rel.startsWith(`..${sep}`) && rel !== ".." && !isAbsolute(rel));
 }
 
+function lstatOrNull(path: string) {
+  try {
+    return lstatSync(path);
+  } catch {
+    return null;
+  }
+}
+
 /**
  * Resolves a path the user or a model gave against the workspace, following symlinks through the
- * deepest existing ancestor, and refuses anything that lands outside it.
+ * deepest existing ancestor, and refuses anything that lands outside it, a NUL byte, and a link as the
+ * final component (dangling or not): the file a tool touches is always a real file in the workspace.
  */
 export function resolveInWorkspace(workspace: string, requested: string): string {
   if (requested.includes("\0")) throw outside(requested, "path contains a NUL byte");
   const root = realpathSync(workspace);
   const absolute = resolve(root, requested);
   if (!isWithin(root, absolute)) throw outside(requested, `${requested} is outside the workspace ${root}`);
+  if (lstatOrNull(absolute)?.isSymbolicLink()) throw outside(requested, `${requested} is a symbolic link; DuckLM does not read or write through a link`);
 
   // Walk up to the deepest ancestor that exists and resolve it through its links.
   let existing = absolute;
@@ -27,7 +38,7 @@ export function resolveInWorkspace(workspace: string, requested: string): string
   while (!existsSync(existing)) {
     const parent = dirname(existing);
     if (parent === existing) break;
-    if (lstatExists(existing)) throw outside(requested, `${requested} is a dangling link`);
+    if (lstatOrNull(existing)) throw outside(requested, `${requested} passes through a dangling link`);
     rest.unshift(existing.slice(parent.length + (parent.endsWith(sep) ? 0 : 1)));
     existing = parent;
   }
@@ -36,11 +47,32 @@ export function resolveInWorkspace(workspace: string, requested: string): string
   return real;
 }
 
-function lstatExists(path: string): boolean {
+/** Where an open file really is, read back from the kernel (Linux), or null where that cannot be asked. */
+function openedPath(handle: FileHandle): string | null {
   try {
-    lstatSync(path);
-    return true;
+    return readlinkSync(`/proc/self/fd/${handle.fd}`);
   } catch {
-    return false;
+    return null;
   }
+}
+
+/**
+ * Opens a path resolved by `resolveInWorkspace`, never following a final link, then checks where the
+ * opened file really is. A directory swapped for a link between the check and the open is caught here;
+ * a file this call created outside the workspace is removed again.
+ */
+export async function openInWorkspace(workspace: string, resolvedPath: string, flags: number, mode = 0o644): Promise<FileHandle> {
+  const root = realpathSync(workspace);
+  const handle = await open(resolvedPath, flags | constants.O_NOFOLLOW, mode).catch((error: NodeJS.ErrnoException) => {
+    if (error.code === "ELOOP") throw outside(resolvedPath, `${resolvedPath} became a symbolic link; refusing`);
+    throw error;
+  });
+  const actual = openedPath(handle);
+  const check = actual ?? realpathSync(dirname(resolvedPath));
+  if (!isWithin(root, check)) {
+    await handle.close();
+    if (actual && flags & constants.O_CREAT) await unlink(actual).catch(() => undefined);
+    throw outside(resolvedPath, `${resolvedPath} was moved outside the workspace while it was being opened; nothing was kept`);
+  }
+  return handle;
 }

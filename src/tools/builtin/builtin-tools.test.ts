@@ -1,18 +1,20 @@
-import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { makeTempDir } from "../../../test/helpers/test-runtime.js";
 import type { ToolContext } from "../tool-definition.js";
 import { ToolRegistry } from "../tool-registry.js";
 import { fileReadTool } from "./file-read.js";
-import { fileWriteTool } from "./file-write.js";
+import { fileListTool } from "./file-list.js";
+import { fileWriteTool, writeFileAtomically } from "./file-write.js";
+import { resolveInWorkspace } from "../workspace-paths.js";
 import { scrubEnvironment, shellExecTool } from "./shell-exec.js";
 
 let workspace: string;
 let registry: ToolRegistry;
 beforeEach(() => {
   workspace = makeTempDir("ducklm-tools-");
-  registry = new ToolRegistry().register(fileReadTool).register(fileWriteTool).register(shellExecTool);
+  registry = new ToolRegistry().register(fileReadTool).register(fileWriteTool).register(fileListTool).register(shellExecTool);
 });
 afterEach(() => {
   // Temp dirs are left to the OS; nothing here writes outside them.
@@ -69,6 +71,65 @@ describe("file_write", () => {
     expect((await registry.run("file_write", { path: "final-link", content: "no" }, context())).ok).toBe(false);
     expect(existsSync(join(outside, "x.txt"))).toBe(false);
     expect(existsSync(join(outside, "target.txt"))).toBe(false);
+  });
+});
+
+describe("filesystem escapes leave nothing outside the workspace", () => {
+  function outsideDir(): string {
+    const dir = makeTempDir("ducklm-outside-");
+    writeFileSync(join(dir, "keep.txt"), "untouched");
+    return dir;
+  }
+  const snapshot = (dir: string) => readdirSync(dir, { recursive: true }).map(String).sort();
+
+  it("refuses a link to / , a final-component link, a dangling link, `..` and absolute paths, for reads and writes", async () => {
+    const outside = outsideDir();
+    const before = snapshot(outside);
+    symlinkSync("/", join(workspace, "root-link"));
+    symlinkSync(join(outside, "keep.txt"), join(workspace, "final-link"));
+    writeFileSync(join(workspace, "inside.txt"), "inside");
+    symlinkSync(join(workspace, "inside.txt"), join(workspace, "inner-link"));
+    symlinkSync(join(outside, "does-not-exist"), join(workspace, "dangling"));
+    const attempts = ["root-link/tmp/escape.txt", "final-link", "inner-link", "dangling", "dangling/x.txt", "../escape.txt", `${outside}/escape.txt`, "a/../../escape.txt"];
+    for (const path of attempts) {
+      const write = await registry.run("file_write", { path, content: "escaped" }, context());
+      expect(write.ok, `write ${path}`).toBe(false);
+      expect(write.error?.code, `write ${path}`).toBe("DUCK_ERR_PATH_OUTSIDE_WORKSPACE");
+      const read = await registry.run("file_read", { path }, context());
+      expect(read.ok, `read ${path}`).toBe(false);
+    }
+    expect(snapshot(outside)).toEqual(before);
+    expect(readFileSync(join(outside, "keep.txt"), "utf8")).toBe("untouched");
+    expect(existsSync("/tmp/escape.txt")).toBe(false);
+  });
+
+  it("catches a directory swapped for a link between the check and the write", async () => {
+    const outside = outsideDir();
+    const before = snapshot(outside);
+    mkdirSync(join(workspace, "dir"));
+    const checked = resolveInWorkspace(workspace, "dir/file.txt");
+    // The race: after the check, someone replaces dir with a link to a place outside.
+    renameSync(join(workspace, "dir"), join(workspace, "dir.old"));
+    symlinkSync(outside, join(workspace, "dir"));
+    await expect(writeFileAtomically(workspace, checked, "escaped")).rejects.toThrow(/outside the workspace|symbolic link/);
+    expect(snapshot(outside)).toEqual(before);
+  });
+
+  it("shows a diff for a write", async () => {
+    writeFileSync(join(workspace, "d.txt"), "one\ntwo\nthree\n");
+    const result = await registry.run("file_write", { path: "d.txt", content: "one\n2\nthree\n" }, context());
+    expect(result.output).toContain("-two");
+    expect(result.output).toContain("+2");
+  });
+
+  it("lists a directory without following links", async () => {
+    mkdirSync(join(workspace, "src/deep"), { recursive: true });
+    writeFileSync(join(workspace, "src/a.ts"), "x");
+    writeFileSync(join(workspace, "src/deep/b.ts"), "y");
+    symlinkSync("/", join(workspace, "src/root"));
+    const result = await registry.run("file_list", { path: "src", depth: 3 }, context());
+    expect(result.ok).toBe(true);
+    expect(result.output.split("\n")).toEqual(["a.ts  1", "deep/", "deep/b.ts  1", "root -> (link)"]);
   });
 });
 

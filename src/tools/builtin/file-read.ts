@@ -1,8 +1,8 @@
-import { open, stat } from "node:fs/promises";
+import { constants } from "node:fs";
 import { z } from "zod";
 import { DuckError, ErrorCode } from "../../errors/duck-error.js";
 import { defineTool } from "../tool-definition.js";
-import { resolveInWorkspace } from "../workspace-paths.js";
+import { openInWorkspace, resolveInWorkspace } from "../workspace-paths.js";
 
 export const FileReadInputSchema = z.object({
   path: z.string().min(1).describe("File path, relative to the workspace"),
@@ -22,24 +22,27 @@ export const fileReadTool = defineTool({
   effect: "read-only",
   async execute(input, context) {
     const path = resolveInWorkspace(context.workspace, input.path);
-    const info = await stat(path).catch((error: NodeJS.ErrnoException) => {
+    const handle = await openInWorkspace(context.workspace, path, constants.O_RDONLY).catch((error: NodeJS.ErrnoException) => {
       if (error.code === "ENOENT") throw new DuckError(ErrorCode.FileNotFound, `${input.path}: no such file in the workspace`);
+      if (DuckError.isInstance(error)) throw error;
       throw new DuckError(ErrorCode.ToolFailed, `cannot read ${input.path}: ${error.message}`);
     });
-    if (!info.isFile()) throw new DuckError(ErrorCode.ToolFailed, `${input.path} is not a regular file`);
-    const handle = await open(path, "r");
     let buffer: Buffer;
+    let size: number;
     try {
-      const length = Math.min(info.size, context.fileReadMaxBytes);
+      const info = await handle.stat();
+      if (!info.isFile()) throw new DuckError(ErrorCode.ToolFailed, `${input.path} is not a regular file`);
+      size = info.size;
+      const length = Math.min(size, context.fileReadMaxBytes);
       buffer = Buffer.alloc(length);
       await handle.read(buffer, 0, length, 0);
     } finally {
       await handle.close();
     }
     if (looksBinary(buffer)) {
-      return { ok: false, output: "", error: { code: ErrorCode.ToolFailed, message: `${input.path} is a binary file (${info.size} bytes)` } };
+      return { ok: false, output: "", error: { code: ErrorCode.ToolFailed, message: `${input.path} is a binary file (${size} bytes)` } };
     }
-    const truncated = info.size > context.fileReadMaxBytes;
+    const truncated = size > context.fileReadMaxBytes;
     const lines = buffer.toString("utf8").split("\n");
     const start = input.start_line ?? 1;
     const end = Math.min(input.end_line ?? lines.length, lines.length);
@@ -47,12 +50,12 @@ export const fileReadTool = defineTool({
       throw new DuckError(ErrorCode.ToolInputInvalid, `line range ${start}-${input.end_line ?? ""} is empty (the file has ${lines.length} lines)`);
     }
     const text = lines.slice(start - 1, end).join("\n");
-    const note = truncated ? `\n[file_read: cut at ${context.fileReadMaxBytes} of ${info.size} bytes]` : "";
+    const note = truncated ? `\n[file_read: cut at ${context.fileReadMaxBytes} of ${size} bytes]` : "";
     return {
       ok: true,
       output: text + note,
       truncated,
-      data: { path: input.path, size: info.size, start_line: start, end_line: end, total_lines: lines.length },
+      data: { path: input.path, size, start_line: start, end_line: end, total_lines: lines.length },
     };
   },
 });

@@ -1,10 +1,12 @@
 import { randomBytes } from "node:crypto";
-import { lstat, mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
+import { constants } from "node:fs";
+import { lstat, mkdir, readFile, rename, rm } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
+import { createTwoFilesPatch } from "diff";
 import { z } from "zod";
 import { DuckError, ErrorCode } from "../../errors/duck-error.js";
 import { defineTool } from "../tool-definition.js";
-import { resolveInWorkspace } from "../workspace-paths.js";
+import { openInWorkspace, resolveInWorkspace } from "../workspace-paths.js";
 
 export const FileWriteInputSchema = z.object({
   path: z.string().min(1).describe("File path, relative to the workspace"),
@@ -12,34 +14,66 @@ export const FileWriteInputSchema = z.object({
   mode: z.enum(["create", "overwrite", "append"]).default("overwrite").describe("create fails if the file exists"),
 });
 
+/** Longest diff kept in a result; the rest is cut and the cut is said. */
+const DIFF_CAP = 20_000;
+
+/**
+ * Writes `content` to a path already resolved inside the workspace: into a new temporary file beside
+ * it (opened without following links, and checked to really be in the workspace), then renamed over
+ * it, so a reader never sees half a file and nothing lands outside even if a directory is swapped.
+ */
+export async function writeFileAtomically(workspace: string, path: string, content: string): Promise<void> {
+  await mkdir(dirname(path), { recursive: true });
+  const temporary = join(dirname(path), `.${basename(path)}.${randomBytes(6).toString("hex")}.tmp`);
+  const handle = await openInWorkspace(workspace, temporary, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o644);
+  try {
+    await handle.writeFile(content);
+    await handle.sync();
+  } catch (error) {
+    await handle.close();
+    await rm(temporary, { force: true });
+    throw error;
+  }
+  await handle.close();
+  try {
+    // Re-check the target right before the rename: a link put there meanwhile is refused.
+    resolveInWorkspace(workspace, path);
+    await rename(temporary, path);
+  } catch (error) {
+    await rm(temporary, { force: true });
+    throw error;
+  }
+}
+
 export const fileWriteTool = defineTool({
   name: "file_write",
-  description: "Create, overwrite or append to a text file in the workspace (written atomically).",
+  description: "Create, overwrite or append to a text file in the workspace (written atomically); returns a diff.",
   inputSchema: FileWriteInputSchema,
   effect: "side-effecting",
   async execute(input, context) {
     const path = resolveInWorkspace(context.workspace, input.path);
     const existing = await lstat(path).catch(() => null);
-    if (existing?.isSymbolicLink()) throw new DuckError(ErrorCode.PathOutsideWorkspace, `${input.path} is a symbolic link; refusing to write through it`);
     if (existing && !existing.isFile()) throw new DuckError(ErrorCode.ToolFailed, `${input.path} exists and is not a regular file`);
     if (existing && input.mode === "create") throw new DuckError(ErrorCode.ToolFailed, `${input.path} already exists (mode create)`);
     const before = existing ? await readFile(path, "utf8") : null;
     const after = input.mode === "append" && before !== null ? before + input.content : input.content;
-    await mkdir(dirname(path), { recursive: true });
-    // Write beside the target and rename over it, so a reader never sees half a file.
-    const temporary = join(dirname(path), `.${basename(path)}.${randomBytes(6).toString("hex")}.tmp`);
-    try {
-      await writeFile(temporary, after, { flag: "wx" });
-      await rename(temporary, path);
-    } catch (error) {
-      await rm(temporary, { force: true });
-      throw error;
-    }
+    await writeFileAtomically(context.workspace, path, after);
     const verb = before === null ? "created" : input.mode === "append" ? "appended to" : "overwrote";
+    let diff = createTwoFilesPatch(before === null ? "/dev/null" : `a/${input.path}`, `b/${input.path}`, before ?? "", after, undefined, undefined, { context: 3 });
+    const diffTruncated = diff.length > DIFF_CAP;
+    if (diffTruncated) diff = `${diff.slice(0, DIFF_CAP)}\n[file_write: diff cut at ${DIFF_CAP} characters]`;
     return {
       ok: true,
-      output: `${verb} ${input.path} (${Buffer.byteLength(after)} bytes)`,
-      data: { path: input.path, mode: input.mode, created: before === null, bytes_before: before === null ? 0 : Buffer.byteLength(before), bytes_after: Buffer.byteLength(after) },
+      output: `${verb} ${input.path} (${Buffer.byteLength(after)} bytes)\n${diff}`,
+      truncated: diffTruncated,
+      data: {
+        path: input.path,
+        mode: input.mode,
+        created: before === null,
+        bytes_before: before === null ? 0 : Buffer.byteLength(before),
+        bytes_after: Buffer.byteLength(after),
+        diff,
+      },
     };
   },
 });
