@@ -53,6 +53,36 @@ async function askPermission(outcome: TaskOutcome): Promise<Array<{ requestId: s
   }
 }
 
+/** Reads a line from the terminal without echoing it. */
+async function readHidden(question: string): Promise<string> {
+  process.stdout.write(question);
+  const stdin = process.stdin;
+  stdin.setRawMode?.(true);
+  stdin.resume();
+  return new Promise((resolve) => {
+    let value = "";
+    const onData = (chunk: Buffer) => {
+      for (const char of chunk.toString("utf8")) {
+        if (char === "\r" || char === "\n" || char === "\u0004") {
+          stdin.removeListener("data", onData);
+          stdin.setRawMode?.(false);
+          stdin.pause();
+          process.stdout.write("\n");
+          resolve(value);
+          return;
+        }
+        if (char === "\u0003") {
+          stdin.setRawMode?.(false);
+          process.kill(process.pid, "SIGINT");
+          return;
+        }
+        value = char === "\u007f" ? value.slice(0, -1) : value + char;
+      }
+    };
+    stdin.on("data", onData);
+  });
+}
+
 export function exitCodeFor(outcome: TaskOutcome): number {
   switch (outcome.state) {
     case "completed":
@@ -80,8 +110,12 @@ export async function runCommand(runtime: Runtime, text: string, options: RunOpt
   try {
     let outcome = await handle.done;
     while (outcome.state === "awaiting_permission" && process.stdin.isTTY && !options.json) {
-      const answers = await askPermission(outcome);
       let next: Promise<TaskOutcome> = Promise.resolve(outcome);
+      for (const request of outcome.pending_secrets) {
+        const secret = await readHidden(`${request.prompt}\nPassword (not shown, not stored): `);
+        next = runtime.loop.provideSecret(handle.taskId, request.request_id, secret, "cli").done;
+      }
+      const answers = await askPermission(outcome);
       for (const { requestId, answer } of answers) next = runtime.loop.resolvePermission(handle.taskId, requestId, answer, "cli").done;
       outcome = await next;
     }

@@ -24,6 +24,7 @@ import type { MemoryStore } from "../memory/memory-store.js";
 import type { ModelProvider } from "../models/model-provider.js";
 import { estimateTokens } from "../models/model-provider.js";
 import type { ApprovalStore } from "../permissions/approval-store.js";
+import { SecretVault } from "../permissions/secret-vault.js";
 import type { CommandClassifier } from "../permissions/command-classifier.js";
 import type { TaskProjection } from "../state/task-projection.js";
 import type { TaskStore } from "../state/task-store.js";
@@ -108,6 +109,8 @@ function composeAnswer(projection: TaskProjection): string {
  */
 export class RuntimeLoop {
   private readonly active = new Map<string, ActiveTask>();
+  /** Passwords handed over for one step; memory only. */
+  private readonly secrets = new SecretVault();
   private readonly steps: StepRunner;
   private readonly catalogue;
 
@@ -119,6 +122,7 @@ export class RuntimeLoop {
       models: deps.models,
       classifier: deps.classifier,
       approvals: deps.approvals,
+      secrets: this.secrets,
       config: deps.config,
       logger: deps.logger,
       sinkFor: (taskId) => this.sinkFor(taskId),
@@ -193,6 +197,29 @@ export class RuntimeLoop {
     return { taskId, done: this.drive(taskId) };
   }
 
+  /**
+   * Hands over the secret a step asked for (a sudo password). It stays in this process's memory for that
+   * one run and is never stored; only the fact that it was provided becomes an event.
+   */
+  provideSecret(taskId: string, requestId: string, secret: string, by = "user"): TaskHandle {
+    const { store } = this.deps;
+    const projection = store.projection(taskId);
+    const step = Object.values(projection.steps).find((candidate) => candidate.secret_request?.request_id === requestId);
+    if (!step) {
+      const answered = store.listEvents(taskId).some((event) => event.type === "secret-provided" && event.payload.request_id === requestId);
+      if (answered) return { taskId, done: this.active.get(taskId)?.done ?? Promise.resolve(outcomeOf(projection)) };
+      throw new DuckError(ErrorCode.PermissionRequestUnknown, `task ${taskId} has no open secret request ${requestId}`, {
+        details: { task_id: taskId, request_id: requestId },
+      });
+    }
+    if (typeof secret !== "string" || secret.length === 0 || secret.length > 4096) {
+      throw new DuckError(ErrorCode.InvalidInput, "the secret must be 1 to 4096 characters");
+    }
+    this.secrets.set(taskId, step.step.id, secret);
+    store.append(taskId, "secret-provided", { request_id: requestId, step_id: step.step.id, by }, { durable: true });
+    return { taskId, done: this.drive(taskId) };
+  }
+
   /** Stores a person's judgement of an answer or a step, for later calibration of the critic. */
   recordFeedback(taskId: string, feedback: { target: "answer" | "step"; step_id?: string | null; rating: "up" | "down"; comment?: string }, by = "user"): void {
     const { store } = this.deps;
@@ -237,6 +264,7 @@ export class RuntimeLoop {
     const running = [...this.active.values()];
     for (const task of running) task.controller.abort(new DuckError(ErrorCode.Cancelled, "DuckLM is shutting down"));
     await Promise.allSettled(running.map((task) => task.done));
+    this.secrets.clear();
   }
 
   private async execute(taskId: string, controller: AbortController, external?: AbortSignal): Promise<TaskOutcome> {
@@ -442,7 +470,8 @@ export class RuntimeLoop {
           const waiting = Object.values(projection.steps).find((step) => step.status === "awaiting_permission");
           if (waiting) {
             if (projection.state !== "awaiting_permission") {
-              store.append(taskId, "task-awaiting-permission", { request_id: waiting.permission_request!.request_id, step_id: waiting.step.id });
+              const requestId = waiting.permission_request?.request_id ?? waiting.secret_request?.request_id ?? "";
+              store.append(taskId, "task-awaiting-permission", { request_id: requestId, step_id: waiting.step.id });
             }
             return "waiting";
           }

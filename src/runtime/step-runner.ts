@@ -8,6 +8,8 @@ import type { ModelStreamSink } from "../decisions/model-stream-sink.js";
 import { ErrorCode } from "../errors/duck-error.js";
 import type { ModelProvider } from "../models/model-provider.js";
 import type { ApprovalStore } from "../permissions/approval-store.js";
+import { openAskpassSession } from "../permissions/askpass-broker.js";
+import type { SecretVault } from "../permissions/secret-vault.js";
 import type { CommandClassifier } from "../permissions/command-classifier.js";
 import { decidePermission } from "../permissions/permission-policy.js";
 import type { TaskStore } from "../state/task-store.js";
@@ -21,6 +23,7 @@ export interface StepRunnerDeps {
   models: ModelProvider | null;
   classifier: CommandClassifier;
   approvals: ApprovalStore;
+  secrets: SecretVault;
   config: DuckConfig;
   logger: Logger;
   sinkFor(taskId: string): ModelStreamSink;
@@ -87,15 +90,16 @@ export class StepRunner {
       store.append(taskId, "tool-result", { step_id: plan.id, attempt: step.attempt, result });
       return "done";
     }
+    const projection = store.projection(taskId);
+    const command = plan.tool === "shell_exec" && typeof plan.arguments.command === "string" ? plan.arguments.command : null;
+    const classification =
+      command !== null ? await this.deps.classifier.classify(command) : plan.tool === "shell_exec" ? { category: "unknown" as const, reason: "no command given", commands: [] } : null;
     if (!step.permission_granted) {
       if (step.tool_called && effect === "side-effecting") {
         // Started before a crash and no result was recorded: it may or may not have happened.
         this.requestPermission(taskId, plan.id, call, "unknown", "its earlier run was interrupted and its outcome is unknown; run it again?", []);
         return "waiting";
       }
-      const projection = store.projection(taskId);
-      const command = plan.tool === "shell_exec" && typeof plan.arguments.command === "string" ? plan.arguments.command : null;
-      const classification = command !== null ? await this.deps.classifier.classify(command) : plan.tool === "shell_exec" ? { category: "unknown" as const, reason: "no command given", commands: [] } : null;
       const approval = command !== null ? this.deps.approvals.findActive(command, projection.workspace) : null;
       const decision = decidePermission({
         call,
@@ -120,21 +124,40 @@ export class StepRunner {
       }
     }
 
+    // sudo asks for a password: it comes from the user through the secrets API, never from a store.
+    const usesSudo = classification?.commands.some((simple) => simple === "sudo" || simple.startsWith("sudo ")) ?? false;
+    let secret: string | null = null;
+    if (usesSudo) {
+      secret = this.deps.secrets.get(taskId, plan.id);
+      if (secret === null) {
+        store.append(taskId, "secret-requested", { request_id: randomUUID(), step_id: plan.id, kind: "sudo_password", prompt: `sudo password to run: ${command ?? ""}` });
+        return "waiting";
+      }
+    }
+
     // A side-effecting call is on disk before it runs: after a crash, a recorded start without a
     // result means "may have happened", and the user is asked. A read-only call may simply run again.
     store.append(taskId, "tool-called", { step_id: plan.id, attempt: step.attempt, call, effect }, { durable: effect === "side-effecting" });
     const { runtime } = this.deps.config;
-    const projection = store.projection(taskId);
-    const result = await withScopedSignal([signal], runtime.timeouts.step_ms, `step ${plan.id}`, (stepSignal) =>
-      this.deps.tools.run(plan.tool, plan.arguments, {
-        signal: stepSignal,
-        workspace: projection.workspace,
-        timeoutMs: runtime.timeouts.step_ms,
-        outputCapBytes: runtime.tools.output_cap_bytes,
-        fileReadMaxBytes: runtime.tools.file_read_max_bytes,
-        taskId,
-      }),
-    );
+    const askpass = secret !== null ? openAskpassSession(secret) : null;
+    let result: ToolResult;
+    try {
+      result = await withScopedSignal([signal], runtime.timeouts.step_ms, `step ${plan.id}`, (stepSignal) =>
+        this.deps.tools.run(plan.tool, plan.arguments, {
+          signal: stepSignal,
+          workspace: projection.workspace,
+          timeoutMs: runtime.timeouts.step_ms,
+          outputCapBytes: runtime.tools.output_cap_bytes,
+          fileReadMaxBytes: runtime.tools.file_read_max_bytes,
+          taskId,
+          ...(askpass ? { extraEnv: askpass.env, redact: [secret!] } : {}),
+        }),
+      );
+    } finally {
+      askpass?.dispose();
+      // A password serves one run; a retry asks again.
+      if (secret !== null) this.deps.secrets.forget(taskId, plan.id);
+    }
     store.append(taskId, "tool-result", { step_id: plan.id, attempt: step.attempt, result });
     // The run is recorded; a cancelled task stops here rather than scoring a half-run step.
     signal.throwIfAborted();

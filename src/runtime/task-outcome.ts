@@ -9,6 +9,8 @@ export interface TaskOutcome {
   error: { code: string; message: string } | null;
   /** Open permission requests, when the task waits for the user. */
   pending_permissions: Array<EventPayloads["permission-requested"]>;
+  /** Open requests for a secret (a sudo password). */
+  pending_secrets: Array<EventPayloads["secret-requested"]>;
 }
 
 export function outcomeOf(projection: TaskProjection): TaskOutcome {
@@ -20,5 +22,8 @@ export function outcomeOf(projection: TaskProjection): TaskOutcome {
     pending_permissions: Object.values(projection.steps)
       .map((step) => step.permission_request)
       .filter((request): request is EventPayloads["permission-requested"] => request !== null),
+    pending_secrets: Object.values(projection.steps)
+      .map((step) => step.secret_request)
+      .filter((request): request is EventPayloads["secret-requested"] => request !== null),
   };
 }

@@ -26,6 +26,8 @@ export interface StepProjection {
   permission_denied: boolean;
   /** The open permission request of this step, as it was shown to the user. */
   permission_request: EventPayloads["permission-requested"] | null;
+  /** The open request for a secret (a sudo password) for this step. */
+  secret_request: EventPayloads["secret-requested"] | null;
   result: ToolResult | null;
   score: CriticScore | null;
   recovery: RecoveryAction | null;
@@ -60,11 +62,18 @@ export function emptyStep(step: PlanStep): StepProjection {
     permission_granted: false,
     permission_denied: false,
     permission_request: null,
+    secret_request: null,
     result: null,
     score: null,
     recovery: null,
     failure_reason: null,
   };
+}
+
+/** A task waiting for the user runs again once no step waits any more. */
+function runIfNothingWaits(p: TaskProjection): void {
+  const stillWaiting = Object.values(p.steps).some((s) => s.status === "awaiting_permission");
+  if (!stillWaiting && p.state === "awaiting_permission") p.state = "running";
 }
 
 type Reducer<T extends EventTypeName> = (p: TaskProjection, payload: EventPayloads[T]) => void;
@@ -103,6 +112,7 @@ const reducers: { [T in EventTypeName]?: Reducer<T> } = {
       s.permission_granted = false;
       s.permission_denied = false;
       s.permission_request = null;
+      s.secret_request = null;
       s.result = null;
       s.score = null;
     }),
@@ -121,8 +131,19 @@ const reducers: { [T in EventTypeName]?: Reducer<T> } = {
       s.permission_denied = e.decision === "deny";
       s.status = "running";
     });
-    const stillWaiting = Object.values(p.steps).some((s) => s.status === "awaiting_permission");
-    if (!stillWaiting && p.state === "awaiting_permission") p.state = "running";
+    runIfNothingWaits(p);
+  },
+  "secret-requested": (p, e) =>
+    updateStep(p, e.step_id, (s) => {
+      s.status = "awaiting_permission";
+      s.secret_request = e;
+    }),
+  "secret-provided": (p, e) => {
+    updateStep(p, e.step_id, (s) => {
+      s.secret_request = null;
+      s.status = "running";
+    });
+    runIfNothingWaits(p);
   },
   "tool-called": (p, e) =>
     updateStep(p, e.step_id, (s) => {

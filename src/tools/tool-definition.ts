@@ -14,6 +14,10 @@ export interface ToolContext {
   fileReadMaxBytes: number;
   /** The task the call belongs to. */
   taskId: string;
+  /** Variables added to a command's scrubbed environment (the askpass session). */
+  extraEnv?: Record<string, string>;
+  /** Values that must never appear in a result: replaced before the result is stored or shown. */
+  redact?: readonly string[];
 }
 
 export interface ToolOutput {

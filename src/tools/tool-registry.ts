@@ -10,6 +10,21 @@ export interface ToolCatalogueEntry {
   input_schema: unknown;
 }
 
+const REDACTED = "[redacted]";
+
+function redactText(text: string, secrets: readonly string[]): string {
+  let out = text;
+  for (const secret of secrets) if (secret) out = out.split(secret).join(REDACTED);
+  return out;
+}
+
+/** Replaces every occurrence of a secret, anywhere in the result, by value. */
+export function redactResult(result: ToolResult, secrets: readonly string[]): ToolResult {
+  const active = secrets.filter((secret) => secret.length > 0);
+  if (active.length === 0) return result;
+  return JSON.parse(JSON.stringify(result), (_key, value: unknown) => (typeof value === "string" ? redactText(value, active) : value)) as ToolResult;
+}
+
 /** Every tool the runtime knows, by name. Validates input before a tool sees it. */
 export class ToolRegistry {
   private readonly tools = new Map<string, ToolDefinition<unknown>>();
@@ -68,7 +83,7 @@ export class ToolRegistry {
     }
     try {
       const output = await tool.execute(parsed.data, context);
-      return finish({ ...output });
+      return redactResult(finish({ ...output }), context.redact ?? []);
     } catch (error) {
       const described = context.signal.aborted && !DuckError.isInstance(error)
         ? { code: ErrorCode.ToolTimeout, message: `${name} was stopped: ${String(context.signal.reason ?? "aborted")}` }

@@ -50,7 +50,7 @@ export const shellExecTool = defineTool({
       const child = spawn("/bin/sh", ["-c", input.command], {
         cwd: context.workspace,
         detached: true,
-        env: scrubEnvironment(process.env),
+        env: { ...scrubEnvironment(process.env), ...(context.extraEnv ?? {}) },
         stdio: ["ignore", "pipe", "pipe"],
       });
       const stdout = new CappedBuffer(context.outputCapBytes);
