@@ -115,3 +115,20 @@ describe("ducklm permissions, feedback and --yes", () => {
     expect(ducklm(["feedback", "--task", tasks[0].id, "meh"]).code).toBe(2);
   });
 });
+
+describe("ducklm run at a terminal", () => {
+  it("asks for permission at the prompt and runs the command when allowed", () => {
+    writeFileSync(join(workspace, "tty-src.txt"), "x\n");
+    // `script` gives the CLI a real terminal; "y" answers the prompt.
+    const result = spawnSync("script", ["-qec", `${process.execPath} ${join(root, "bin/ducklm.js")} run 'run \`cp tty-src.txt tty-copy.txt\`'`, "/dev/null"], {
+      cwd: workspace,
+      env: { ...process.env, DUCKLM_HOME: home, DUCKLM_CONFIG: join(root, "config") },
+      input: "y\n",
+      encoding: "utf8",
+      timeout: 60_000,
+    });
+    expect(result.stdout).toMatch(/Allow cp tty-src.txt tty-copy.txt \[unknown\]\?/);
+    expect(result.stdout).toContain("✔ completed");
+    expect(result.status).toBe(0);
+  });
+});

@@ -3,7 +3,8 @@ import { loadConfig, resolveConfigDir, resolveHomeDir } from "../config/load-con
 import { DuckError } from "../errors/duck-error.js";
 import { createModelProvider } from "../models/create-model-provider.js";
 import { createLogger } from "../runtime/logger.js";
-import { createRuntime, type Runtime } from "../runtime/create-runtime.js";
+import { BUILTIN_TOOL_NAMES, createRuntime, pluginFolders, type Runtime } from "../runtime/create-runtime.js";
+import { loadPlugins } from "../tools/plugin-loader.js";
 
 export interface GlobalOptions {
   home?: string;
@@ -23,7 +24,9 @@ export async function openRuntime(options: GlobalOptions, settings: { models?: b
     settings.models === false
       ? null
       : await createModelProvider({ config: config.models, home, logger, callTimeoutMs: config.runtime.timeouts.model_call_ms });
-  const runtime = createRuntime({ home, config, logger, models, ...(options.workspace ? { workspace: options.workspace } : {}) });
+  const plugins = await loadPlugins(pluginFolders(config.dir, home), logger, BUILTIN_TOOL_NAMES);
+  for (const failure of plugins.failures) console.error(`warning: plugin ${failure.file} skipped: ${failure.reason}`);
+  const runtime = createRuntime({ home, config, logger, models, tools: plugins.tools, ...(options.workspace ? { workspace: options.workspace } : {}) });
   try {
     await runtime.ready();
   } catch (error) {

@@ -60,6 +60,13 @@ export interface Runtime {
   close(): Promise<void>;
 }
 
+export const BUILTIN_TOOL_NAMES: ReadonlySet<string> = new Set(["file_read", "file_write", "file_list", "shell_exec", "memory_insert", "memory_search", "memory_list"]);
+
+/** Where tool plugins are looked for: `plugins/` beside the config folder, then `<home>/plugins`. */
+export function pluginFolders(configDir: string, home: string): string[] {
+  return [join(configDir, "..", "plugins"), join(home, "plugins")];
+}
+
 /** The composition root: the one place that wires concrete parts together. */
 export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
   const home = resolveHomeDir(options.home);
