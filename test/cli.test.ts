@@ -132,3 +132,12 @@ describe("ducklm run at a terminal", () => {
     expect(result.status).toBe(0);
   });
 });
+
+describe("ducklm doctor", () => {
+  it("checks the machine and reports each part", () => {
+    const result = ducklm(["doctor"]);
+    expect(result.code).toBe(0);
+    for (const part of ["node", "config", "database", "shell parser", "shell confinement", "models", "plugins"]) expect(result.stdout).toContain(part);
+    expect(result.stdout).toMatch(/ok\s+database\s+integrity ok/);
+  });
+});

@@ -1,6 +1,7 @@
 import { Command, CommanderError } from "commander";
 import type { Runtime } from "../runtime/create-runtime.js";
 import { openRuntime, reportError, type GlobalOptions } from "./cli-runtime.js";
+import { doctorCommand } from "./doctor-command.js";
 import { feedbackCommand, permissionsListCommand, permissionsRevokeCommand } from "./permissions-command.js";
 import { modelsBenchCommand, modelsListCommand, modelsPullCommand } from "./models-command.js";
 import { runCommand } from "./run-command.js";
@@ -65,6 +66,11 @@ export function buildProgram(): Command {
     .action(async (options: { task: string; since?: string; json?: boolean }) =>
       withRuntime(program.opts(), (runtime) => eventsCommand(runtime, options)),
     );
+
+  program
+    .command("doctor")
+    .description("check node, config, database, shell parser, confinement, models and plugins")
+    .action(async () => runPlain(() => doctorCommand(program.opts())));
 
   const permissions = program.command("permissions").description("remembered approvals");
   permissions

@@ -82,6 +82,12 @@ export const RuntimeConfigSchema = z.strictObject({
     /** SQLite `synchronous`: NORMAL survives a process crash, FULL also a power loss. Defaults to NORMAL. */
     synchronous: z.enum(["NORMAL", "FULL"]).default("NORMAL"),
   }).prefault({}),
+  sandbox: z.strictObject({
+    /** `auto`: confine shell commands with bubblewrap when it works here; `bwrap`: insist; `off`: never. Defaults to `auto`. */
+    mode: z.enum(["auto", "bwrap", "off"]).default("auto"),
+    /** Whether confined commands may use the network. Defaults to true. */
+    network: z.boolean().default(true),
+  }).prefault({}),
   /** Directory the tools work in, relative to where DuckLM starts. Defaults to `.`. */
   workspace: z.string().min(1).default("."),
 });

@@ -32,6 +32,8 @@ function findProgram(name: string, exclude: string): string | null {
 export interface AskpassSession {
   /** Environment to add to the command: a `sudo` that asks through the helper, and how to reach us. */
   env: Record<string, string>;
+  /** The private folder holding the socket and the helper. */
+  folder: string;
   /** Closes the socket, removes the helper folder and drops the password. */
   dispose(): void;
 }
@@ -79,6 +81,7 @@ export function openAskpassSession(password: string): AskpassSession {
       DUCKLM_ASKPASS_SOCKET: socketPath,
       DUCKLM_ASKPASS_TOKEN: token,
     },
+    folder: dir,
     dispose() {
       if (secret) secret.fill(0);
       secret = null;

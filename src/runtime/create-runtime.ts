@@ -18,6 +18,7 @@ import { fileWriteTool } from "../tools/builtin/file-write.js";
 import { createMemoryTools } from "../tools/builtin/memory-tools.js";
 import { shellExecTool } from "../tools/builtin/shell-exec.js";
 import type { AnyToolDefinition } from "../tools/tool-definition.js";
+import { chooseShellSandbox, type ShellSandbox } from "../tools/shell-sandbox.js";
 import { ToolRegistry } from "../tools/tool-registry.js";
 import { createLogger } from "./logger.js";
 import { RuntimeLoop } from "./runtime-loop.js";
@@ -40,6 +41,8 @@ export interface CreateRuntimeOptions {
   /** Extra tools (tests, plugins). */
   tools?: AnyToolDefinition[];
   clock?: Clock;
+  /** How shell commands are started. Defaults to what runtime.json's `sandbox` chooses. */
+  sandbox?: ShellSandbox;
 }
 
 export interface Runtime {
@@ -54,6 +57,7 @@ export interface Runtime {
   logger: Logger;
   approvals: ApprovalStore;
   classifier: CommandClassifier;
+  sandbox: ShellSandbox;
   /** Settles when the shell parser is loaded; rejects when permissions.json's examples do not hold. */
   ready(): Promise<void>;
   /** Stops running tasks, releases models and closes the database. */
@@ -90,6 +94,8 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
   const ready = classifier.checkExamples(config.permissions.examples);
   // A failure here is reported by `ready()`; tasks see it too, through the loop.
   ready.catch(() => undefined);
+  const { sandbox, warning } = options.sandbox ? { sandbox: options.sandbox, warning: null } : chooseShellSandbox(config.runtime.sandbox.mode, config.runtime.sandbox.network);
+  if (warning) logger.warn(warning);
   const loop = new RuntimeLoop({
     store,
     tools,
@@ -98,6 +104,7 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
     router: new Router(models, config.prompts, tools.names()),
     classifier,
     approvals,
+    sandbox,
     config,
     logger,
     workspace,
@@ -116,6 +123,7 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
     logger,
     approvals,
     classifier,
+    sandbox,
     ready: () => ready,
     async close() {
       if (closed) return;

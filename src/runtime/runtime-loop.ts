@@ -28,6 +28,7 @@ import { SecretVault } from "../permissions/secret-vault.js";
 import type { CommandClassifier } from "../permissions/command-classifier.js";
 import type { TaskProjection } from "../state/task-projection.js";
 import type { TaskStore } from "../state/task-store.js";
+import type { ShellSandbox } from "../tools/shell-sandbox.js";
 import type { ToolRegistry } from "../tools/tool-registry.js";
 import { StepRunner, type StepTurn } from "./step-runner.js";
 import { outcomeOf, type TaskOutcome } from "./task-outcome.js";
@@ -41,6 +42,7 @@ export interface RuntimeLoopDeps {
   router: Router;
   classifier: CommandClassifier;
   approvals: ApprovalStore;
+  sandbox: ShellSandbox;
   config: DuckConfig;
   logger: Logger;
   /** Where tools work when a task names no workspace. */
@@ -123,6 +125,7 @@ export class RuntimeLoop {
       classifier: deps.classifier,
       approvals: deps.approvals,
       secrets: this.secrets,
+      sandbox: deps.sandbox,
       config: deps.config,
       logger: deps.logger,
       sinkFor: (taskId) => this.sinkFor(taskId),

@@ -14,6 +14,7 @@ import type { CommandClassifier } from "../permissions/command-classifier.js";
 import { decidePermission } from "../permissions/permission-policy.js";
 import type { TaskStore } from "../state/task-store.js";
 import type { StepProjection } from "../state/task-projection.js";
+import type { ShellSandbox } from "../tools/shell-sandbox.js";
 import type { ToolRegistry } from "../tools/tool-registry.js";
 import { withScopedSignal } from "../utils/scoped-signal.js";
 
@@ -24,6 +25,7 @@ export interface StepRunnerDeps {
   classifier: CommandClassifier;
   approvals: ApprovalStore;
   secrets: SecretVault;
+  sandbox: ShellSandbox;
   config: DuckConfig;
   logger: Logger;
   sinkFor(taskId: string): ModelStreamSink;
@@ -150,7 +152,8 @@ export class StepRunner {
           outputCapBytes: runtime.tools.output_cap_bytes,
           fileReadMaxBytes: runtime.tools.file_read_max_bytes,
           taskId,
-          ...(askpass ? { extraEnv: askpass.env, redact: [secret!] } : {}),
+          // sudo needs privileges a confined process cannot gain; it is asked every time instead.
+          ...(askpass ? { extraEnv: askpass.env, redact: [secret!] } : { sandbox: this.deps.sandbox }),
         }),
       );
     } finally {

@@ -1,5 +1,6 @@
 import type { z } from "zod";
 import type { ToolEffect } from "../contracts/index.js";
+import type { ShellSandbox } from "./shell-sandbox.js";
 
 export interface ToolContext {
   /** Aborted on step timeout, task cancel or shutdown. */
@@ -18,6 +19,10 @@ export interface ToolContext {
   extraEnv?: Record<string, string>;
   /** Values that must never appear in a result: replaced before the result is stored or shown. */
   redact?: readonly string[];
+  /** How shell commands are started (confined or not). Defaults to an unconfined `/bin/sh -c`. */
+  sandbox?: ShellSandbox;
+  /** Folders a confined command may write besides the workspace (the askpass socket's). */
+  extraWritable?: readonly string[];
 }
 
 export interface ToolOutput {

@@ -1,5 +1,6 @@
 import { spawn } from "node:child_process";
 import { z } from "zod";
+import { unconfinedShell } from "../shell-sandbox.js";
 import { defineTool } from "../tool-definition.js";
 
 export const ShellExecInputSchema = z.object({
@@ -47,7 +48,8 @@ export const shellExecTool = defineTool({
   execute(input, context) {
     return new Promise((resolvePromise) => {
       // Own process group, so a timeout or cancel kills everything the command started.
-      const child = spawn("/bin/sh", ["-c", input.command], {
+      const launch = (context.sandbox ?? unconfinedShell).launch(input.command, context.workspace, context.extraWritable ?? []);
+      const child = spawn(launch.file, launch.args, {
         cwd: context.workspace,
         detached: true,
         env: { ...scrubEnvironment(process.env), ...(context.extraEnv ?? {}) },

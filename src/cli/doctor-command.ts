@@ -1,0 +1,69 @@
+import { accessSync, constants, mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { loadConfig, resolveConfigDir, resolveHomeDir } from "../config/load-config.js";
+import { modelsDirectory } from "../models/create-model-provider.js";
+import { resolveRoles } from "../models/model-roles.js";
+import { CommandClassifier } from "../permissions/command-classifier.js";
+import { pluginFolders, BUILTIN_TOOL_NAMES } from "../runtime/create-runtime.js";
+import { createLogger } from "../runtime/logger.js";
+import { openDatabase } from "../storage/open-database.js";
+import { loadPlugins } from "../tools/plugin-loader.js";
+import { chooseShellSandbox } from "../tools/shell-sandbox.js";
+import type { GlobalOptions } from "./cli-runtime.js";
+
+type Level = "ok" | "warn" | "fail";
+
+/** `ducklm doctor`: checks what DuckLM needs on this machine and says what to do about each gap. */
+export async function doctorCommand(globals: GlobalOptions): Promise<number> {
+  const lines: Array<[Level, string, string]> = [];
+  const check = async (name: string, run: () => Promise<[Level, string]> | [Level, string]) => {
+    try {
+      const [level, detail] = await run();
+      lines.push([level, name, detail]);
+    } catch (error) {
+      lines.push(["fail", name, error instanceof Error ? error.message : String(error)]);
+    }
+  };
+  const [major = 0, minor = 0] = process.versions.node.split(".").map(Number);
+  await check("node", () => (major > 20 || (major === 20 && minor >= 19) ? ["ok", process.version] : ["fail", `${process.version}; DuckLM needs 20.19 or newer`]));
+  const home = resolveHomeDir(globals.home);
+  const configDir = resolveConfigDir(globals.config);
+  const config = loadConfig(configDir);
+  await check("config", () => ["ok", configDir]);
+  await check("data directory", () => {
+    mkdirSync(home, { recursive: true });
+    accessSync(home, constants.W_OK);
+    return ["ok", home];
+  });
+  await check("database", () => {
+    const database = openDatabase(join(home, "ducklm.sqlite3"), { synchronous: config.runtime.storage.synchronous });
+    try {
+      const integrity = database.db.pragma("integrity_check", { simple: true });
+      return integrity === "ok" ? ["ok", `integrity ok, synchronous=${config.runtime.storage.synchronous}`] : ["fail", `integrity_check: ${String(integrity)}`];
+    } finally {
+      database.close();
+    }
+  });
+  await check("shell parser and permission examples", async () => {
+    await new CommandClassifier(config.permissions).checkExamples(config.permissions.examples);
+    return ["ok", `tree-sitter-bash loaded; ${config.permissions.examples.length} examples hold`];
+  });
+  await check("shell confinement", () => {
+    const { sandbox, warning } = chooseShellSandbox(config.runtime.sandbox.mode, config.runtime.sandbox.network);
+    return warning ? ["warn", warning] : ["ok", sandbox.note];
+  });
+  await check("models", () => {
+    const roles = [...resolveRoles(config.models, modelsDirectory(home)).values()];
+    const served = roles.filter((role) => role.role !== "embeddings" && role.servedBy);
+    if (served.length === 0) return ["warn", "no chat model present: IntentParser mode (see `ducklm models list` and `ducklm models pull`)"];
+    const missing = roles.filter((role) => role.config && !role.present).map((role) => role.role);
+    return [missing.length > 0 ? "warn" : "ok", `${served.length} role(s) served${missing.length > 0 ? `; missing files for ${missing.join(", ")}` : ""}`];
+  });
+  await check("plugins", async () => {
+    const loaded = await loadPlugins(pluginFolders(config.dir, home), createLogger(), BUILTIN_TOOL_NAMES);
+    if (loaded.failures.length > 0) return ["warn", loaded.failures.map((failure) => `${failure.file}: ${failure.reason}`).join("; ")];
+    return ["ok", `${loaded.tools.length} plugin tool(s)`];
+  });
+  for (const [level, name, detail] of lines) console.log(`${level === "ok" ? "ok  " : level === "warn" ? "warn" : "FAIL"}  ${name.padEnd(38)} ${detail}`);
+  return lines.some(([level]) => level === "fail") ? 1 : 0;
+}
