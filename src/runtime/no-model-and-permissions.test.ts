@@ -96,6 +96,15 @@ describe("permission requests pause a task", () => {
     expect(started).toHaveLength(1);
   });
 
+  it("refuses an answer meant for another task", async () => {
+    const runtime = setup();
+    const first = runtime.loop.submit({ text: "run `cp a.txt b.txt`" });
+    const second = runtime.loop.submit({ text: "run `cp c.txt d.txt`" });
+    const [pausedFirst] = await Promise.all([first.done, second.done]);
+    expect(() => runtime.loop.resolvePermission(second.taskId, pausedFirst.pending_permissions[0]!.request_id, "allow")).toThrow(/no open permission request/);
+    expect(runtime.store.getTask(second.taskId)?.state).toBe("awaiting_permission");
+  });
+
   it("refuses an answer to an unknown request", async () => {
     const runtime = setup();
     const handle = runtime.loop.submit({ text: "run `cp a.txt b.txt`" });
