@@ -5,7 +5,7 @@ import { doctorCommand } from "./doctor-command.js";
 import { feedbackCommand, permissionsListCommand, permissionsRevokeCommand } from "./permissions-command.js";
 import { modelsBenchCommand, modelsListCommand, modelsPullCommand } from "./models-command.js";
 import { runCommand } from "./run-command.js";
-import { eventsCommand, tasksCommand } from "./tasks-command.js";
+import { eventsCommand, tasksCancelCommand, tasksCommand, tasksPruneCommand, tasksResumeCommand } from "./tasks-command.js";
 
 /** Opens a runtime for one command, runs it and closes the runtime, turning errors into exit codes. */
 async function withRuntime(
@@ -47,7 +47,7 @@ export function buildProgram(): Command {
       withRuntime(program.opts(), (runtime) => runCommand(runtime, words.join(" "), options), { models: true }),
     );
 
-  program
+  const tasks = program
     .command("tasks")
     .description("list tasks with their state, newest first")
     .option("--state <state>", "only tasks in this state")
@@ -56,6 +56,24 @@ export function buildProgram(): Command {
     .action(async (options: { state?: string; limit?: string; json?: boolean }) =>
       withRuntime(program.opts(), (runtime) => tasksCommand(runtime, options)),
     );
+  tasks
+    .command("resume")
+    .description("drive an unfinished task on, answering what it waits for at the terminal")
+    .argument("<id>", "task id")
+    .option("--json", "print one JSON event per line")
+    .action(async (id: string, options: { json?: boolean }) => withRuntime(program.opts(), (runtime) => tasksResumeCommand(runtime, id, options), { models: true }));
+  tasks
+    .command("prune")
+    .description("remove finished tasks with their events and checkpoints (memory stays)")
+    .option("--older-than <days>", "finished longer ago than this (default: runtime.json retention)")
+    .option("--keep <n>", "keep only the newest n finished tasks")
+    .option("--delete", "delete instead of archiving to <home>/archive")
+    .action(async (options: { olderThan?: string; keep?: string; delete?: boolean }) => withRuntime(program.opts(), (runtime) => tasksPruneCommand(runtime, options)));
+  tasks
+    .command("cancel")
+    .description("cancel an unfinished task")
+    .argument("<id>", "task id")
+    .action(async (id: string) => withRuntime(program.opts(), (runtime) => tasksCancelCommand(runtime, id)));
 
   program
     .command("events")

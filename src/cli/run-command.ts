@@ -96,33 +96,31 @@ export function exitCodeFor(outcome: TaskOutcome): number {
   }
 }
 
-/** `ducklm run "<task>"`: runs one task, printing its events; asks for permission at the terminal. */
-export async function runCommand(runtime: Runtime, text: string, options: RunOptions): Promise<number> {
+/**
+ * Prints a task's events from `fromSeq` while the loop drives it, answers permission and password
+ * requests at the terminal, and returns the exit code for how it ended.
+ */
+export async function followTask(runtime: Runtime, taskId: string, done: Promise<TaskOutcome>, options: RunOptions & { fromSeq?: number }): Promise<number> {
   const print = createEventPrinter(options.json === true);
-  const handle = runtime.loop.submit({
-    text,
-    ...(options.session ? { session_id: options.session } : {}),
-    ...(options.yes ? { auto_approve: ["unknown"] } : {}),
-  });
-  const unsubscribe = runtime.bus.subscribe(handle.taskId, print, { fromSeq: 1 });
-  const onInterrupt = () => runtime.loop.cancel(handle.taskId, "interrupted at the terminal");
+  const unsubscribe = runtime.bus.subscribe(taskId, print, { fromSeq: options.fromSeq ?? 1 });
+  const onInterrupt = () => runtime.loop.cancel(taskId, "interrupted at the terminal");
   process.once("SIGINT", onInterrupt);
   try {
-    let outcome = await handle.done;
+    let outcome = await done;
     while (outcome.state === "awaiting_permission" && process.stdin.isTTY && !options.json) {
       let next: Promise<TaskOutcome> = Promise.resolve(outcome);
       for (const request of outcome.pending_secrets) {
         const secret = await readHidden(`${request.prompt}\nPassword (not shown, not stored): `);
-        next = runtime.loop.provideSecret(handle.taskId, request.request_id, secret, "cli").done;
+        next = runtime.loop.provideSecret(taskId, request.request_id, secret, "cli").done;
       }
       const answers = await askPermission(outcome);
-      for (const { requestId, answer } of answers) next = runtime.loop.resolvePermission(handle.taskId, requestId, answer, "cli").done;
+      for (const { requestId, answer } of answers) next = runtime.loop.resolvePermission(taskId, requestId, answer, "cli").done;
       outcome = await next;
     }
     if (outcome.state === "awaiting_permission" && !options.json) {
       console.error(
-        `\nTask ${handle.taskId} is waiting for permission. Answer it in the web chat or with the API ` +
-          `(POST /permissions/resolve), or run the command in a terminal to be asked.`,
+        `\nTask ${taskId} is waiting for permission. Answer it in the web chat or with the API ` +
+          `(POST /permissions/resolve), or with \`ducklm tasks resume ${taskId}\` in a terminal.`,
       );
     }
     return exitCodeFor(outcome);
@@ -130,4 +128,35 @@ export async function runCommand(runtime: Runtime, text: string, options: RunOpt
     process.removeListener("SIGINT", onInterrupt);
     unsubscribe();
   }
+}
+
+/** Drives on what an earlier process left unfinished (runtime.json `resume`), saying so on stderr. */
+export async function resumeLeftovers(runtime: Runtime): Promise<Array<Promise<TaskOutcome>>> {
+  const { mode, tasks } = runtime.resumeUnfinished();
+  if (tasks.length === 0) return [];
+  if (mode !== "auto") {
+    console.error(`${tasks.length} unfinished task(s) from an earlier run (resume: ${mode}); resume one with \`ducklm tasks resume ID\`: ${tasks.map((task) => task.taskId).join(", ")}`);
+    return [];
+  }
+  console.error(`resuming ${tasks.length} unfinished task(s) from an earlier run: ${tasks.map((task) => task.taskId).join(", ")}`);
+  return tasks.map((task) =>
+    task.done!.then((outcome) => {
+      console.error(`resumed task ${task.taskId}: ${outcome.state}${outcome.error ? ` (${outcome.error.code})` : ""}`);
+      return outcome;
+    }),
+  );
+}
+
+/** `ducklm run "<task>"`: runs one task, printing its events; asks for permission at the terminal. */
+export async function runCommand(runtime: Runtime, text: string, options: RunOptions): Promise<number> {
+  const leftovers = await resumeLeftovers(runtime);
+  const handle = runtime.loop.submit({
+    text,
+    ...(options.session ? { session_id: options.session } : {}),
+    ...(options.yes ? { auto_approve: ["unknown"] } : {}),
+  });
+  const code = await followTask(runtime, handle.taskId, handle.done, options);
+  // Closing now would only interrupt them again.
+  await Promise.allSettled(leftovers);
+  return code;
 }

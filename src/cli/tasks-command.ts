@@ -1,7 +1,9 @@
-import { TaskStateSchema } from "../contracts/index.js";
+import { isTerminalTaskState, TaskStateSchema } from "../contracts/index.js";
+import { outcomeOf } from "../runtime/task-outcome.js";
+import { pruneOptionsFrom } from "../state/task-retention.js";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import type { Runtime } from "../runtime/create-runtime.js";
-import { createEventPrinter } from "./run-command.js";
+import { createEventPrinter, followTask } from "./run-command.js";
 
 export function tasksCommand(runtime: Runtime, options: { state?: string; limit?: string; json?: boolean }): number {
   const state = options.state === undefined ? undefined : TaskStateSchema.safeParse(options.state);
@@ -37,5 +39,42 @@ export function eventsCommand(runtime: Runtime, options: { task: string; since?:
       process.stdout.write(`#${String(event.seq).padStart(3)} ${event.time} ${event.type}\n`);
     }
   }
+  return 0;
+}
+
+/** `ducklm tasks resume ID`: drives a task on (asking at the terminal for what it waits on). */
+export async function tasksResumeCommand(runtime: Runtime, taskId: string, options: { json?: boolean }): Promise<number> {
+  const task = runtime.store.requireTask(taskId);
+  const fromSeq = task.last_seq + 1;
+  if (task.state === "awaiting_permission") {
+    return followTask(runtime, taskId, Promise.resolve(outcomeOf(runtime.store.projection(taskId))), { ...options, fromSeq });
+  }
+  if (isTerminalTaskState(task.state)) throw new DuckError(ErrorCode.TaskNotActive, `task ${taskId} is ${task.state}; there is nothing to resume`);
+  return followTask(runtime, taskId, runtime.loop.resume(taskId, "resumed from the command line"), { ...options, fromSeq });
+}
+
+/** `ducklm tasks cancel ID`. */
+export function tasksCancelCommand(runtime: Runtime, taskId: string): number {
+  const task = runtime.store.requireTask(taskId);
+  if (isTerminalTaskState(task.state)) throw new DuckError(ErrorCode.TaskNotActive, `task ${taskId} is already ${task.state}`);
+  runtime.loop.cancel(taskId, "cancelled from the command line");
+  console.log(`cancelled ${taskId}`);
+  return 0;
+}
+
+/** `ducklm tasks prune [--older-than DAYS] [--keep N] [--delete]`: retention on demand. */
+export function tasksPruneCommand(runtime: Runtime, options: { olderThan?: string; keep?: string; delete?: boolean }): number {
+  const base = pruneOptionsFrom(runtime.config.runtime.retention, runtime.home);
+  const days = options.olderThan === undefined ? undefined : Number(options.olderThan);
+  if (days !== undefined && !(days >= 0)) throw new DuckError(ErrorCode.InvalidInput, "--older-than must be a number of days");
+  const keep = options.keep === undefined ? undefined : Number(options.keep);
+  if (keep !== undefined && !(Number.isInteger(keep) && keep >= 0)) throw new DuckError(ErrorCode.InvalidInput, "--keep must be a whole number");
+  const result = runtime.store.prune({
+    ...base,
+    ...(days !== undefined ? { olderThan: new Date(Date.now() - days * 86_400_000) } : {}),
+    ...(keep !== undefined ? { keepNewest: keep } : {}),
+    ...(options.delete ? { action: "delete" as const } : {}),
+  });
+  console.log(`pruned ${result.pruned.length} finished task(s)${result.archivedTo ? `, archived to ${result.archivedTo}` : ""}; memory is kept`);
   return 0;
 }

@@ -82,6 +82,16 @@ export const RuntimeConfigSchema = z.strictObject({
     /** SQLite `synchronous`: NORMAL survives a process crash, FULL also a power loss. Defaults to NORMAL. */
     synchronous: z.enum(["NORMAL", "FULL"]).default("NORMAL"),
   }).prefault({}),
+  /** What happens at start-up to tasks an earlier process left unfinished: `auto` resumes them, `ask` lists them, `never` leaves them. Defaults to `auto`. */
+  resume: z.enum(["auto", "ask", "never"]).default("auto"),
+  /** Finished tasks (completed, failed, cancelled) are pruned after this many days, with their events and checkpoints; memory stays. Null keeps them. Defaults to 90. */
+  retention: z.strictObject({
+    finished_task_days: z.number().positive().nullable().default(90),
+    /** Keep at most this many finished tasks (the newest). Null: no limit. Defaults to 10000. */
+    max_finished_tasks: z.number().int().positive().nullable().default(10_000),
+    /** `delete`, or `archive`: write each task's events to <home>/archive/<id>.jsonl first. Defaults to `archive`. */
+    action: z.enum(["delete", "archive"]).default("archive"),
+  }).prefault({}),
   sandbox: z.strictObject({
     /** `auto`: confine shell commands with bubblewrap when it works here; `bwrap`: insist; `off`: never. Defaults to `auto`. */
     mode: z.enum(["auto", "bwrap", "off"]).default("auto"),

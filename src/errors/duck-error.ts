@@ -22,6 +22,7 @@ export const ErrorCode = {
   ModelOutputInvalid: "DUCK_ERR_MODEL_OUTPUT_INVALID",
   StepFailed: "DUCK_ERR_STEP_FAILED",
   Cancelled: "DUCK_ERR_CANCELLED",
+  Shutdown: "DUCK_ERR_SHUTDOWN",
   StorageFailed: "DUCK_ERR_STORAGE",
   SeqConflict: "DUCK_ERR_SEQ_CONFLICT",
   Internal: "DUCK_ERR_INTERNAL",
@@ -52,6 +53,11 @@ export class DuckError extends Error {
   toJSON(): { code: string; message: string; details: Record<string, unknown> } {
     return { code: this.code, message: this.message, details: this.details };
   }
+}
+
+/** True when `reason` (an abort reason) means "the process is stopping", not "the user cancelled". */
+export function isShutdown(reason: unknown): boolean {
+  return DuckError.isInstance(reason) && reason.code === ErrorCode.Shutdown;
 }
 
 /** Turns anything thrown into a code and a message a person can read. */

@@ -11,6 +11,7 @@ import type { ModelProvider } from "../models/model-provider.js";
 import { ApprovalStore } from "../permissions/approval-store.js";
 import { CommandClassifier } from "../permissions/command-classifier.js";
 import { openDatabase, type SqliteDatabase } from "../storage/open-database.js";
+import { pruneOptionsFrom } from "../state/task-retention.js";
 import { TaskStore, type Clock } from "../state/task-store.js";
 import { fileListTool } from "../tools/builtin/file-list.js";
 import { fileReadTool } from "../tools/builtin/file-read.js";
@@ -22,6 +23,7 @@ import { chooseShellSandbox, type ShellSandbox } from "../tools/shell-sandbox.js
 import { ToolRegistry } from "../tools/tool-registry.js";
 import { createLogger } from "./logger.js";
 import { RuntimeLoop } from "./runtime-loop.js";
+import type { TaskOutcome } from "./task-outcome.js";
 
 export interface CreateRuntimeOptions {
   /** Data directory. Defaults to DUCKLM_HOME, then ./data. */
@@ -58,6 +60,12 @@ export interface Runtime {
   approvals: ApprovalStore;
   classifier: CommandClassifier;
   sandbox: ShellSandbox;
+  /**
+   * Tasks an earlier process left unfinished (received or running): with runtime.json `resume` `auto`
+   * they are driven on (each records `task-resumed`); otherwise only listed. Tasks waiting for the user
+   * stay waiting.
+   */
+  resumeUnfinished(): { mode: "auto" | "ask" | "never"; tasks: Array<{ taskId: string; done: Promise<TaskOutcome> | null }> };
   /** Settles when the shell parser is loaded; rejects when permissions.json's examples do not hold. */
   ready(): Promise<void>;
   /** Stops running tasks, releases models and closes the database. */
@@ -83,6 +91,9 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
   const bus = new EventBus((taskId, fromSeq) => events.list(taskId, fromSeq), logger);
   const store = new TaskStore(db, events, bus, options.clock);
   const memory = new MemoryStore(db, options.clock);
+  // Retention runs at every start, so storage stays bounded without anyone remembering to prune.
+  const pruned = store.prune(pruneOptionsFrom(config.runtime.retention, home));
+  if (pruned.pruned.length > 0) logger.info({ pruned: pruned.pruned.length, archive: pruned.archivedTo }, "finished tasks pruned");
   const tools = new ToolRegistry();
   tools.register(fileReadTool).register(fileWriteTool).register(fileListTool).register(shellExecTool);
   for (const tool of createMemoryTools(memory)) tools.register(tool);
@@ -125,6 +136,13 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
     classifier,
     sandbox,
     ready: () => ready,
+    resumeUnfinished() {
+      const mode = config.runtime.resume;
+      const unfinished = [...store.listTasks({ state: "received", limit: 10_000 }), ...store.listTasks({ state: "running", limit: 10_000 })].filter((task) => !loop.isActive(task.id));
+      const tasks = unfinished.map((task) => ({ taskId: task.id, done: mode === "auto" ? loop.resume(task.id, "an earlier process stopped while it ran") : null }));
+      if (unfinished.length > 0) logger.info({ mode, tasks: unfinished.map((task) => task.id) }, "unfinished tasks found at start-up");
+      return { mode, tasks };
+    },
     async close() {
       if (closed) return;
       closed = true;

@@ -19,7 +19,7 @@ import type { ModelStreamSink } from "../decisions/model-stream-sink.js";
 import { orderPlan, scheduleSteps, type StepView } from "../decisions/plan-scheduler.js";
 import { heuristicRecall } from "../decisions/recall-policy.js";
 import type { Router } from "../decisions/router.js";
-import { describeError, DuckError, ErrorCode } from "../errors/duck-error.js";
+import { describeError, DuckError, ErrorCode, isShutdown } from "../errors/duck-error.js";
 import type { MemoryStore } from "../memory/memory-store.js";
 import type { ModelProvider } from "../models/model-provider.js";
 import { estimateTokens } from "../models/model-provider.js";
@@ -263,9 +263,13 @@ export class RuntimeLoop {
   }
 
   /** Stops every running task (recorded as cancelled) and waits for them to settle. */
+  /**
+   * Stops driving every task without ending it: their state stays as their events left it, and the
+   * next start resumes them (a command killed half-way counts as "outcome unknown").
+   */
   async close(): Promise<void> {
     const running = [...this.active.values()];
-    for (const task of running) task.controller.abort(new DuckError(ErrorCode.Cancelled, "DuckLM is shutting down"));
+    for (const task of running) task.controller.abort(new DuckError(ErrorCode.Shutdown, "DuckLM is shutting down"));
     await Promise.allSettled(running.map((task) => task.done));
     this.secrets.clear();
   }
@@ -279,7 +283,9 @@ export class RuntimeLoop {
     } catch (error) {
       const projection = store.projection(taskId);
       if (!isTerminalTaskState(projection.state)) {
-        if (scope.timedOut) {
+        if (isShutdown(signal.reason)) {
+          // Left as it is, to be resumed by the next process.
+        } else if (scope.timedOut) {
           store.append(taskId, "task-failed", {
             code: ErrorCode.TaskTimeout,
             message: `the task ran longer than ${this.deps.config.runtime.timeouts.task_ms} ms (runtime.json timeouts.task_ms)`,

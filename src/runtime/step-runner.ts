@@ -5,7 +5,7 @@ import type { DuckConfig } from "../config/config-schemas.js";
 import { criticPrompt, heuristicScore } from "../decisions/critic-policy.js";
 import { decideRecovery } from "../decisions/recovery-policy.js";
 import type { ModelStreamSink } from "../decisions/model-stream-sink.js";
-import { ErrorCode } from "../errors/duck-error.js";
+import { ErrorCode, isShutdown } from "../errors/duck-error.js";
 import type { ModelProvider } from "../models/model-provider.js";
 import type { ApprovalStore } from "../permissions/approval-store.js";
 import { openAskpassSession } from "../permissions/askpass-broker.js";
@@ -161,6 +161,8 @@ export class StepRunner {
       // A password serves one run; a retry asks again.
       if (secret !== null) this.deps.secrets.forget(taskId, plan.id);
     }
+    // Stopped by a shutdown: like a crash, the outcome stays unknown, and the next start decides.
+    if (signal.aborted && isShutdown(signal.reason)) throw signal.reason;
     store.append(taskId, "tool-result", { step_id: plan.id, attempt: step.attempt, result });
     // The run is recorded; a cancelled task stops here rather than scoring a half-run step.
     signal.throwIfAborted();

@@ -15,6 +15,7 @@ import type { EventBus } from "../events/event-bus.js";
 import type { EventStore } from "../events/event-store.js";
 import type { SqliteDatabase } from "../storage/open-database.js";
 import { applyEvent, initialProjection, projectEvents, type TaskProjection } from "./task-projection.js";
+import { pruneFinishedTasks, type PruneOptions, type PruneResult } from "./task-retention.js";
 
 /** Events after which a snapshot is stored: the points a resume should not have to replay past. */
 const CHECKPOINTED: ReadonlySet<EventTypeName> = new Set<EventTypeName>([
@@ -237,6 +238,14 @@ export class TaskStore {
     const all = this.events.list(taskId, 1);
     if (all.length === 0) throw new DuckError(ErrorCode.TaskNotFound, `no task with id ${taskId}`, { details: { task_id: taskId } });
     return projectEvents(all);
+  }
+
+  /** Prunes finished tasks (see task-retention.ts), forgetting their cached projections. */
+  prune(options: PruneOptions): PruneResult {
+    this.flush();
+    const result = pruneFinishedTasks(this.db, options);
+    for (const id of result.pruned) this.projections.delete(id);
+    return result;
   }
 
   /** Forgets the in-memory projection (after a task ends, or to simulate a fresh process). */

@@ -1,0 +1,57 @@
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import type { RuntimeConfig } from "../config/config-schemas.js";
+import type { SqliteDatabase } from "../storage/open-database.js";
+
+export interface PruneOptions {
+  /** Finished tasks last changed before this are pruned. */
+  olderThan: Date | null;
+  /** Keep only this many finished tasks, the newest. */
+  keepNewest: number | null;
+  action: "delete" | "archive";
+  /** Where archived tasks go (one JSON-lines file each: the task row, then its events). */
+  archiveDir: string;
+}
+
+export interface PruneResult {
+  pruned: string[];
+  archivedTo: string | null;
+}
+
+export function pruneOptionsFrom(config: RuntimeConfig["retention"], home: string, now = new Date()): PruneOptions {
+  return {
+    olderThan: config.finished_task_days === null ? null : new Date(now.getTime() - config.finished_task_days * 86_400_000),
+    keepNewest: config.max_finished_tasks,
+    action: config.action,
+    archiveDir: join(home, "archive"),
+  };
+}
+
+/**
+ * Removes finished tasks (completed, failed, cancelled) with their events and checkpoints, so storage
+ * does not grow without bound; memory rows stay. Unfinished tasks are never touched.
+ */
+export function pruneFinishedTasks(db: SqliteDatabase, options: PruneOptions): PruneResult {
+  const finished = db
+    .prepare("SELECT id, updated_at FROM tasks WHERE state IN ('completed', 'failed', 'cancelled') ORDER BY updated_at DESC, id")
+    .all() as Array<{ id: string; updated_at: string }>;
+  const cutoff = options.olderThan?.toISOString() ?? null;
+  const doomed = finished.filter((task, index) => (cutoff !== null && task.updated_at < cutoff) || (options.keepNewest !== null && index >= options.keepNewest)).map((task) => task.id);
+  if (doomed.length === 0) return { pruned: [], archivedTo: null };
+  if (options.action === "archive") {
+    mkdirSync(options.archiveDir, { recursive: true });
+    const taskRow = db.prepare("SELECT * FROM tasks WHERE id = ?");
+    const events = db.prepare("SELECT task_id, seq, type, time, payload FROM events WHERE task_id = ? ORDER BY seq");
+    for (const id of doomed) {
+      const rows = (events.all(id) as Array<{ task_id: string; seq: number; type: string; time: string; payload: string }>).map((row) =>
+        JSON.stringify({ ...row, payload: JSON.parse(row.payload) }),
+      );
+      writeFileSync(join(options.archiveDir, `${id}.jsonl`), `${JSON.stringify({ task: taskRow.get(id) })}\n${rows.join("\n")}\n`);
+    }
+  }
+  const remove = db.prepare("DELETE FROM tasks WHERE id = ?");
+  db.transaction(() => {
+    for (const id of doomed) remove.run(id);
+  })();
+  return { pruned: doomed, archivedTo: options.action === "archive" ? options.archiveDir : null };
+}
