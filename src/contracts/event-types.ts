@@ -15,6 +15,7 @@ export const EventType = {
   ModelOutputStarted: "model-output-started",
   ModelOutputDelta: "model-output-delta",
   ModelOutputCompleted: "model-output-completed",
+  ModelOutputFailed: "model-output-failed",
   DirectiveDecided: "directive-decided",
   PlanAccepted: "plan-accepted",
   StepStarted: "step-started",

@@ -37,6 +37,7 @@ export interface EventPayloads {
   "model-output-started": { role: ModelRole; purpose: string };
   "model-output-delta": { role: ModelRole; purpose: string; text: string };
   "model-output-completed": { role: ModelRole; purpose: string; text: string };
+  "model-output-failed": { role: ModelRole; purpose: string; code: string; message: string };
   "directive-decided": { directive: ExecutionDirective; source: "model" | "intent-parser" | "no-model" };
   "plan-accepted": { steps: PlanStep[]; order: string[] };
   "step-started": { step_id: string; attempt: number };

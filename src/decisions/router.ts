@@ -4,7 +4,7 @@ import type { Prompts } from "../config/config-schemas.js";
 import type { BuiltContext } from "../context/context-builder.js";
 import type { ModelProvider } from "../models/model-provider.js";
 import { NO_MODEL_ANSWER, parseIntent } from "./intent-parser.js";
-import type { ModelStreamSink } from "./model-stream-sink.js";
+import { reportedModelCall, type ModelStreamSink } from "./model-stream-sink.js";
 
 export interface RouterDecision {
   directive: ExecutionDirective;
@@ -55,26 +55,38 @@ export class Router {
     }
     let draft = "";
     if (models.hasRole("thinker")) {
-      options.sink.started("thinker", "draft");
-      draft = await models.generateText({
-        role: "thinker",
-        system: `${context.system}\n\n${this.prompts.thinker}`,
-        prompt: context.prompt,
-        onDelta: (text) => options.sink.delta("thinker", "draft", text),
-        ...(options.signal ? { signal: options.signal } : {}),
-      });
-      options.sink.completed("thinker", "draft", draft);
+      draft = await reportedModelCall(
+        options.sink,
+        "thinker",
+        "draft",
+        (onDelta) =>
+          models.generateText({
+            role: "thinker",
+            purpose: "draft",
+            system: `${context.system}\n\n${this.prompts.thinker}`,
+            prompt: context.prompt,
+            onDelta,
+            ...(options.signal ? { signal: options.signal } : {}),
+          }),
+        (text) => text,
+      );
     }
-    options.sink.started(compiler, "directive");
-    const compiled = await models.generateJson({
-      role: compiler,
-      system: this.prompts.json_compiler,
-      prompt: `${context.prompt}\n\n## Thinker's decision\n${draft || "(none)"}\n\nWrite the ExecutionDirective as JSON.`,
-      schema: this.directiveSchema,
-      onDelta: (text) => options.sink.delta(compiler, "directive", text),
-      ...(options.signal ? { signal: options.signal } : {}),
-    });
-    options.sink.completed(compiler, "directive", compiled.raw);
+    const compiled = await reportedModelCall(
+      options.sink,
+      compiler,
+      "directive",
+      (onDelta) =>
+        models.generateJson({
+          role: compiler,
+          purpose: "directive",
+          system: this.prompts.json_compiler,
+          prompt: `${context.prompt}\n\n## Thinker's decision\n${draft || "(none)"}\n\nWrite the ExecutionDirective as JSON.`,
+          schema: this.directiveSchema,
+          onDelta,
+          ...(options.signal ? { signal: options.signal } : {}),
+        }),
+      (result) => result.raw,
+    );
     return { directive: compiled.value, source: "model" };
   }
 }

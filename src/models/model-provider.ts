@@ -2,6 +2,8 @@ import type { z } from "zod";
 import type { ModelRole } from "../contracts/index.js";
 
 export interface ModelCallOptions {
+  /** What the call is for ("draft", "directive", "recall", "critic:step-1"…), as recorded in its events. */
+  purpose?: string;
   /** Cancels the call; the provider stops generating and rejects with an AbortError. */
   signal?: AbortSignal;
   /** Most tokens to generate. Defaults to the role's `max_tokens`. */

@@ -22,7 +22,7 @@ import type { AnyToolDefinition } from "../tools/tool-definition.js";
 import { chooseShellSandbox, type ShellSandbox } from "../tools/shell-sandbox.js";
 import { ToolRegistry } from "../tools/tool-registry.js";
 import { createLogger } from "./logger.js";
-import { RuntimeLoop } from "./runtime-loop.js";
+import { RuntimeLoop, type MemorySearch } from "./runtime-loop.js";
 import type { TaskOutcome } from "./task-outcome.js";
 
 export interface CreateRuntimeOptions {
@@ -42,6 +42,14 @@ export interface CreateRuntimeOptions {
   databaseFile?: string;
   /** Extra tools (tests, plugins). */
   tools?: AnyToolDefinition[];
+  /** A registry to use instead of the built-in tools (replay). */
+  registry?: ToolRegistry;
+  /** Memory search to use instead of the store's (replay serves recorded hits). */
+  memorySearch?: MemorySearch;
+  /** Delay between retries; defaults to a real, cancellable wait (replay passes none). */
+  sleep?: (ms: number, signal: AbortSignal) => Promise<void>;
+  /** Skip the start-up retention pass (replay). */
+  skipRetention?: boolean;
   clock?: Clock;
   /** How shell commands are started. Defaults to what runtime.json's `sandbox` chooses. */
   sandbox?: ShellSandbox;
@@ -92,11 +100,13 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
   const store = new TaskStore(db, events, bus, options.clock);
   const memory = new MemoryStore(db, options.clock);
   // Retention runs at every start, so storage stays bounded without anyone remembering to prune.
-  const pruned = store.prune(pruneOptionsFrom(config.runtime.retention, home));
+  const pruned = options.skipRetention ? { pruned: [], archivedTo: null } : store.prune(pruneOptionsFrom(config.runtime.retention, home));
   if (pruned.pruned.length > 0) logger.info({ pruned: pruned.pruned.length, archive: pruned.archivedTo }, "finished tasks pruned");
-  const tools = new ToolRegistry();
-  tools.register(fileReadTool).register(fileWriteTool).register(fileListTool).register(shellExecTool);
-  for (const tool of createMemoryTools(memory)) tools.register(tool);
+  const tools = options.registry ?? new ToolRegistry();
+  if (!options.registry) {
+    tools.register(fileReadTool).register(fileWriteTool).register(fileListTool).register(shellExecTool);
+    for (const tool of createMemoryTools(memory)) tools.register(tool);
+  }
   for (const tool of options.tools ?? []) tools.register(tool);
   const models = options.models ?? null;
   const workspace = resolve(options.workspace ?? config.runtime.workspace);
@@ -120,6 +130,8 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
     logger,
     workspace,
     ready,
+    ...(options.memorySearch ? { memorySearch: options.memorySearch } : {}),
+    ...(options.sleep ? { sleep: options.sleep } : {}),
   });
   let closed = false;
   return {

@@ -15,7 +15,7 @@ import {
 import type { DuckConfig } from "../config/config-schemas.js";
 import { buildContext } from "../context/context-builder.js";
 import { decideMemoryWrites } from "../decisions/memory-write-policy.js";
-import type { ModelStreamSink } from "../decisions/model-stream-sink.js";
+import { reportedModelCall, type ModelStreamSink } from "../decisions/model-stream-sink.js";
 import { orderPlan, scheduleSteps, type StepView } from "../decisions/plan-scheduler.js";
 import { heuristicRecall } from "../decisions/recall-policy.js";
 import type { Router } from "../decisions/router.js";
@@ -49,7 +49,13 @@ export interface RuntimeLoopDeps {
   workspace: string;
   /** Settles when the shell parser is loaded and permissions.json's examples are checked. */
   ready: Promise<void>;
+  /** How memory is searched for a task. Defaults to the memory store's keyword search. */
+  memorySearch?: MemorySearch;
+  /** The wait before a retry. Defaults to a real, cancellable timer. */
+  sleep?: (ms: number, signal: AbortSignal) => Promise<void>;
 }
+
+export type MemorySearch = (query: string, limit: number, taskId: string) => MemoryHit[];
 
 export interface TaskHandle {
   taskId: string;
@@ -129,7 +135,7 @@ export class RuntimeLoop {
       config: deps.config,
       logger: deps.logger,
       sinkFor: (taskId) => this.sinkFor(taskId),
-      sleep: (ms, signal) => (ms > 0 ? delay(ms, undefined, { signal }) : Promise.resolve()),
+      sleep: deps.sleep ?? ((ms, signal) => (ms > 0 ? delay(ms, undefined, { signal }) : Promise.resolve())),
     });
   }
 
@@ -258,6 +264,11 @@ export class RuntimeLoop {
     if (!isTerminalTaskState(projection.state)) this.deps.store.append(taskId, "task-cancelled", { reason }, { durable: true });
   }
 
+  /** Ends a running task as if its time limit had passed (replay reproduces recorded time-outs with it). */
+  expire(taskId: string): void {
+    this.active.get(taskId)?.controller.abort(new DuckError(ErrorCode.TaskTimeout, "the task's time limit passed"));
+  }
+
   isActive(taskId: string): boolean {
     return this.active.has(taskId);
   }
@@ -285,7 +296,7 @@ export class RuntimeLoop {
       if (!isTerminalTaskState(projection.state)) {
         if (isShutdown(signal.reason)) {
           // Left as it is, to be resumed by the next process.
-        } else if (scope.timedOut) {
+        } else if (scope.timedOut || (DuckError.isInstance(signal.reason) && signal.reason.code === ErrorCode.TaskTimeout)) {
           store.append(taskId, "task-failed", {
             code: ErrorCode.TaskTimeout,
             message: `the task ran longer than ${this.deps.config.runtime.timeouts.task_ms} ms (runtime.json timeouts.task_ms)`,
@@ -353,7 +364,8 @@ export class RuntimeLoop {
     const { store, config, models, memory } = this.deps;
     const taskId = projection.task_id;
     const decision = await this.decideRecall(projection, signal);
-    const hits: MemoryHit[] = decision.recall && decision.query ? memory.search(decision.query, config.runtime.retrieval_top_k) : [];
+    const search = this.deps.memorySearch ?? ((query: string, limit: number) => memory.search(query, limit));
+    const hits: MemoryHit[] = decision.recall && decision.query ? search(decision.query, config.runtime.retrieval_top_k, taskId) : [];
     if (hits.length > 0) memory.markUsed(hits.map((hit) => hit.entry.id));
     store.append(taskId, "memory-recalled", { decision, hits });
 
@@ -388,19 +400,24 @@ export class RuntimeLoop {
     const role: ModelRole | null = models?.hasRole("sys_util") ? "sys_util" : models?.hasRole("json_compiler") ? "json_compiler" : null;
     if (!models || !role) return heuristicRecall(projection.text);
     try {
-      const sink = this.sinkFor(projection.task_id);
-      sink.started(role, "recall");
       const result = await withScopedSignal([signal], this.deps.config.runtime.timeouts.model_call_ms, "recall model call", (callSignal) =>
-        models.generateJson({
+        reportedModelCall(
+          this.sinkFor(projection.task_id),
           role,
-          system: this.deps.config.prompts.sys_util,
-          prompt: `Should long-term memory be searched for this task, and with which query?\n\nTask: ${projection.text}`,
-          schema: RecallDecisionSchema,
-          onDelta: (text) => sink.delta(role, "recall", text),
-          signal: callSignal,
-        }),
+          "recall",
+          (onDelta) =>
+            models.generateJson({
+              role,
+              purpose: "recall",
+              system: this.deps.config.prompts.sys_util,
+              prompt: `Should long-term memory be searched for this task, and with which query?\n\nTask: ${projection.text}`,
+              schema: RecallDecisionSchema,
+              onDelta,
+              signal: callSignal,
+            }),
+          (output) => output.raw,
+        ),
       );
-      sink.completed(role, "recall", result.raw);
       return result.value;
     } catch (error) {
       signal.throwIfAborted();
@@ -531,6 +548,7 @@ export class RuntimeLoop {
       started: (role, purpose) => store.append(taskId, "model-output-started", { role, purpose }),
       delta: (role, purpose, text) => store.append(taskId, "model-output-delta", { role, purpose, text }),
       completed: (role, purpose, text) => store.append(taskId, "model-output-completed", { role, purpose, text }),
+      failed: (role, purpose, error) => store.append(taskId, "model-output-failed", { role, purpose, code: error.code, message: error.message }),
     };
   }
 }

@@ -4,7 +4,7 @@ import { CriticScoreSchema, type CriticScore, type PlanStep, type ToolResult } f
 import type { DuckConfig } from "../config/config-schemas.js";
 import { criticPrompt, heuristicScore } from "../decisions/critic-policy.js";
 import { decideRecovery } from "../decisions/recovery-policy.js";
-import type { ModelStreamSink } from "../decisions/model-stream-sink.js";
+import { reportedModelCall, type ModelStreamSink } from "../decisions/model-stream-sink.js";
 import { ErrorCode, isShutdown } from "../errors/duck-error.js";
 import type { ModelProvider } from "../models/model-provider.js";
 import type { ApprovalStore } from "../permissions/approval-store.js";
@@ -152,6 +152,8 @@ export class StepRunner {
           outputCapBytes: runtime.tools.output_cap_bytes,
           fileReadMaxBytes: runtime.tools.file_read_max_bytes,
           taskId,
+          stepId: plan.id,
+          attempt: step.attempt,
           // sudo needs privileges a confined process cannot gain; it is asked every time instead.
           ...(askpass ? { extraEnv: askpass.env, redact: [secret!] } : { sandbox: this.deps.sandbox }),
         }),
@@ -186,18 +188,23 @@ export class StepRunner {
     if (!models?.hasRole("coder")) {
       return deniedResult("coder", ErrorCode.ModelUnavailable, "no coder model is configured (config/models.json, role coder)");
     }
-    const sink = this.deps.sinkFor(taskId);
-    sink.started("coder", plan.id);
     const text = await withScopedSignal([signal], this.deps.config.runtime.timeouts.model_call_ms, "coder model call", (callSignal) =>
-      models.generateText({
-        role: "coder",
-        system: this.deps.config.prompts.coder,
-        prompt: `${plan.coder.specification}\n\nFiles: ${plan.coder.files.join(", ") || "(none named)"}`,
-        onDelta: (delta) => sink.delta("coder", plan.id, delta),
-        signal: callSignal,
-      }),
+      reportedModelCall(
+        this.deps.sinkFor(taskId),
+        "coder",
+        plan.id,
+        (onDelta) =>
+          models.generateText({
+            role: "coder",
+            purpose: plan.id,
+            system: this.deps.config.prompts.coder,
+            prompt: `${plan.coder.specification}\n\nFiles: ${plan.coder.files.join(", ") || "(none named)"}`,
+            onDelta,
+            signal: callSignal,
+          }),
+        (output) => output,
+      ),
     );
-    sink.completed("coder", plan.id, text);
     return { tool: "coder", ok: text.trim().length > 0, output: text, truncated: false, duration_ms: performance.now() - started };
   }
 
@@ -209,21 +216,27 @@ export class StepRunner {
     if (!models || !role || result.error?.code === ErrorCode.PermissionDenied || result.error?.code === ErrorCode.HardStop) {
       return { score: heuristicScore(result), source: "heuristic" };
     }
-    const sink = this.deps.sinkFor(taskId);
     const projection = this.deps.store.projection(taskId);
+    const purpose = `critic:${step.step.id}`;
     try {
-      sink.started(role, `critic:${step.step.id}`);
       const judged = await withScopedSignal([signal], this.deps.config.runtime.timeouts.model_call_ms, "critic model call", (callSignal) =>
-        models.generateJson({
+        reportedModelCall(
+          this.deps.sinkFor(taskId),
           role,
-          system: this.deps.config.prompts.critic,
-          prompt: criticPrompt(projection.text, step.step, result),
-          schema: CriticScoreSchema,
-          onDelta: (delta) => sink.delta(role, `critic:${step.step.id}`, delta),
-          signal: callSignal,
-        }),
+          purpose,
+          (onDelta) =>
+            models.generateJson({
+              role,
+              purpose,
+              system: this.deps.config.prompts.critic,
+              prompt: criticPrompt(projection.text, step.step, result),
+              schema: CriticScoreSchema,
+              onDelta,
+              signal: callSignal,
+            }),
+          (output) => output.raw,
+        ),
       );
-      sink.completed(role, `critic:${step.step.id}`, judged.raw);
       return { score: judged.value, source: "model" };
     } catch (error) {
       signal.throwIfAborted();

@@ -15,6 +15,9 @@ export interface ToolContext {
   fileReadMaxBytes: number;
   /** The task the call belongs to. */
   taskId: string;
+  /** The plan step and attempt the call belongs to. */
+  stepId?: string;
+  attempt?: number;
   /** Variables added to a command's scrubbed environment (the askpass session). */
   extraEnv?: Record<string, string>;
   /** Values that must never appear in a result: replaced before the result is stored or shown. */

@@ -1,0 +1,74 @@
+import type { DuckEvent, EventPayloads, ModelRole } from "../contracts/index.js";
+import { DuckError, ErrorCode, type ErrorCodeName } from "../errors/duck-error.js";
+import { estimateTokens, type JsonRequest, type JsonResult, type ModelProvider, type TextRequest } from "../models/model-provider.js";
+import type { ReplayProgress } from "./replay-progress.js";
+
+interface RecordedCall {
+  deltas: Array<{ seq: number; text: string }>;
+  end: { seq: number; kind: "completed"; text: string } | { seq: number; kind: "failed"; code: string; message: string } | null;
+}
+
+/** Serves the model outputs a task recorded, in order per role and purpose, each chunk at its recorded position. */
+export class ReplayModelProvider implements ModelProvider {
+  private readonly calls = new Map<string, RecordedCall[]>();
+  private readonly roles = new Set<ModelRole>();
+
+  constructor(events: readonly DuckEvent[], private readonly progress: ReplayProgress) {
+    const open = new Map<string, RecordedCall>();
+    for (const event of events) {
+      if (!event.type.startsWith("model-output-")) continue;
+      const payload = event.payload as { role: ModelRole; purpose: string };
+      const key = `${payload.role}|${payload.purpose}`;
+      if (event.type === "model-output-started") {
+        const call: RecordedCall = { deltas: [], end: null };
+        open.set(key, call);
+        this.roles.add(payload.role);
+        const list = this.calls.get(key) ?? [];
+        list.push(call);
+        this.calls.set(key, list);
+      } else if (event.type === "model-output-delta") {
+        open.get(key)?.deltas.push({ seq: event.seq, text: (event.payload as EventPayloads["model-output-delta"]).text });
+      } else if (event.type === "model-output-completed") {
+        const call = open.get(key);
+        if (call) call.end = { seq: event.seq, kind: "completed", text: (event.payload as EventPayloads["model-output-completed"]).text };
+      } else if (event.type === "model-output-failed") {
+        const call = open.get(key);
+        const failed = event.payload as EventPayloads["model-output-failed"];
+        if (call) call.end = { seq: event.seq, kind: "failed", code: failed.code, message: failed.message };
+      }
+    }
+  }
+
+  hasRole(role: ModelRole): boolean {
+    return this.roles.has(role);
+  }
+
+  async generateText(request: TextRequest): Promise<string> {
+    return this.play(request);
+  }
+
+  async generateJson<T>(request: JsonRequest<T>): Promise<JsonResult<T>> {
+    const raw = await this.play(request);
+    return { value: request.schema.parse(JSON.parse(raw)), raw };
+  }
+
+  countTokens(_role: ModelRole, text: string): number {
+    return estimateTokens(text);
+  }
+
+  async dispose(): Promise<void> {}
+
+  private async play(request: TextRequest | JsonRequest<unknown>): Promise<string> {
+    const key = `${request.role}|${request.purpose ?? ""}`;
+    const call = this.calls.get(key)?.shift();
+    if (!call) throw new DuckError(ErrorCode.ModelUnavailable, `the recording has no further ${request.role} output for ${request.purpose ?? "(no purpose)"}`);
+    for (const delta of call.deltas) {
+      await this.progress.until(delta.seq - 1, request.signal);
+      request.onDelta?.(delta.text);
+    }
+    if (!call.end) return this.progress.forever(request.signal);
+    await this.progress.until(call.end.seq - 1, request.signal);
+    if (call.end.kind === "failed") throw new DuckError(call.end.code as ErrorCodeName, call.end.message);
+    return call.end.text;
+  }
+}

@@ -1,0 +1,214 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import pino from "pino";
+import type { DuckConfig } from "../config/config-schemas.js";
+import type { DuckEvent, EventPayloads, MemoryHit } from "../contracts/index.js";
+import { DuckError, ErrorCode } from "../errors/duck-error.js";
+import { createRuntime, type Runtime } from "../runtime/create-runtime.js";
+import type { TaskOutcome } from "../runtime/task-outcome.js";
+import { unconfinedShell } from "../tools/shell-sandbox.js";
+import { ReplayModelProvider } from "./replay-model-provider.js";
+import { ReplayProgress } from "./replay-progress.js";
+import { ReplayToolRegistry } from "./replay-tool-registry.js";
+
+/** An event as replay compares it: no time, ids renamed in order of appearance, token counts left out. */
+export interface ComparableEvent {
+  seq: number;
+  type: string;
+  payload: unknown;
+}
+
+export interface ReplayReport {
+  task_id: string;
+  matches: boolean;
+  recorded: number;
+  replayed: number;
+  first_difference: { seq: number; expected: ComparableEvent | null; actual: ComparableEvent | null } | null;
+}
+
+// Values chosen at random or by the clock when the task ran; they are compared by their pattern of use.
+const RENAMED_KEYS = new Set(["request_id", "approval_id", "memory_id"]);
+
+export function comparable(events: readonly DuckEvent[]): ComparableEvent[] {
+  const names = new Map<string, string>();
+  const rename = (value: unknown): unknown => {
+    if (Array.isArray(value)) return value.map(rename);
+    if (!value || typeof value !== "object") return value;
+    const out: Record<string, unknown> = {};
+    for (const [key, inner] of Object.entries(value)) {
+      if (RENAMED_KEYS.has(key) && (typeof inner === "string" || typeof inner === "number")) {
+        const id = `${key}:${String(inner)}`;
+        if (!names.has(id)) names.set(id, `${key}#${names.size + 1}`);
+        out[key] = names.get(id);
+      } else if (key === "expires_at" || key === "created_at" || key === "last_used_at") {
+        out[key] = inner === null ? null : "(time)";
+      } else {
+        out[key] = rename(inner);
+      }
+    }
+    return out;
+  };
+  return events.map((event) => ({
+    seq: event.seq,
+    type: event.type,
+    // Token counts depend on the tokenizer of the model that ran; a replay has none.
+    payload: event.type === "context-built" ? { sections: Object.keys((event.payload as { sections: object }).sections) } : rename(event.payload),
+  }));
+}
+
+const EXTERNAL = new Set(["permission-resolved", "secret-provided", "task-cancelled", "task-resumed", "feedback-received", "approval-revoked", "task-failed"]);
+
+/**
+ * Re-drives the RuntimeLoop from a task's recorded events: model outputs and tool results come from
+ * the recording (no model is loaded, no tool runs), and what a person did (permission answers,
+ * passwords, cancels) and restarts are replayed at the same points. Reports whether the replayed
+ * event sequence matches the recorded one, and where it first differs.
+ */
+export async function replayTask(recorded: readonly DuckEvent[], config: DuckConfig, options: { stallMs?: number } = {}): Promise<ReplayReport> {
+  const first = recorded[0];
+  if (!first || first.type !== "task-received") throw new DuckError(ErrorCode.InvalidInput, "a recording starts with task-received");
+  const taskId = first.task_id;
+  const progress = new ReplayProgress();
+  const home = mkdtempSync(join(tmpdir(), "ducklm-replay-"));
+  let runtime: Runtime | undefined;
+  try {
+    const cancelBeforeResult = (resultSeq: number) => {
+      const next = recorded[resultSeq];
+      if (next?.type === "task-cancelled") runtime!.loop.cancel(taskId, (next.payload as EventPayloads["task-cancelled"]).reason);
+      if (next?.type === "task-failed" && (next.payload as EventPayloads["task-failed"]).code === ErrorCode.TaskTimeout) runtime!.loop.expire(taskId);
+    };
+    const registry = new ReplayToolRegistry(recorded, progress, cancelBeforeResult);
+    const models = new ReplayModelProvider(recorded, progress);
+    const anyModel = recorded.some((event) => event.type === "model-output-started");
+    const recalls = recorded.filter((event) => event.type === "memory-recalled").map((event) => (event.payload as EventPayloads["memory-recalled"]).hits);
+    runtime = createRuntime({
+      home,
+      config: { ...config, runtime: { ...config.runtime, resume: "never" } },
+      databaseFile: ":memory:",
+      logger: pino({ level: "silent" }),
+      models: anyModel ? models : null,
+      registry,
+      memorySearch: (): MemoryHit[] => recalls.shift() ?? [],
+      sleep: async () => undefined,
+      sandbox: unconfinedShell,
+      skipRetention: true,
+    });
+    await runtime.ready();
+    const received = first.payload as EventPayloads["task-received"];
+    for (const event of recorded) {
+      if (event.type !== "approval-used") continue;
+      const used = event.payload as EventPayloads["approval-used"];
+      if (!runtime.approvals.findActive(used.command, received.workspace)) {
+        runtime.approvals.grant({ command: used.command, cwd: received.workspace, category: "unknown", grantedByTask: null });
+      }
+    }
+    const { store, loop } = runtime;
+    runtime.bus.subscribe(taskId, (event) => progress.advance(event.seq));
+    store.createTask({ id: taskId, text: received.text, session_id: received.session_id ?? undefined, workspace: received.workspace, ...(received.auto_approve ? { auto_approve: received.auto_approve } : {}) });
+    let drive: Promise<TaskOutcome> | null = loop.drive(taskId);
+    let settled = false;
+    const track = (promise: Promise<TaskOutcome>) => {
+      settled = false;
+      drive = promise;
+      promise.finally(() => {
+        if (drive === promise) settled = true;
+      }).catch(() => undefined);
+    };
+    track(drive);
+    const stallMs = options.stallMs ?? 40;
+    let lastTicks = -1;
+    let stalledFor = 0;
+    for (;;) {
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      store.flush();
+      if (progress.ticks !== lastTicks) {
+        lastTicks = progress.ticks;
+        stalledFor = 0;
+        continue;
+      }
+      stalledFor += 5;
+      if (!settled && stalledFor < stallMs) continue;
+      const next = recorded[progress.seq];
+      if (!next || !EXTERNAL.has(next.type)) {
+        if (settled || stalledFor > 2_000) break;
+        continue;
+      }
+      const action = await performExternal(Object.assign(runtime, { recorded }), taskId, next, () => settled);
+      stalledFor = 0;
+      if (action === "stuck") break;
+      if (action) track(action.drive);
+    }
+    await loop.close();
+    const replayed = store.listEvents(taskId);
+    return compare(taskId, recorded, replayed);
+  } finally {
+    await runtime?.close();
+    rmSync(home, { recursive: true, force: true });
+  }
+}
+
+/** Does what a person (or a restart) did at this point of the recording. */
+async function performExternal(runtime: Runtime & { recorded?: readonly DuckEvent[] }, taskId: string, next: DuckEvent, settled: () => boolean): Promise<{ drive: Promise<TaskOutcome> } | null | "stuck"> {
+  const { loop, store } = runtime;
+  const projection = store.projection(taskId);
+  switch (next.type) {
+    case "permission-resolved": {
+      const payload = next.payload as EventPayloads["permission-resolved"];
+      const request = projection.steps[payload.step_id]?.permission_request;
+      if (!request) return "stuck";
+      const granted = runtime.recorded?.[next.seq];
+      const expiresAt = granted?.type === "approval-granted" ? (granted.payload as EventPayloads["approval-granted"]).expires_at : null;
+      return {
+        drive: loop.resolvePermission(taskId, request.request_id, payload.decision === "ask" ? "deny" : payload.decision, payload.by, expiresAt ? { expiresAt: new Date(expiresAt) } : {}).done,
+      };
+    }
+    case "secret-provided": {
+      const payload = next.payload as EventPayloads["secret-provided"];
+      const request = projection.steps[payload.step_id]?.secret_request;
+      if (!request) return "stuck";
+      return { drive: loop.provideSecret(taskId, request.request_id, "replayed secret", payload.by).done };
+    }
+    case "task-cancelled":
+      loop.cancel(taskId, (next.payload as EventPayloads["task-cancelled"]).reason);
+      return null;
+    case "task-failed":
+      if ((next.payload as EventPayloads["task-failed"]).code !== ErrorCode.TaskTimeout) return "stuck";
+      loop.expire(taskId);
+      return null;
+    case "task-resumed": {
+      // The recorded process died here: stop driving without recording anything, then resume.
+      await loop.close();
+      if (!settled()) await new Promise((resolve) => setTimeout(resolve, 5));
+      return { drive: loop.resume(taskId, (next.payload as EventPayloads["task-resumed"]).reason) };
+    }
+    case "feedback-received": {
+      const payload = next.payload as EventPayloads["feedback-received"];
+      loop.recordFeedback(taskId, { target: payload.target, step_id: payload.step_id, rating: payload.rating, comment: payload.comment }, payload.by);
+      return null;
+    }
+    case "approval-revoked": {
+      const payload = next.payload as EventPayloads["approval-revoked"];
+      const approval = runtime.approvals.list().find((candidate) => candidate.command === payload.command && !candidate.revoked_at);
+      if (!approval) return "stuck";
+      loop.revokeApproval(approval.id, payload.by);
+      return null;
+    }
+    default:
+      return "stuck";
+  }
+}
+
+function compare(taskId: string, recorded: readonly DuckEvent[], replayed: readonly DuckEvent[]): ReplayReport {
+  const expected = comparable(recorded);
+  const actual = comparable(replayed);
+  const length = Math.max(expected.length, actual.length);
+  for (let index = 0; index < length; index += 1) {
+    const a = expected[index] ?? null;
+    const b = actual[index] ?? null;
+    if (!a || !b || a.type !== b.type || JSON.stringify(a.payload) !== JSON.stringify(b.payload)) {
+      return { task_id: taskId, matches: false, recorded: recorded.length, replayed: replayed.length, first_difference: { seq: index + 1, expected: a, actual: b } };
+    }
+  }
+  return { task_id: taskId, matches: true, recorded: recorded.length, replayed: replayed.length, first_difference: null };
+}

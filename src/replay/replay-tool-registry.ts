@@ -1,0 +1,61 @@
+import { z } from "zod";
+import type { DuckEvent, EventPayloads, ToolEffect, ToolResult } from "../contracts/index.js";
+import type { ToolContext, ToolDefinition } from "../tools/tool-definition.js";
+import { ToolRegistry, type ToolCatalogueEntry } from "../tools/tool-registry.js";
+import type { ReplayProgress } from "./replay-progress.js";
+
+/**
+ * A registry whose tools run nothing: each call returns the result the recording holds for its step
+ * and attempt, at the recorded position. A call whose result was never recorded (the process died
+ * while it ran) waits until it is stopped.
+ */
+export class ReplayToolRegistry extends ToolRegistry {
+  private readonly effects = new Map<string, ToolEffect>();
+  private readonly results = new Map<string, Array<{ seq: number; result: ToolResult }>>();
+
+  constructor(events: readonly DuckEvent[], private readonly progress: ReplayProgress, private readonly beforeResult: (seq: number) => void) {
+    super();
+    for (const event of events) {
+      if (event.type === "tool-called") {
+        const payload = event.payload as EventPayloads["tool-called"];
+        this.effects.set(payload.call.tool, payload.effect);
+      } else if (event.type === "tool-result") {
+        const payload = event.payload as EventPayloads["tool-result"];
+        const key = `${payload.step_id}|${payload.attempt}`;
+        const list = this.results.get(key) ?? [];
+        list.push({ seq: event.seq, result: payload.result });
+        this.results.set(key, list);
+      } else if (event.type === "directive-decided") {
+        const directive = (event.payload as EventPayloads["directive-decided"]).directive;
+        const names = directive.kind === "tool" ? [directive.tool] : directive.kind === "plan" ? directive.steps.flatMap((step) => (step.kind === "tool" ? [step.tool] : [])) : [];
+        for (const name of names) if (!this.effects.has(name)) this.effects.set(name, "side-effecting");
+      }
+    }
+  }
+
+  override get(name: string): ToolDefinition<unknown> | undefined {
+    const effect = this.effects.get(name);
+    if (!effect) return undefined;
+    return { name, description: "recorded", effect, inputSchema: z.unknown(), execute: async () => ({ ok: false, output: "" }) };
+  }
+
+  override names(): string[] {
+    return [...this.effects.keys()];
+  }
+
+  override catalogue(): ToolCatalogueEntry[] {
+    return this.names().map((name) => ({ name, description: "recorded", effect: this.effects.get(name)!, input_schema: {} }));
+  }
+
+  override async run(_name: string, _args: Record<string, unknown>, context: ToolContext): Promise<ToolResult> {
+    const list = this.results.get(`${context.stepId}|${context.attempt}`);
+    const recorded = list?.[0];
+    if (!list || !recorded) return this.progress.forever(context.signal);
+    // Taken only once its position is reached: a call stopped before then (the recorded process died
+    // while it ran) leaves the result to the run after the restart.
+    await this.progress.until(recorded.seq - 1, context.signal);
+    list.shift();
+    this.beforeResult(recorded.seq);
+    return recorded.result;
+  }
+}

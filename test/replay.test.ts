@@ -1,0 +1,146 @@
+import { setTimeout as delay } from "node:timers/promises";
+import pino from "pino";
+import { afterAll, describe, expect, it } from "vitest";
+import type { DuckConfig } from "../src/config/config-schemas.js";
+import type { DuckEvent, ExecutionDirective } from "../src/contracts/index.js";
+import { LlamaCppProvider } from "../src/models/llama/llama-cpp-provider.js";
+import { ScriptedModelProvider } from "../src/models/scripted-provider.js";
+import { replayTask } from "../src/replay/replay-task.js";
+import { fixtureModelsConfig } from "./helpers/fixture-models.js";
+import { createTestRuntime, makeTempDir, testConfig, type TestRuntime } from "./helpers/test-runtime.js";
+import { createEchoTool, createFlakyTool, isDirectiveRequest } from "./helpers/test-tools.js";
+
+const recordings: Array<{ name: string; events: DuckEvent[]; config: DuckConfig }> = [];
+const runtimes: TestRuntime[] = [];
+afterAll(async () => {
+  await Promise.all(runtimes.map((runtime) => runtime.dispose()));
+});
+
+function scripted(directive: ExecutionDirective, verdictFor: (prompt: string) => string = (prompt) => (prompt.includes("Succeeded: true") ? "pass" : "retry")) {
+  return new ScriptedModelProvider({}, { chunkSize: 5 }).always("thinker", "Let me think: a plan.").always("json_compiler", (request) => {
+    if (isDirectiveRequest(request)) return directive;
+    if (request.prompt.startsWith("Should long-term memory")) return { recall: true, query: "ducks" };
+    const verdict = verdictFor(request.prompt);
+    return { correctness: 1, usefulness: 1, safety: 1, verdict, reason: "scripted" };
+  });
+}
+
+function keep(name: string, runtime: TestRuntime, taskId: string): void {
+  recordings.push({ name, events: runtime.store.listEvents(taskId), config: runtime.config });
+}
+
+describe("recording tasks of every kind", () => {
+  it("records them", async () => {
+    // Without a model: read, remember, recall, answer honestly.
+    const plain = createTestRuntime();
+    runtimes.push(plain);
+    for (const text of ["run `echo hello`", "remember that ducks like bread", "what do you remember about ducks?", "Tell me a joke"]) {
+      const handle = plain.loop.submit({ text });
+      await handle.done;
+      keep(`no model: ${text}`, plain, handle.taskId);
+    }
+
+    // A plan with parallel steps, a dependency and a step that fails twice before it succeeds.
+    const plan: ExecutionDirective = {
+      kind: "plan",
+      goal: "",
+      steps: [
+        { id: "a", kind: "tool", description: "", depends_on: [], tool: "echo", arguments: { text: "A", wait_ms: 30 } },
+        { id: "b", kind: "tool", description: "", depends_on: [], tool: "flaky", arguments: { key: "b" } },
+        { id: "c", kind: "tool", description: "", depends_on: ["a", "b"], tool: "echo", arguments: { text: "C", wait_ms: 5 } },
+      ],
+    };
+    const planned = createTestRuntime({ models: scripted(plan), tools: [createEchoTool(), createFlakyTool(2)] });
+    runtimes.push(planned);
+    await planned.loop.submit({ text: "remember that ducks paddle" }).done;
+    const planHandle = planned.loop.submit({ text: "tell me about ducks in three steps" });
+    expect((await planHandle.done).state).toBe("completed");
+    keep("parallel plan with retries", planned, planHandle.taskId);
+
+    // Permissions: allowed always (and used by a second task), denied, and a cancel while waiting.
+    const asking = createTestRuntime();
+    runtimes.push(asking);
+    const allowed = asking.loop.submit({ text: "run `cp a.txt b.txt || true`" });
+    const waiting = await allowed.done;
+    await asking.loop.resolvePermission(allowed.taskId, waiting.pending_permissions[0]!.request_id, "allow_always").done;
+    keep("allowed always", asking, allowed.taskId);
+    const reused = asking.loop.submit({ text: "run `cp a.txt b.txt || true`" });
+    await reused.done;
+    keep("approval used", asking, reused.taskId);
+    const denied = asking.loop.submit({ text: "run `cp x.txt y.txt`" });
+    const deniedWaiting = await denied.done;
+    await asking.loop.resolvePermission(denied.taskId, deniedWaiting.pending_permissions[0]!.request_id, "deny").done;
+    keep("denied", asking, denied.taskId);
+    const abandoned = asking.loop.submit({ text: "run `cp p.txt q.txt`" });
+    await abandoned.done;
+    asking.loop.cancel(abandoned.taskId);
+    asking.loop.recordFeedback(allowed.taskId, { target: "answer", rating: "up", comment: "fine" });
+    keep("cancelled while waiting", asking, abandoned.taskId);
+
+    // Cancelled in the middle of a running step, and timed out.
+    const slow: ExecutionDirective = { kind: "tool", tool: "echo", arguments: { text: "slow", wait_ms: 5_000 }, reason: "" };
+    const slowRuntime = createTestRuntime({ models: scripted(slow), tools: [createEchoTool()], runtime: { timeouts: { task_ms: 400 } } });
+    runtimes.push(slowRuntime);
+    const cancelled = slowRuntime.loop.submit({ text: "slow one" });
+    await delay(100);
+    slowRuntime.loop.cancel(cancelled.taskId, "changed my mind");
+    await cancelled.done;
+    keep("cancelled while running", slowRuntime, cancelled.taskId);
+    const timedOut = slowRuntime.loop.submit({ text: "slow two" });
+    expect((await timedOut.done).error?.code).toBe("DUCK_ERR_TASK_TIMEOUT");
+    keep("timed out", slowRuntime, timedOut.taskId);
+
+    // A restart in the middle of a plan.
+    const home = makeTempDir();
+    const restartPlan: ExecutionDirective = {
+      kind: "plan",
+      goal: "",
+      steps: [
+        { id: "first", kind: "tool", description: "", depends_on: [], tool: "echo", arguments: { text: "1" } },
+        { id: "second", kind: "tool", description: "", depends_on: ["first"], tool: "echo", arguments: { text: "2", wait_ms: 5_000 } },
+      ],
+    };
+    const before = createTestRuntime({ home, models: scripted(restartPlan), tools: [createEchoTool()] });
+    const interrupted = before.loop.submit({ text: "interrupted" });
+    await delay(200);
+    await before.close();
+    const after = createTestRuntime({ home, models: scripted({ ...restartPlan, steps: restartPlan.steps.map((step) => ({ ...step, arguments: { text: "x" } })) }), tools: [createEchoTool()] });
+    runtimes.push(after);
+    const resumed = after.resumeUnfinished();
+    await resumed.tasks[0]!.done;
+    keep("resumed after a restart", after, interrupted.taskId);
+
+    // The real model path, on the fixture model.
+    for (const seed of [3, 4, 5]) {
+      const models = new LlamaCppProvider({ config: fixtureModelsConfig(), modelsDir: "/", logger: pino({ level: "silent" }), seed });
+      const real = createTestRuntime({ models });
+      runtimes.push(real);
+      const handle = real.loop.submit({ text: `Look around the workspace (seed ${seed}).`, auto_approve: ["unknown"] });
+      await handle.done;
+      keep(`fixture model, seed ${seed}`, real, handle.taskId);
+    }
+    expect(recordings.length).toBeGreaterThanOrEqual(15);
+  }, 240_000);
+});
+
+describe("exact replay", () => {
+  it("reproduces every recorded task's event sequence with no model and no tool", async () => {
+    const failures: string[] = [];
+    for (const recording of recordings) {
+      const report = await replayTask(recording.events, recording.config);
+      if (!report.matches) failures.push(`${recording.name}: ${JSON.stringify(report.first_difference)}`);
+      expect(report.recorded).toBe(recording.events.length);
+    }
+    expect(failures).toEqual([]);
+  }, 240_000);
+
+  it("reports where a replay first differs", async () => {
+    const recording = recordings.find((entry) => entry.name === "parallel plan with retries")!;
+    const tampered = recording.events.map((event) =>
+      event.type === "tool-result" && event.payload.step_id === "c" ? { ...event, payload: { ...event.payload, result: { ...(event.payload.result as object), ok: false, output: "", error: { code: "DUCK_ERR_TOOL_FAILED", message: "changed" } } } } : event,
+    );
+    const report = await replayTask(tampered, testConfig());
+    expect(report.matches).toBe(false);
+    expect(report.first_difference?.seq).toBeGreaterThan(1);
+  }, 60_000);
+});
