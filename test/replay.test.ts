@@ -5,7 +5,9 @@ import type { DuckConfig } from "../src/config/config-schemas.js";
 import type { DuckEvent, ExecutionDirective } from "../src/contracts/index.js";
 import { LlamaCppProvider } from "../src/models/llama/llama-cpp-provider.js";
 import { ScriptedModelProvider } from "../src/models/scripted-provider.js";
+import { writeRecording } from "../src/replay/recording-file.js";
 import { replayTask } from "../src/replay/replay-task.js";
+import { join } from "node:path";
 import { fixtureModelsConfig } from "./helpers/fixture-models.js";
 import { createTestRuntime, makeTempDir, testConfig, type TestRuntime } from "./helpers/test-runtime.js";
 import { createEchoTool, createFlakyTool, isDirectiveRequest } from "./helpers/test-tools.js";
@@ -132,6 +134,14 @@ describe("exact replay", () => {
       expect(report.recorded).toBe(recording.events.length);
     }
     expect(failures).toEqual([]);
+    // `DUCKLM_WRITE_REPLAYS=1 npx vitest run test/replay.test.ts` refreshes the stored logs in test/replays/.
+    if (process.env.DUCKLM_WRITE_REPLAYS) {
+      for (const recording of recordings) {
+        if (JSON.stringify(recording.config.runtime) !== JSON.stringify(testConfig().runtime)) continue;
+        const name = recording.name.replace(/[^a-z0-9]+/gi, "-").replace(/^-|-$/g, "").toLowerCase();
+        writeRecording(join(import.meta.dirname, "replays", `${name}.jsonl`), recording.events);
+      }
+    }
   }, 240_000);
 
   it("reports where a replay first differs", async () => {

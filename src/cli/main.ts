@@ -2,6 +2,7 @@ import { Command, CommanderError } from "commander";
 import type { Runtime } from "../runtime/create-runtime.js";
 import { openRuntime, reportError, type GlobalOptions } from "./cli-runtime.js";
 import { doctorCommand } from "./doctor-command.js";
+import { replayCommand } from "./replay-command.js";
 import { feedbackCommand, permissionsListCommand, permissionsRevokeCommand } from "./permissions-command.js";
 import { modelsBenchCommand, modelsListCommand, modelsPullCommand } from "./models-command.js";
 import { runCommand } from "./run-command.js";
@@ -83,6 +84,16 @@ export function buildProgram(): Command {
     .option("--json", "one JSON event per line")
     .action(async (options: { task: string; since?: string; json?: boolean }) =>
       withRuntime(program.opts(), (runtime) => eventsCommand(runtime, options)),
+    );
+
+  program
+    .command("replay")
+    .description("re-drive a task from its recorded events (no model, no tool) and say whether it matches")
+    .argument("[id]", "task id")
+    .option("--file <events.jsonl>", "a recording: `ducklm events --json` output or an archive file")
+    .option("--json", "print the report as JSON")
+    .action(async (id: string | undefined, options: { file?: string; json?: boolean }) =>
+      withRuntime(program.opts(), (runtime) => replayCommand(runtime, id, options)),
     );
 
   program

@@ -1,0 +1,30 @@
+import { readFileSync, writeFileSync } from "node:fs";
+import { EventSchema, type DuckEvent } from "../contracts/index.js";
+import { DuckError, ErrorCode } from "../errors/duck-error.js";
+
+/**
+ * Reads a recorded task: JSON lines of events (the format `ducklm events --json` prints and archives
+ * use; an archive's first line, `{"task": …}`, is skipped).
+ */
+export function readRecording(file: string): DuckEvent[] {
+  const events: DuckEvent[] = [];
+  const lines = readFileSync(file, "utf8").split("\n").filter((line) => line.trim() !== "");
+  lines.forEach((line, index) => {
+    let value: unknown;
+    try {
+      value = JSON.parse(line);
+    } catch {
+      throw new DuckError(ErrorCode.InvalidInput, `${file}:${index + 1}: not JSON`);
+    }
+    if (value && typeof value === "object" && "task" in value && !("seq" in value)) return;
+    const parsed = EventSchema.safeParse(value);
+    if (!parsed.success) throw new DuckError(ErrorCode.InvalidInput, `${file}:${index + 1}: not an event (${parsed.error.issues[0]?.message ?? "invalid"})`);
+    events.push(parsed.data);
+  });
+  if (events.length === 0) throw new DuckError(ErrorCode.InvalidInput, `${file}: no events`);
+  return events;
+}
+
+export function writeRecording(file: string, events: readonly DuckEvent[]): void {
+  writeFileSync(file, `${events.map((event) => JSON.stringify(event)).join("\n")}\n`);
+}
