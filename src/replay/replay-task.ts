@@ -104,6 +104,13 @@ export async function replayTask(recorded: readonly DuckEvent[], config: DuckCon
       }
     }
     const { store, loop } = runtime;
+    // Where the recorded process died, the replay dies too: nothing but task-resumed may take that place.
+    const restarts = new Set(recorded.filter((event) => event.type === "task-resumed").map((event) => event.seq));
+    store.appendGuard = (event) => {
+      if (event.task_id === taskId && restarts.has(event.seq) && event.type !== "task-resumed") {
+        throw new DuckError(ErrorCode.Shutdown, "the recorded process stopped here");
+      }
+    };
     runtime.bus.subscribe(taskId, (event) => progress.advance(event.seq));
     store.createTask({ id: taskId, text: received.text, session_id: received.session_id ?? undefined, workspace: received.workspace, ...(received.auto_approve ? { auto_approve: received.auto_approve } : {}) });
     let drive: Promise<TaskOutcome> | null = loop.drive(taskId);

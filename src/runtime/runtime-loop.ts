@@ -294,7 +294,7 @@ export class RuntimeLoop {
     } catch (error) {
       const projection = store.projection(taskId);
       if (!isTerminalTaskState(projection.state)) {
-        if (isShutdown(signal.reason)) {
+        if (isShutdown(signal.reason) || isShutdown(error)) {
           // Left as it is, to be resumed by the next process.
         } else if (scope.timedOut || (DuckError.isInstance(signal.reason) && signal.reason.code === ErrorCode.TaskTimeout)) {
           store.append(taskId, "task-failed", {

@@ -78,6 +78,8 @@ export class TaskStore {
   private transactionDepth = 0;
   /** A commit that failed in the background, reported at the next append or flush. */
   private broken: DuckError | null = null;
+  /** Sees each event before it is appended and may refuse it by throwing (replay stops at recorded crashes). */
+  appendGuard: ((event: DuckEvent) => void) | null = null;
   private readonly insertTask: Statement;
   private readonly updateTask: Statement;
   private readonly upsertCheckpoint: Statement;
@@ -165,6 +167,7 @@ export class TaskStore {
     const batch = this.openBatch();
     for (const { type, payload } of pending) {
       const event: DuckEvent = { task_id: taskId, seq: projection.seq + 1, type, time, payload: payload as Record<string, unknown> };
+      this.appendGuard?.(event);
       projection = applyEvent(projection, event);
       written.push(event);
       if (CHECKPOINTED.has(type)) batch.checkpoints.add(taskId);

@@ -1,0 +1,123 @@
+import { spawn } from "node:child_process";
+import { readdirSync, readFileSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import Database from "better-sqlite3";
+import { describe, expect, it } from "vitest";
+import type { DuckEvent } from "../src/contracts/index.js";
+import { replayTask } from "../src/replay/replay-task.js";
+import { checkDatabase } from "./helpers/database-checks.js";
+import { makeTempDir, testConfig } from "./helpers/test-runtime.js";
+
+const tsxLoader = import.meta.resolve("tsx");
+const RUNS = Number(process.env.DUCKLM_CRASH_RUNS ?? 50);
+
+/** mulberry32: the same kill moments on every run of the suite. */
+function seeded(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+interface ChildRun {
+  acks: Array<[string, number]>;
+  killed: boolean;
+}
+
+function runChild(args: string[], killAfterMs: number | null): Promise<ChildRun> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ["--import", tsxLoader, "test/fixtures/crash-child.ts", ...args], { stdio: ["ignore", "pipe", "pipe"] });
+    const acks: Array<[string, number]> = [];
+    let buffer = "";
+    let stderr = "";
+    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+    child.stdout.on("data", (chunk: Buffer) => {
+      buffer += chunk.toString();
+      const lines = buffer.split("\n");
+      buffer = lines.pop() ?? "";
+      for (const line of lines) {
+        if (line.startsWith("ack ")) {
+          const [, task, seq] = line.split(" ");
+          acks.push([task!, Number(seq)]);
+        } else if (line === "resumed" && killAfterMs !== null) {
+          setTimeout(() => child.kill("SIGKILL"), killAfterMs);
+        }
+      }
+    });
+    child.on("exit", (code, signal) => {
+      if (signal === "SIGKILL") resolve({ acks, killed: true });
+      else if (code === 0) resolve({ acks, killed: false });
+      else reject(new Error(`child failed (${code ?? signal}): ${stderr}`));
+    });
+  });
+}
+
+describe("crash harness: SIGKILL at random moments", () => {
+  it(`keeps every acknowledged event, gap-free logs, consistent state, and never repeats an effect unasked (${RUNS} seeded runs)`, async () => {
+    const random = seeded(7_2026);
+    const home = makeTempDir("ducklm-crash-home-");
+    const workspace = makeTempDir("ducklm-crash-ws-");
+    const markers = makeTempDir("ducklm-crash-markers-");
+    const acked: Array<[string, number]> = [];
+    try {
+      for (let run = 0; run < RUNS; run += 1) {
+        const killAfter = Math.floor(random() * 250);
+        const result = await runChild([home, workspace, markers, String(run)], killAfter);
+        expect(result.killed, `run ${run}`).toBe(true);
+        acked.push(...result.acks);
+        const report = checkDatabase(join(home, "ducklm.sqlite3"));
+        expect(report.integrity, `run ${run}`).toBe("ok");
+        expect(report.checkpointsWithoutEvent, `run ${run}`).toBe(0);
+        expect(report.tasksWithGaps, `run ${run}`).toEqual([]);
+        expect(report.rowsOutOfStep, `run ${run}`).toEqual([]);
+        expect(report.projectionsDiffering, `run ${run}`).toEqual([]);
+      }
+      // A last start finishes whatever the last kill interrupted.
+      await runChild([home, workspace, markers, "final", "--finish"], null);
+
+      const db = new Database(join(home, "ducklm.sqlite3"), { readonly: true });
+      const stored = new Set((db.prepare("SELECT task_id || ' ' || seq AS k FROM events").all() as Array<{ k: string }>).map((row) => row.k));
+      const lost = acked.filter(([task, seq]) => !stored.has(`${task} ${seq}`));
+      expect(lost).toEqual([]);
+      const states = db.prepare("SELECT state, COUNT(*) AS n FROM tasks GROUP BY state").all() as Array<{ state: string; n: number }>;
+      expect(states.filter((row) => !["completed", "failed"].includes(row.state))).toEqual([]);
+      const events = (db.prepare("SELECT task_id, seq, type, time, payload FROM events ORDER BY task_id, seq").all() as Array<Omit<DuckEvent, "payload"> & { payload: string }>).map(
+        (row) => ({ ...row, payload: JSON.parse(row.payload) }) as DuckEvent,
+      );
+      db.close();
+
+      // A marker written twice means the step ran twice: only after the user was asked about it.
+      const byTask = new Map<string, DuckEvent[]>();
+      for (const event of events) byTask.set(event.task_id, [...(byTask.get(event.task_id) ?? []), event]);
+      let repeated = 0;
+      for (const file of readdirSync(markers)) {
+        const runs = readFileSync(join(markers, file), "utf8").trim().split("\n").length;
+        if (runs < 2) continue;
+        repeated += 1;
+        const [taskId, stepId] = file.split("--") as [string, string];
+        const log = byTask.get(taskId) ?? [];
+        const asked = log.filter((event) => event.type === "permission-requested" && event.payload.step_id === stepId && String(event.payload.reason).includes("outcome is unknown"));
+        const answered = log.filter((event) => event.type === "permission-resolved" && event.payload.step_id === stepId && event.payload.decision === "allow");
+        expect(asked.length, `${file} ran ${runs} times`).toBeGreaterThanOrEqual(runs - 1);
+        expect(answered.length, `${file} ran ${runs} times`).toBeGreaterThanOrEqual(runs - 1);
+      }
+
+      // And every task, crashed or not, replays to the same events.
+      const config = testConfig();
+      const differing: string[] = [];
+      for (const [taskId, log] of byTask) {
+        const report = await replayTask(log, config);
+        if (!report.matches) differing.push(`${taskId}: ${JSON.stringify(report.first_difference).slice(0, 500)}`);
+      }
+      expect(differing).toEqual([]);
+      expect(byTask.size).toBeGreaterThanOrEqual(RUNS);
+      console.log(`crash harness: ${RUNS} kills, ${byTask.size} tasks, ${acked.length} acknowledged events, ${repeated} step(s) repeated after asking`);
+    } finally {
+      for (const dir of [home, workspace, markers]) rmSync(dir, { recursive: true, force: true });
+    }
+  }, 600_000);
+});
