@@ -15,6 +15,10 @@ export default tseslint.config(
     },
   },
   {
+    files: ["web/**/*.js"],
+    languageOptions: { globals: { ...globals.browser } },
+  },
+  {
     files: ["src/cli/**", "bench/**", "test/**", "scripts/**", "bin/**"],
     rules: { "no-console": "off" },
   },

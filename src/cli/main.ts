@@ -3,6 +3,7 @@ import type { Runtime } from "../runtime/create-runtime.js";
 import { openRuntime, reportError, type GlobalOptions } from "./cli-runtime.js";
 import { doctorCommand } from "./doctor-command.js";
 import { replayCommand } from "./replay-command.js";
+import { serveCommand } from "./serve-command.js";
 import { feedbackCommand, permissionsListCommand, permissionsRevokeCommand } from "./permissions-command.js";
 import { modelsBenchCommand, modelsListCommand, modelsPullCommand } from "./models-command.js";
 import { runCommand } from "./run-command.js";
@@ -85,6 +86,13 @@ export function buildProgram(): Command {
     .action(async (options: { task: string; since?: string; json?: boolean }) =>
       withRuntime(program.opts(), (runtime) => eventsCommand(runtime, options)),
     );
+
+  program
+    .command("serve")
+    .description("serve the HTTP API, live streaming and the web chat (default http://127.0.0.1:8000/)")
+    .option("--host <host>", "address to bind (default 127.0.0.1; anything else is reachable from other machines)")
+    .option("--port <port>", "port (default 8000; 0 picks a free one)")
+    .action(async (options: { host?: string; port?: string }) => withRuntime(program.opts(), (runtime) => serveCommand(runtime, options), { models: true }));
 
   program
     .command("replay")

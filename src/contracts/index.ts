@@ -6,3 +6,4 @@ export * from "./memory.js";
 export * from "./event-types.js";
 export * from "./event.js";
 export * from "./checkpoint.js";
+export * from "./http.js";

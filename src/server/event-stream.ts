@@ -1,0 +1,62 @@
+import type { WebSocket } from "ws";
+import type { DuckEvent } from "../contracts/index.js";
+import type { EventBus } from "../events/event-bus.js";
+
+export interface StreamOptions {
+  /** A client whose unsent data passes this many bytes is disconnected. Defaults to 4 MiB. */
+  bufferCapBytes?: number;
+  /** Ping interval. Defaults to 15 s. */
+  heartbeatMs?: number;
+}
+
+// One serialisation per event, however many clients receive it.
+const serialised = new WeakMap<DuckEvent, string>();
+
+export function serialise(event: DuckEvent): string {
+  let text = serialised.get(event);
+  if (text === undefined) {
+    text = JSON.stringify({ type: "event", event });
+    serialised.set(event, text);
+  }
+  return text;
+}
+
+/**
+ * Streams a task's events to one WebSocket: stored events from `since`, then live ones, with no gap
+ * and no duplicate (the bus reads and subscribes in one step). A client that stops reading is closed
+ * at the buffer cap instead of slowing the others; a ping keeps idle connections honest.
+ */
+export function streamTask(socket: WebSocket, bus: EventBus, taskId: string, since: number, options: StreamOptions = {}): void {
+  const cap = options.bufferCapBytes ?? 4 * 1024 * 1024;
+  let alive = true;
+  const unsubscribe = bus.subscribe(
+    taskId,
+    (event) => {
+      if (socket.readyState !== socket.OPEN) return;
+      if (socket.bufferedAmount > cap) {
+        socket.close(4008, "too slow: the client did not read its events");
+        return;
+      }
+      socket.send(serialise(event));
+    },
+    { fromSeq: since },
+  );
+  const heartbeat = setInterval(() => {
+    if (!alive) {
+      socket.terminate();
+      return;
+    }
+    alive = false;
+    socket.ping();
+  }, options.heartbeatMs ?? 15_000);
+  socket.on("pong", () => (alive = true));
+  socket.on("message", (data) => {
+    // The only message a client sends is a heartbeat of its own.
+    if (String(data) === "ping") socket.send(JSON.stringify({ type: "pong" }));
+  });
+  socket.on("close", () => {
+    clearInterval(heartbeat);
+    unsubscribe();
+  });
+  socket.on("error", () => socket.terminate());
+}

@@ -1,0 +1,37 @@
+import type { FastifyInstance } from "fastify";
+import type { AddressInfo } from "node:net";
+import { buildServer } from "../../src/server/build-server.js";
+import { loadInstallToken } from "../../src/server/install-token.js";
+import { createTestRuntime, type TestRuntimeOptions, type TestRuntime } from "./test-runtime.js";
+
+export interface TestServer {
+  runtime: TestRuntime;
+  app: FastifyInstance;
+  token: string;
+  port: number;
+  url: string;
+  close(): Promise<void>;
+}
+
+/** A real server on a free loopback port, over a test runtime. */
+export async function startTestServer(options: TestRuntimeOptions & { stream?: { bufferCapBytes?: number; heartbeatMs?: number } } = {}): Promise<TestServer> {
+  const runtime = createTestRuntime(options);
+  const token = loadInstallToken(runtime.home);
+  // Listen first on port 0 to learn the port, then build the app that checks Host against it.
+  const probe = (await import("node:net")).createServer();
+  const port = await new Promise<number>((resolve) => probe.listen(0, "127.0.0.1", () => resolve((probe.address() as AddressInfo).port)));
+  await new Promise((resolve) => probe.close(resolve));
+  const app = await buildServer({ runtime, token, port, ...(options.stream ? { stream: options.stream } : {}) });
+  await app.listen({ host: "127.0.0.1", port });
+  return {
+    runtime,
+    app,
+    token,
+    port,
+    url: `http://127.0.0.1:${port}`,
+    async close() {
+      await app.close();
+      await runtime.dispose();
+    },
+  };
+}

@@ -1,0 +1,175 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import WebSocket from "ws";
+import type { DuckEvent, ExecutionDirective } from "../../src/contracts/index.js";
+import { ScriptedModelProvider } from "../../src/models/scripted-provider.js";
+import { startTestServer, type TestServer } from "../helpers/test-server.js";
+import { createEchoTool, isDirectiveRequest } from "../helpers/test-tools.js";
+
+let server: TestServer;
+let directive: ExecutionDirective = { kind: "respond", answer: "hi" };
+beforeAll(async () => {
+  const models = new ScriptedModelProvider({}, { chunkSize: 4 }).always("thinker", "Thinking about it.").always("json_compiler", (request) =>
+    isDirectiveRequest(request) ? directive : request.prompt.startsWith("Should long-term memory") ? { recall: false, query: "" } : { correctness: 1, usefulness: 1, safety: 1, verdict: "pass", reason: "ok" },
+  );
+  server = await startTestServer({ models, tools: [createEchoTool()] });
+});
+afterAll(async () => {
+  await server.close();
+});
+
+async function call(method: string, path: string, body?: unknown, headers: Record<string, string> = {}) {
+  const response = await fetch(`${server.url}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${server.token}`, ...(body !== undefined ? { "content-type": "application/json" } : {}), ...headers },
+    ...(body !== undefined ? { body: typeof body === "string" || body instanceof Uint8Array ? body : JSON.stringify(body) } : {}),
+  });
+  const text = await response.text();
+  return { status: response.status, body: text ? JSON.parse(text) : null };
+}
+
+describe("the HTTP API", () => {
+  it("runs a chat task and answers with its outcome when asked to wait", async () => {
+    directive = { kind: "respond", answer: "quack" };
+    const result = await call("POST", "/chat", { text: "say something", wait: true });
+    expect(result.status).toBe(200);
+    expect(result.body).toMatchObject({ state: "completed", answer: "quack" });
+    const quick = await call("POST", "/chat", { text: "say something else" });
+    expect(quick.status).toBe(202);
+    expect(quick.body.task_id).toMatch(/^[0-9a-f-]{36}$/);
+    const task = await call("GET", `/tasks/${quick.body.task_id}`);
+    expect(task.status).toBe(200);
+    expect(task.body.task.id).toBe(quick.body.task_id);
+  });
+
+  it("lists tasks and a task's events from `since`, and recent events", async () => {
+    const { body } = await call("POST", "/chat", { text: "again", wait: true });
+    const events = await call("GET", `/tasks/${body.task_id}/events?since=3`);
+    expect(events.body.events[0].seq).toBe(3);
+    expect(events.body.events.at(-1).type).toBe("task-completed");
+    expect((await call("GET", "/tasks?state=completed&limit=2")).body.tasks).toHaveLength(2);
+    expect((await call("GET", "/events?limit=5")).body.events).toHaveLength(5);
+  });
+
+  it("pauses for permission and continues when answered through /permissions/resolve", async () => {
+    directive = { kind: "tool", tool: "shell_exec", arguments: { command: "cp a.txt b.txt || echo copied-or-not" }, reason: "" };
+    const waiting = await call("POST", "/chat", { text: "copy", wait: true });
+    expect(waiting.body.state).toBe("awaiting_permission");
+    const request = waiting.body.pending_permissions[0];
+    const resolved = await call("POST", "/permissions/resolve", { task_id: waiting.body.task_id, request_id: request.request_id, decision: "allow" });
+    expect(resolved.status).toBe(200);
+    const again = await call("POST", "/permissions/resolve", { task_id: waiting.body.task_id, request_id: request.request_id, decision: "allow" });
+    expect(again.status).toBe(200);
+    for (let i = 0; i < 50 && (await call("GET", `/tasks/${waiting.body.task_id}`)).body.state !== "completed"; i += 1) await new Promise((r) => setTimeout(r, 50));
+    expect((await call("GET", `/tasks/${waiting.body.task_id}`)).body.state).toBe("completed");
+    const wrong = await call("POST", "/permissions/resolve", { task_id: waiting.body.task_id, request_id: "not-a-request", decision: "allow" });
+    expect(wrong.status).toBe(409);
+    expect(wrong.body.error.code).toBe("DUCK_ERR_PERMISSION_REQUEST_UNKNOWN");
+  });
+
+  it("records feedback, manages memory and approvals, cancels", async () => {
+    const { body } = await call("POST", "/chat", { text: "hello", wait: true });
+    expect((await call("POST", "/critic/feedback", { task_id: body.task_id, rating: "down", comment: "meh" })).status).toBe(200);
+    const created = await call("POST", "/memory", { text: "the pond is north of the barn" });
+    expect(created.status).toBe(201);
+    expect((await call("GET", "/memory?query=pond")).body.hits[0].entry.text).toBe("the pond is north of the barn");
+    expect((await call("DELETE", `/memory/${created.body.entry.id}`)).status).toBe(200);
+    expect((await call("DELETE", `/memory/${created.body.entry.id}`)).status).toBe(404);
+    expect((await call("GET", "/approvals")).body.approvals).toEqual([]);
+    directive = { kind: "tool", tool: "echo", arguments: { text: "slow", wait_ms: 10_000 }, reason: "" };
+    const slow = await call("POST", "/chat", { text: "slow" });
+    await new Promise((r) => setTimeout(r, 100));
+    expect((await call("POST", `/tasks/${slow.body.task_id}/cancel`)).status).toBe(200);
+    for (let i = 0; i < 50 && (await call("GET", `/tasks/${slow.body.task_id}`)).body.state !== "cancelled"; i += 1) await new Promise((r) => setTimeout(r, 50));
+    expect((await call("GET", `/tasks/${slow.body.task_id}`)).body.state).toBe("cancelled");
+    expect((await call("POST", `/tasks/${slow.body.task_id}/cancel`)).status).toBe(409);
+  });
+
+  it("publishes an OpenAPI document generated from the schemas, and a docs page", async () => {
+    const spec = await call("GET", "/openapi.json");
+    expect(Object.keys(spec.body.paths)).toEqual(expect.arrayContaining(["/chat", "/tasks/{id}/events", "/permissions/resolve", "/secrets/resolve", "/memory"]));
+    expect(spec.body.paths["/chat"].post.requestBody.content["application/json"].schema.properties.text).toBeTruthy();
+    const docs = await fetch(`${server.url}/docs/`, { headers: { authorization: `Bearer ${server.token}` } });
+    expect(docs.status).toBe(200);
+  });
+});
+
+describe("bad input gets a 4xx JSON error and the server stays up", () => {
+  const deep = `${"[".repeat(5000)}${"]".repeat(5000)}`;
+  const cases: Array<[string, string, unknown, number]> = [
+    ["POST", "/chat", { text: 42 }, 400],
+    ["POST", "/chat", { text: "" }, 400],
+    ["POST", "/chat", { text: "x", extra: true }, 400],
+    ["POST", "/chat", "{not json", 400],
+    ["POST", "/chat", { text: "x".repeat(2 * 1024 * 1024) }, 413],
+    ["POST", "/chat", new Uint8Array([0x7b, 0x22, 0x74, 0x65, 0x78, 0x74, 0x22, 0x3a, 0x22, 0xff, 0xfe, 0x22, 0x7d]), 400],
+    ["POST", "/chat", { text: "x", session_id: "../../etc" }, 400],
+    ["GET", "/tasks?state=dreaming", undefined, 400],
+    ["GET", "/tasks?limit=-1", undefined, 400],
+    ["GET", "/tasks/no-such-task", undefined, 404],
+    ["GET", "/tasks/bad%20id", undefined, 400],
+    ["GET", "/tasks/x/events?since=0", undefined, 400],
+    ["POST", "/tasks/no-such-task/cancel", undefined, 404],
+    ["POST", "/permissions/resolve", { task_id: "a", request_id: "b", decision: "maybe" }, 400],
+    ["POST", "/permissions/resolve", { task_id: "nope", request_id: "b", decision: "allow" }, 404],
+    ["POST", "/secrets/resolve", { task_id: "a", request_id: "b", secret: "" }, 400],
+    ["POST", "/password/resolve", { task_id: "a" }, 400],
+    ["POST", "/critic/feedback", { task_id: "a", rating: "sideways" }, 400],
+    ["GET", "/memory?limit=abc", undefined, 400],
+    ["POST", "/memory", { text: ["not", "a", "string"] }, 400],
+    ["DELETE", "/memory/abc", undefined, 400],
+    ["GET", "/nowhere", undefined, 404],
+  ];
+
+  it.each(cases)("%s %s → %i", async (method, path, body, status) => {
+    const result = await call(method, path, body as string);
+    expect(result.status).toBe(status);
+    expect(result.body.error.code).toMatch(/^DUCK_ERR_/);
+    expect(typeof result.body.error.message).toBe("string");
+    expect((await call("GET", "/health")).status).toBe(200);
+  });
+
+  it("rejects deep nesting in a body without falling over", async () => {
+    const result = await call("POST", "/chat", deep);
+    expect(result.status).toBe(400);
+  });
+});
+
+describe("WebSocket /stream/:id", () => {
+  function collect(taskId: string, since: number, until: (events: DuckEvent[]) => boolean): Promise<DuckEvent[]> {
+    return new Promise((resolve, reject) => {
+      const socket = new WebSocket(`ws://127.0.0.1:${server.port}/stream/${taskId}?since=${since}`, { headers: { authorization: `Bearer ${server.token}` } });
+      const events: DuckEvent[] = [];
+      socket.on("message", (data) => {
+        const message = JSON.parse(String(data));
+        if (message.type !== "event") return;
+        events.push(message.event);
+        if (until(events)) {
+          socket.close();
+          resolve(events);
+        }
+      });
+      socket.on("error", reject);
+    });
+  }
+
+  it("sends stored events from `since`, then live ones, token chunks included, with no gap or duplicate", async () => {
+    directive = { kind: "tool", tool: "echo", arguments: { text: "streamed", wait_ms: 300 }, reason: "" };
+    const { body } = await call("POST", "/chat", { text: "stream me" });
+    await new Promise((r) => setTimeout(r, 100));
+    const events = await collect(body.task_id, 1, (list) => list.at(-1)?.type === "task-completed");
+    expect(events.map((event) => event.seq)).toEqual(events.map((_, index) => index + 1));
+    expect(events.some((event) => event.type === "model-output-delta")).toBe(true);
+    // A client that reconnects with `since` gets the rest, and only the rest.
+    const resumed = await collect(body.task_id, 5, (list) => list.at(-1)?.type === "task-completed");
+    expect(resumed[0]?.seq).toBe(5);
+    expect(resumed.map((event) => event.seq)).toEqual(events.slice(4).map((event) => event.seq));
+  });
+
+  it("closes the stream of an unknown task", async () => {
+    const code = await new Promise<number>((resolve) => {
+      const socket = new WebSocket(`ws://127.0.0.1:${server.port}/stream/no-such-task`, { headers: { authorization: `Bearer ${server.token}` } });
+      socket.on("close", (closeCode) => resolve(closeCode));
+    });
+    expect(code).toBe(4404);
+  });
+});

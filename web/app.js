@@ -1,0 +1,340 @@
+// DuckLM web chat. Everything shown from model or tool output goes through textContent: never HTML.
+const $ = (id) => document.getElementById(id);
+const messages = $("messages");
+const eventLog = $("event-log");
+const state = { taskId: null, lastSeq: 0, socket: null, retry: 0, view: null, session: sessionId() };
+
+function sessionId() {
+  let id = sessionStorage.getItem("ducklm-session");
+  if (!id) {
+    id = `web-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
+    sessionStorage.setItem("ducklm-session", id);
+  }
+  return id;
+}
+
+function el(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+async function api(path, options = {}) {
+  const response = await fetch(path, {
+    ...options,
+    credentials: "same-origin",
+    headers: options.body ? { "content-type": "application/json" } : {},
+  });
+  const body = await response.json().catch(() => ({}));
+  if (!response.ok) throw new Error(body.error ? `${body.error.code}: ${body.error.message}` : `HTTP ${response.status}`);
+  return body;
+}
+
+// ---- rendering of tool output ----
+const KEYWORDS = /\b(const|let|var|function|return|if|else|for|while|import|export|from|class|new|await|async|def|fn|pub|struct|impl|use|package|public|private|static|true|false|null|None|True|False)\b/;
+function highlight(code) {
+  const pre = el("pre");
+  const pattern = /(\/\/[^\n]*|#[^\n]*|\/\*[\s\S]*?\*\/)|("(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'|`(?:[^`\\]|\\.)*`)|(\b\d+(?:\.\d+)?\b)|(\b[A-Za-z_]\w*\b)/g;
+  let last = 0;
+  for (const match of code.matchAll(pattern)) {
+    if (match.index > last) pre.append(code.slice(last, match.index));
+    const [text, comment, string, number, word] = match;
+    const kind = comment ? "tok-com" : string ? "tok-str" : number ? "tok-num" : word && KEYWORDS.test(word) ? "tok-key" : null;
+    pre.append(kind ? el("span", kind, text) : text);
+    last = match.index + text.length;
+  }
+  if (last < code.length) pre.append(code.slice(last));
+  return pre;
+}
+
+function diffBlock(diff) {
+  const pre = el("pre", "diff");
+  for (const line of diff.split("\n")) {
+    const kind = line.startsWith("+") && !line.startsWith("+++") ? "add" : line.startsWith("-") && !line.startsWith("---") ? "del" : line.startsWith("@@") ? "hunk" : null;
+    pre.append(kind ? el("span", kind, line) : line, "\n");
+  }
+  return pre;
+}
+
+function renderToolResult(block, call, result) {
+  const head = block.querySelector(".tool-head");
+  const status = el("span", `exit ${result.ok ? "ok" : "bad"}`);
+  if (call.tool === "shell_exec") status.textContent = `exit ${result.exit_code ?? "?"}`;
+  else status.textContent = result.ok ? "ok" : "failed";
+  head.append(status);
+  const data = result.data || {};
+  if (!result.ok && result.error) block.append(el("pre", "error", `${result.error.code}: ${result.error.message}${result.output ? `\n${result.output}` : ""}`));
+  else if (call.tool === "shell_exec") block.append(el("pre", "terminal", result.output || "(no output)"));
+  else if (call.tool === "file_read") block.append(highlight(result.output));
+  else if (call.tool === "file_write" && data.diff) block.append(diffBlock(data.diff));
+  else if (call.tool === "memory_search" && Array.isArray(data.hits)) {
+    const list = el("ul", "memory-hits");
+    for (const hit of data.hits) list.append(el("li", null, hit.entry.text));
+    if (data.hits.length === 0) list.append(el("li", null, "nothing remembered"));
+    block.append(list);
+  } else block.append(el("pre", null, result.output));
+}
+
+// ---- one task's view ----
+function taskView(taskId, text) {
+  const user = el("div", "message user", text ?? "");
+  const assistant = el("div", "message assistant");
+  const thinking = el("div", "thinking");
+  const tools = el("div", "tools");
+  const answer = el("div", "answer");
+  assistant.append(thinking, tools, answer);
+  messages.append(user, assistant);
+  return { taskId, user, assistant, thinking, tools, answer, toolBlocks: new Map(), calls: new Map(), lastOutput: null };
+}
+
+function addFeedback(view) {
+  const bar = el("div", "feedback");
+  for (const [rating, label] of [["up", "Good"], ["down", "Bad"]]) {
+    const button = el("button", null, label);
+    button.type = "button";
+    button.setAttribute("aria-label", rating === "up" ? "Good answer" : "Bad answer");
+    button.addEventListener("click", () => openFeedback(view.taskId, rating));
+    bar.append(button);
+  }
+  view.assistant.append(bar);
+}
+
+function logEvent(event) {
+  const item = el("li");
+  item.append(el("span", "type", event.type), ` #${event.seq}`);
+  eventLog.append(item);
+  if (eventLog.children.length > 2000) eventLog.firstChild.remove();
+}
+
+function handleEvent(event) {
+  if (event.task_id !== state.taskId || event.seq <= state.lastSeq) return;
+  state.lastSeq = event.seq;
+  history.replaceState(null, "", `#task=${encodeURIComponent(state.taskId)}&seq=${state.lastSeq}`);
+  logEvent(event);
+  const view = state.view;
+  const p = event.payload;
+  switch (event.type) {
+    case "task-received":
+      view.user.textContent = p.text;
+      break;
+    case "model-output-delta":
+      view.thinking.append(p.text);
+      view.thinking.scrollTop = view.thinking.scrollHeight;
+      break;
+    case "tool-called": {
+      const block = el("div", "tool");
+      const head = el("div", "tool-head");
+      head.append(el("span", null, p.call.tool === "shell_exec" ? `$ ${p.call.arguments.command}` : `${p.call.tool} ${JSON.stringify(p.call.arguments)}`));
+      block.append(head);
+      view.tools.append(block);
+      view.toolBlocks.set(`${p.step_id}/${p.attempt}`, block);
+      view.calls.set(`${p.step_id}/${p.attempt}`, p.call);
+      break;
+    }
+    case "tool-result": {
+      const key = `${p.step_id}/${p.attempt}`;
+      let block = view.toolBlocks.get(key);
+      if (!block) {
+        block = el("div", "tool");
+        block.append(el("div", "tool-head", p.result.tool));
+        view.tools.append(block);
+      }
+      renderToolResult(block, view.calls.get(key) ?? { tool: p.result.tool }, p.result);
+      view.lastOutput = p.result.output;
+      break;
+    }
+    case "permission-requested":
+      queuePermission(event.task_id, p);
+      break;
+    case "secret-requested":
+      queueSecret(event.task_id, p);
+      break;
+    case "task-completed":
+      // A one-tool task's answer is that tool's output, already shown above.
+      if (p.answer !== view.lastOutput) view.answer.textContent = p.answer;
+      addFeedback(view);
+      refreshTasks();
+      break;
+    case "task-failed":
+      view.answer.append(el("span", "error", `Failed (${p.code}): ${p.message}`));
+      refreshTasks();
+      break;
+    case "task-cancelled":
+      view.answer.append(el("span", "error", `Cancelled: ${p.reason}`));
+      refreshTasks();
+      break;
+  }
+  messages.scrollTop = messages.scrollHeight;
+}
+
+// ---- streaming, with reconnection from the last event seen ----
+function connect() {
+  if (!state.taskId) return;
+  state.socket?.close();
+  const protocol = location.protocol === "https:" ? "wss" : "ws";
+  const socket = new WebSocket(`${protocol}://${location.host}/stream/${encodeURIComponent(state.taskId)}?since=${state.lastSeq + 1}`);
+  state.socket = socket;
+  socket.addEventListener("open", () => {
+    state.retry = 0;
+    $("connection").textContent = "live";
+    $("connection").className = "connection live";
+  });
+  socket.addEventListener("message", (message) => {
+    const data = JSON.parse(message.data);
+    if (data.type === "event") handleEvent(data.event);
+  });
+  socket.addEventListener("close", () => {
+    if (state.socket !== socket) return;
+    $("connection").textContent = "reconnecting…";
+    $("connection").className = "connection";
+    const wait = Math.min(5000, 300 * 2 ** state.retry++);
+    setTimeout(() => state.socket === socket && connect(), wait);
+  });
+}
+
+function openTask(taskId, text) {
+  messages.replaceChildren();
+  eventLog.replaceChildren();
+  state.taskId = taskId;
+  state.lastSeq = 0;
+  state.view = taskView(taskId, text);
+  connect();
+  for (const button of document.querySelectorAll("#task-list button")) button.classList.toggle("current", button.dataset.id === taskId);
+}
+
+// ---- permission, password and feedback dialogs ----
+const permissionQueue = [];
+function queuePermission(taskId, request) {
+  permissionQueue.push({ taskId, request });
+  if (!$("permission-dialog").open) showNextPermission();
+}
+function showNextPermission() {
+  const next = permissionQueue.shift();
+  if (!next) return;
+  const { request } = next;
+  $("permission-reason").textContent = request.reason;
+  $("permission-category").textContent = request.category;
+  const list = $("permission-commands");
+  list.replaceChildren();
+  const commands = request.commands.length > 0 ? request.commands : [`${request.call.tool} ${JSON.stringify(request.call.arguments)}`];
+  for (const command of commands) {
+    const item = el("li");
+    item.append(el("code", null, command));
+    list.append(item);
+  }
+  $("permission-always").hidden = request.category === "no_always";
+  const dialog = $("permission-dialog");
+  dialog.returnValue = "";
+  dialog.onclose = async () => {
+    const decision = dialog.returnValue || "deny";
+    try {
+      await api("/permissions/resolve", { method: "POST", body: JSON.stringify({ task_id: next.taskId, request_id: request.request_id, decision }) });
+    } catch (error) {
+      state.view?.answer.append(el("div", "error", String(error.message)));
+    }
+    showNextPermission();
+  };
+  dialog.showModal();
+}
+
+function queueSecret(taskId, request) {
+  const dialog = $("secret-dialog");
+  const input = $("secret-input");
+  $("secret-prompt").textContent = request.prompt;
+  input.value = "";
+  dialog.returnValue = "";
+  dialog.onclose = async () => {
+    const secret = input.value;
+    input.value = "";
+    if (dialog.returnValue !== "send" || !secret) return;
+    try {
+      await api("/secrets/resolve", { method: "POST", body: JSON.stringify({ task_id: taskId, request_id: request.request_id, secret }) });
+    } catch (error) {
+      state.view?.answer.append(el("div", "error", String(error.message)));
+    }
+  };
+  dialog.showModal();
+  input.focus();
+}
+
+function openFeedback(taskId, rating) {
+  const dialog = $("feedback-dialog");
+  $("feedback-comment").value = "";
+  dialog.returnValue = "";
+  dialog.onclose = async () => {
+    if (dialog.returnValue !== "send") return;
+    await api("/critic/feedback", { method: "POST", body: JSON.stringify({ task_id: taskId, rating, comment: $("feedback-comment").value }) }).catch(() => undefined);
+  };
+  dialog.showModal();
+}
+
+// ---- sidebar ----
+async function refreshTasks() {
+  try {
+    const { tasks } = await api("/tasks?limit=50");
+    const list = $("task-list");
+    list.replaceChildren();
+    for (const task of tasks) {
+      const button = el("button", task.id === state.taskId ? "current" : null);
+      button.type = "button";
+      button.dataset.id = task.id;
+      button.append(el("span", null, task.text.length > 60 ? `${task.text.slice(0, 57)}…` : task.text), el("span", "state", task.state.replace("_", " ")));
+      button.addEventListener("click", () => {
+        document.body.classList.remove("sidebar-open");
+        openTask(task.id, task.text);
+      });
+      const item = el("li");
+      item.append(button);
+      list.append(item);
+    }
+  } catch (error) {
+    $("connection").textContent = String(error.message);
+  }
+}
+
+// ---- composer ----
+async function send() {
+  const input = $("input");
+  const text = input.value.trim();
+  if (!text) return;
+  input.value = "";
+  try {
+    const { task_id } = await api("/chat", { method: "POST", body: JSON.stringify({ text, session_id: state.session }) });
+    openTask(task_id, text);
+    refreshTasks();
+  } catch (error) {
+    messages.append(el("div", "message assistant error", String(error.message)));
+  }
+}
+
+$("composer").addEventListener("submit", (event) => {
+  event.preventDefault();
+  send();
+});
+$("input").addEventListener("keydown", (event) => {
+  if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+    event.preventDefault();
+    send();
+  }
+});
+$("toggle-events").addEventListener("click", () => {
+  const panel = $("events-panel");
+  panel.hidden = !panel.hidden;
+  $("toggle-events").setAttribute("aria-pressed", String(!panel.hidden));
+});
+$("toggle-sidebar").addEventListener("click", () => document.body.classList.toggle("sidebar-open"));
+$("new-chat").addEventListener("click", () => {
+  sessionStorage.removeItem("ducklm-session");
+  state.session = sessionId();
+  state.taskId = null;
+  state.socket?.close();
+  state.socket = null;
+  messages.replaceChildren(el("p", "hint", "New conversation."));
+  history.replaceState(null, "", "#");
+});
+
+// After a reload, pick up the task that was open: stored events first, then live, no duplicates.
+const resumeFrom = new URLSearchParams(location.hash.slice(1)).get("task");
+refreshTasks();
+if (resumeFrom) openTask(resumeFrom);
