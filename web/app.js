@@ -101,8 +101,22 @@ function addFeedback(view) {
 }
 
 function logEvent(event) {
+  // Token chunks would flood the panel: consecutive ones share one line with a count.
+  const last = eventLog.lastElementChild;
+  if (event.type === "model-output-delta" && last?.dataset.delta === event.payload.purpose) {
+    last.dataset.count = String(Number(last.dataset.count) + 1);
+    last.querySelector(".count").textContent = ` ×${last.dataset.count} (to #${event.seq})`;
+    return;
+  }
   const item = el("li");
   item.append(el("span", "type", event.type), ` #${event.seq}`);
+  if (event.type === "model-output-delta") {
+    item.dataset.delta = event.payload.purpose;
+    item.dataset.count = "1";
+    item.append(el("span", "count", ""));
+  } else if (event.type === "model-output-started") {
+    item.append(` ${event.payload.role}: ${event.payload.purpose}`);
+  }
   eventLog.append(item);
   if (eventLog.children.length > 2000) eventLog.firstChild.remove();
 }
@@ -118,7 +132,12 @@ function handleEvent(event) {
     case "task-received":
       view.user.textContent = p.text;
       break;
+    case "model-output-started":
+      // The thinker's and the coder's prose stream into view; JSON for the runtime does not.
+      if ((p.role === "thinker" || p.role === "coder") && view.thinking.textContent) view.thinking.append("\n");
+      break;
     case "model-output-delta":
+      if (p.role !== "thinker" && p.role !== "coder") break;
       view.thinking.append(p.text);
       view.thinking.scrollTop = view.thinking.scrollHeight;
       break;
@@ -193,8 +212,10 @@ function connect() {
   });
 }
 
-function openTask(taskId, text) {
-  messages.replaceChildren();
+/** Shows a task and streams it; a new message of the conversation keeps the earlier ones on screen. */
+function openTask(taskId, text, { keepMessages = false } = {}) {
+  if (!keepMessages) messages.replaceChildren();
+  else messages.querySelector(".hint")?.remove();
   eventLog.replaceChildren();
   state.taskId = taskId;
   state.lastSeq = 0;
@@ -301,7 +322,7 @@ async function send() {
   input.value = "";
   try {
     const { task_id } = await api("/chat", { method: "POST", body: JSON.stringify({ text, session_id: state.session }) });
-    openTask(task_id, text);
+    openTask(task_id, text, { keepMessages: true });
     refreshTasks();
   } catch (error) {
     messages.append(el("div", "message assistant error", String(error.message)));

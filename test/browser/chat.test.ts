@@ -1,0 +1,211 @@
+import { mkdirSync, writeFileSync } from "node:fs";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { join, resolve } from "node:path";
+import type { Browser, Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { ExecutionDirective } from "../../src/contracts/index.js";
+import { ScriptedModelProvider } from "../../src/models/scripted-provider.js";
+import { launchChromium } from "../helpers/browser.js";
+import { startTestServer, type TestServer } from "../helpers/test-server.js";
+import { createEchoTool, isDirectiveRequest } from "../helpers/test-tools.js";
+
+const SCREENSHOTS = resolve(import.meta.dirname, "../.tmp/screenshots");
+let server: TestServer;
+let browser: Browser;
+let directive: ExecutionDirective = { kind: "respond", answer: "hello" };
+let draft = "Let me think this through.";
+
+beforeAll(async () => {
+  mkdirSync(SCREENSHOTS, { recursive: true });
+  const models = new ScriptedModelProvider({}, { chunkSize: 3 }).always("thinker", () => draft).always("json_compiler", (request) =>
+    isDirectiveRequest(request) ? directive : request.prompt.startsWith("Should long-term memory") ? { recall: false, query: "" } : { correctness: 1, usefulness: 1, safety: 1, verdict: "pass", reason: "ok" },
+  );
+  server = await startTestServer({ models, tools: [createEchoTool()] });
+  writeFileSync(join(server.runtime.workspace, "notes.md"), "# Notes\nconst duck = \"quack\";\n");
+  browser = await launchChromium();
+});
+afterAll(async () => {
+  await browser?.close();
+  await server?.close();
+});
+
+async function openChat(viewport = { width: 1200, height: 800 }): Promise<Page> {
+  const page = await browser.newPage({ viewport });
+  const errors: string[] = [];
+  page.on("pageerror", (error) => errors.push(error.message));
+  await page.goto(`${server.url}/`);
+  Object.assign(page, { errors });
+  return page;
+}
+
+async function send(page: Page, text: string): Promise<void> {
+  await page.fill("#input", text);
+  await page.keyboard.press("Enter");
+}
+
+/** The event numbers the panel shows; a line of grouped token chunks stands for a range. */
+async function seqsInLog(page: Page): Promise<number[]> {
+  const lines = await page.$$eval("#event-log li", (items) => items.map((item) => item.textContent ?? ""));
+  return lines.flatMap((line) => {
+    const first = Number(/#(\d+)/.exec(line)?.[1]);
+    const last = Number(/to #(\d+)/.exec(line)?.[1] ?? first);
+    return Array.from({ length: last - first + 1 }, (_, index) => first + index);
+  });
+}
+
+describe("the web chat in Chromium", () => {
+  it("sends with Enter, keeps Shift+Enter for a new line, and streams output and events", async () => {
+    directive = { kind: "tool", tool: "echo", arguments: { text: "tool output here", wait_ms: 200 }, reason: "" };
+    draft = "I will call the echo tool, slowly.";
+    const page = await openChat();
+    await page.fill("#input", "first line");
+    await page.keyboard.press("Shift+Enter");
+    await page.keyboard.type("second line");
+    expect(await page.inputValue("#input")).toBe("first line\nsecond line");
+    await page.keyboard.press("Enter");
+    await page.waitForSelector(".message.user");
+    expect(await page.textContent(".message.user")).toBe("first line\nsecond line");
+    await page.waitForSelector(".thinking:not(:empty)");
+    await page.waitForFunction(() => document.querySelector(".tool .terminal, .tool pre")?.textContent?.includes("tool output here"));
+    await page.click("#toggle-events");
+    await page.waitForFunction(() => [...document.querySelectorAll("#event-log li")].some((item) => item.textContent?.startsWith("task-completed")));
+    expect(await page.textContent(".thinking")).toContain("I will call the echo tool");
+    const seqs = await seqsInLog(page);
+    expect(seqs).toEqual(seqs.map((_, index) => index + 1));
+    await page.screenshot({ path: join(SCREENSHOTS, "chat.png") });
+    expect((page as unknown as { errors: string[] }).errors).toEqual([]);
+    await page.close();
+  });
+
+  it("renders a file read with highlighting and lists past tasks in the sidebar", async () => {
+    const page = await openChat();
+    draft = "";
+    directive = { kind: "tool", tool: "file_read", arguments: { path: "notes.md" }, reason: "" };
+    await send(page, "read file notes.md");
+    await page.waitForSelector(".tool .tok-str");
+    expect(await page.textContent(".tool .tok-str")).toBe('"quack"');
+    await page.waitForFunction(() => document.querySelectorAll("#task-list li").length >= 2);
+    await page.close();
+  });
+
+  it("asks for permission in a dialog and runs the command when allowed", async () => {
+    directive = { kind: "tool", tool: "shell_exec", arguments: { command: "printf 'made by the browser test' > from-browser.txt && cat from-browser.txt" }, reason: "" };
+    const page = await openChat();
+    await send(page, "make a file");
+    await page.waitForSelector("#permission-dialog[open]");
+    expect(await page.textContent("#permission-category")).toBe("unknown");
+    expect(await page.textContent("#permission-commands")).toContain("cat from-browser.txt");
+    await page.click("#permission-allow");
+    await page.waitForFunction(() => document.querySelector(".tool .terminal")?.textContent?.includes("made by the browser test"));
+    await page.close();
+  });
+
+  it("fails the step when permission is denied", async () => {
+    directive = { kind: "tool", tool: "shell_exec", arguments: { command: "touch denied-in-browser.txt" }, reason: "" };
+    const page = await openChat();
+    await send(page, "make another file");
+    await page.waitForSelector("#permission-dialog[open]");
+    await page.click("#permission-deny");
+    await page.waitForSelector(".answer .error");
+    expect(await page.textContent(".answer .error")).toContain("DUCK_ERR_PERMISSION_DENIED");
+    await page.close();
+  });
+
+  it("resumes the stream after a reload in the middle of a task, without duplicates", async () => {
+    directive = { kind: "tool", tool: "echo", arguments: { text: "finished after the reload", wait_ms: 1_500 }, reason: "" };
+    const page = await openChat();
+    await send(page, "a slow task");
+    await page.waitForFunction(() => location.hash.includes("task="));
+    await page.waitForFunction(() => document.querySelectorAll("#event-log li").length >= 5);
+    await page.reload();
+    await page.click("#toggle-events");
+    await page.waitForFunction(() => document.querySelector(".tool .terminal, .tool pre")?.textContent?.includes("finished after the reload"), undefined, { timeout: 10_000 });
+    await page.waitForFunction(() => [...document.querySelectorAll("#event-log li")].some((item) => item.textContent?.startsWith("task-completed")));
+    const seqs = await seqsInLog(page);
+    expect(seqs).toEqual(seqs.map((_, index) => index + 1));
+    await page.close();
+  });
+
+  it("shows model output that contains HTML as text", async () => {
+    directive = { kind: "respond", answer: '<img src=x onerror="window.__pwned = 1"><script>window.__pwned = 2</script>' };
+    draft = "<b onmouseover=\"window.__pwned = 3\">bold?</b>";
+    const page = await openChat();
+    await send(page, "say something nasty");
+    await page.waitForSelector(".answer:not(:empty)");
+    expect(await page.textContent(".answer")).toContain("<img src=x onerror=");
+    expect(await page.$(".answer img")).toBeNull();
+    expect(await page.$(".thinking b")).toBeNull();
+    expect(await page.evaluate(() => (window as unknown as { __pwned?: number }).__pwned)).toBeUndefined();
+    await page.close();
+  });
+
+  it("is usable at phone width", async () => {
+    directive = { kind: "respond", answer: "small screens work" };
+    const page = await openChat({ width: 390, height: 800 });
+    await send(page, "hello from a phone");
+    await page.waitForSelector(".answer:not(:empty)");
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    expect(overflow).toBeLessThanOrEqual(0);
+    expect(await page.isVisible("#input")).toBe(true);
+    await page.screenshot({ path: join(SCREENSHOTS, "phone.png") });
+    await page.close();
+  });
+
+  it("asks for a password without echoing or keeping it", async () => {
+    const page = await openChat();
+    const received: string[] = [];
+    page.on("request", (request) => {
+      if (request.url().endsWith("/secrets/resolve")) received.push(request.postData() ?? "");
+    });
+    // Drive a secret request straight from the runtime: a sudo command, approved.
+    directive = { kind: "tool", tool: "shell_exec", arguments: { command: "sudo true" }, reason: "" };
+    await send(page, "needs sudo");
+    await page.waitForSelector("#permission-dialog[open]");
+    await page.click("#permission-allow");
+    await page.waitForSelector("#secret-dialog[open]");
+    expect(await page.getAttribute("#secret-input", "type")).toBe("password");
+    await page.fill("#secret-input", "hunter2-browser");
+    await page.click("#secret-send");
+    await page.waitForFunction(() => !document.querySelector("#secret-dialog[open]"));
+    expect(await page.inputValue("#secret-input")).toBe("");
+    expect(received.join("")).toContain("hunter2-browser");
+    expect(await page.content()).not.toContain("hunter2-browser");
+    await page.close();
+  });
+});
+
+describe("a page from another origin", () => {
+  let evil: Server;
+  let evilUrl = "";
+  beforeAll(async () => {
+    evil = createServer((_request, response) => {
+      response.writeHead(200, { "content-type": "text/html" });
+      response.end(`<!doctype html><script>
+        window.results = {};
+        fetch("${server.url}/chat", { method: "POST", credentials: "include", headers: { "content-type": "application/json" }, body: JSON.stringify({ text: "run \`touch pwned\`" }) })
+          .then((r) => (window.results.fetch = r.status)).catch(() => (window.results.fetch = "blocked"));
+        const ws = new WebSocket("ws://127.0.0.1:${server.port}/stream/x");
+        ws.onopen = () => (window.results.ws = "open");
+        ws.onerror = () => (window.results.ws = "refused");
+      </script>`);
+    });
+    await new Promise<void>((ready) => evil.listen(0, "127.0.0.1", () => ready()));
+    evilUrl = `http://127.0.0.1:${(evil.address() as AddressInfo).port}/`;
+  });
+  afterAll(() => evil.close());
+
+  it("can neither submit tasks nor open the event stream, even after the user opened the chat", async () => {
+    const context = await browser.newContext();
+    const chat = await context.newPage();
+    await chat.goto(`${server.url}/`);
+    const before = server.runtime.store.listTasks({ limit: 500 }).length;
+    const page = await context.newPage();
+    await page.goto(evilUrl);
+    await page.waitForFunction(() => (window as unknown as { results: Record<string, unknown> }).results.ws !== undefined && (window as unknown as { results: Record<string, unknown> }).results.fetch !== undefined);
+    const results = await page.evaluate(() => (window as unknown as { results: Record<string, unknown> }).results);
+    expect(results.ws).toBe("refused");
+    expect(server.runtime.store.listTasks({ limit: 500 }).length).toBe(before);
+    await context.close();
+  });
+});
