@@ -1,3 +1,4 @@
+/// <reference lib="dom" />
 // Takes the README's screenshot of the web chat in IntentParser mode (no model):
 //   npx tsx scripts/screenshot.ts [out.png]
 import { writeFileSync } from "node:fs";

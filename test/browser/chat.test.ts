@@ -1,3 +1,4 @@
+/// <reference lib="dom" />
 import { mkdirSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
