@@ -1,10 +1,14 @@
-/// <reference lib="dom" />
 // Takes the README's screenshot of the web chat in IntentParser mode (no model):
 //   npx tsx scripts/screenshot.ts [out.png]
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { launchChromium } from "../test/helpers/browser.js";
 import { startTestServer } from "../test/helpers/test-server.js";
+
+// Functions passed to page.waitForFunction and page.evaluate run in the browser, where these exist.
+/* eslint-disable @typescript-eslint/no-explicit-any */
+declare const document: any;
+/* eslint-enable @typescript-eslint/no-explicit-any */
 
 const out = process.argv[2] ?? "docs/screenshot.png";
 const server = await startTestServer();

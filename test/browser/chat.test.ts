@@ -1,4 +1,3 @@
-/// <reference lib="dom" />
 import { mkdirSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -10,6 +9,13 @@ import { ScriptedModelProvider } from "../../src/models/scripted-provider.js";
 import { launchChromium } from "../helpers/browser.js";
 import { startTestServer, type TestServer } from "../helpers/test-server.js";
 import { createEchoTool, isDirectiveRequest } from "../helpers/test-tools.js";
+
+// Functions passed to page.waitForFunction and page.evaluate run in the browser, where these exist.
+/* eslint-disable @typescript-eslint/no-explicit-any */
+declare const document: any;
+declare const location: any;
+declare const window: any;
+/* eslint-enable @typescript-eslint/no-explicit-any */
 
 const SCREENSHOTS = resolve(import.meta.dirname, "../.tmp/screenshots");
 let server: TestServer;
