@@ -82,6 +82,25 @@ export const RuntimeConfigSchema = z.strictObject({
     /** SQLite `synchronous`: NORMAL survives a process crash, FULL also a power loss. Defaults to NORMAL. */
     synchronous: z.enum(["NORMAL", "FULL"]).default("NORMAL"),
   }).prefault({}),
+  memory: z.strictObject({
+    /** Distance of the vector index: `cosine` or `l2`. Defaults to `cosine`. */
+    vector_space: z.enum(["cosine", "l2"]).default("cosine"),
+    /** Search breadth of the vector index (higher: better recall, slower). Defaults to 64. */
+    ef_search: z.number().int().positive().default(64),
+    /** A new entry at least this similar (cosine) to an existing one reinforces it instead. Defaults to 0.92. */
+    near_duplicate_similarity: z.number().min(0).max(1).default(0.92),
+    /** Weights halve after this many days without use. Defaults to 30. */
+    half_life_days: z.number().positive().default(30),
+    /** Entries below this weight and older than `min_age_days` are removed by cleanup. Defaults to 0.2. */
+    min_weight: z.number().nonnegative().default(0.2),
+    min_age_days: z.number().nonnegative().default(7),
+    /** Most entries kept (pinned ones are never removed). Defaults to 10000. */
+    max_entries: z.number().int().positive().default(10_000),
+    /** Most bytes of text kept. Defaults to 50 MB. */
+    max_bytes: z.number().int().positive().default(50_000_000),
+    /** Cleanup runs at start and then every this many hours. Defaults to 6. */
+    cleanup_interval_hours: z.number().positive().default(6),
+  }).prefault({}),
   /** What happens at start-up to tasks an earlier process left unfinished: `auto` resumes them, `ask` lists them, `never` leaves them. Defaults to `auto`. */
   resume: z.enum(["auto", "ask", "never"]).default("auto"),
   /** Finished tasks (completed, failed, cancelled) are pruned after this many days, with their events and checkpoints; memory stays. Null keeps them. Defaults to 90. */

@@ -60,6 +60,8 @@ export const MemoryCreateSchema = z.strictObject({
   kind: MemoryKindSchema.default("fact"),
 });
 
+export const MemoryPinSchema = z.strictObject({ pinned: z.boolean().default(true) });
+
 export const NumericIdParamsSchema = z.strictObject({ id: z.coerce.number().int().positive() });
 
 /** Every error body: a stable code and a message a person can act on. */

@@ -14,6 +14,9 @@ interface MemoryRow {
   embedding_model: string | null;
 }
 
+// The embedding blob stays in SQLite; entries handed out do not carry it.
+const COLUMNS = "id, text, kind, source_task, weight, pinned, created_at, last_used_at, embedding_model";
+
 function toEntry(row: MemoryRow): MemoryEntry {
   return { ...row, pinned: row.pinned === 1 };
 }
@@ -40,12 +43,12 @@ export class MemoryStore {
     private readonly clock: () => Date = () => new Date(),
   ) {
     this.insertStatement = db.prepare(
-      "INSERT INTO memories (text, kind, source_task, created_at) VALUES (@text, @kind, @source_task, @created_at)",
+      "INSERT INTO memories (text, kind, source_task, created_at, embedding, embedding_model) VALUES (@text, @kind, @source_task, @created_at, @embedding, @embedding_model)",
     );
-    this.getStatement = db.prepare("SELECT * FROM memories WHERE id = ?");
-    this.listStatement = db.prepare("SELECT * FROM memories ORDER BY created_at DESC, id DESC LIMIT ?");
+    this.getStatement = db.prepare(`SELECT ${COLUMNS} FROM memories WHERE id = ?`);
+    this.listStatement = db.prepare(`SELECT ${COLUMNS} FROM memories ORDER BY created_at DESC, id DESC LIMIT ?`);
     this.searchStatement = db.prepare(
-      `SELECT m.*, bm25(memories_fts) AS rank FROM memories_fts
+      `SELECT ${COLUMNS.split(", ").map((column) => `m.${column}`).join(", ")}, bm25(memories_fts) AS rank FROM memories_fts
        JOIN memories m ON m.id = memories_fts.rowid
        WHERE memories_fts MATCH ? ORDER BY rank LIMIT ?`,
     );
@@ -53,14 +56,61 @@ export class MemoryStore {
     this.touchStatement = db.prepare("UPDATE memories SET last_used_at = ? WHERE id = ?");
   }
 
-  insert(input: { text: string; kind: MemoryKind; source_task?: string | null }): MemoryEntry {
+  insert(input: { text: string; kind: MemoryKind; source_task?: string | null; embedding?: Float32Array | null; embedding_model?: string | null }): MemoryEntry {
     const info = this.insertStatement.run({
       text: input.text,
       kind: input.kind,
       source_task: input.source_task ?? null,
       created_at: this.clock().toISOString(),
+      embedding: input.embedding ? Buffer.from(input.embedding.buffer, input.embedding.byteOffset, input.embedding.byteLength) : null,
+      embedding_model: input.embedding && input.embedding_model ? input.embedding_model : null,
     });
     return this.get(Number(info.lastInsertRowid))!;
+  }
+
+  /** Raises an entry's weight (a near-duplicate was seen again) and marks it used. */
+  reinforce(id: number, amount = 1): MemoryEntry | null {
+    this.db.prepare("UPDATE memories SET weight = weight + ?, last_used_at = ? WHERE id = ?").run(amount, this.clock().toISOString(), id);
+    return this.get(id);
+  }
+
+  setPinned(id: number, pinned: boolean): boolean {
+    return this.db.prepare("UPDATE memories SET pinned = ? WHERE id = ?").run(pinned ? 1 : 0, id).changes > 0;
+  }
+
+  setWeight(id: number, weight: number): void {
+    this.db.prepare("UPDATE memories SET weight = ? WHERE id = ?").run(weight, id);
+  }
+
+  setEmbedding(id: number, embedding: Float32Array, model: string): void {
+    this.db.prepare("UPDATE memories SET embedding = ?, embedding_model = ? WHERE id = ?").run(Buffer.from(embedding.buffer, embedding.byteOffset, embedding.byteLength), model, id);
+  }
+
+  findExact(text: string): MemoryEntry | null {
+    const row = this.db.prepare(`SELECT ${COLUMNS} FROM memories WHERE text = ? ORDER BY id LIMIT 1`).get(text) as MemoryRow | undefined;
+    return row ? toEntry(row) : null;
+  }
+
+  /** Rows whose embedding was made by `model`: what the vector index is built from. */
+  embeddings(model: string): Array<{ id: number; vector: Float32Array }> {
+    const rows = this.db.prepare("SELECT id, embedding FROM memories WHERE embedding IS NOT NULL AND embedding_model = ? ORDER BY id").all(model) as Array<{ id: number; embedding: Buffer }>;
+    return rows.map((row) => ({ id: row.id, vector: new Float32Array(row.embedding.buffer.slice(row.embedding.byteOffset, row.embedding.byteOffset + row.embedding.byteLength)) }));
+  }
+
+  idsWithEmbedding(model: string): number[] {
+    return (this.db.prepare("SELECT id FROM memories WHERE embedding IS NOT NULL AND embedding_model = ? ORDER BY id").all(model) as Array<{ id: number }>).map((row) => row.id);
+  }
+
+  /** What cleanup weighs: every entry's weight, age, use and size. */
+  cleanupView(): Array<{ id: number; weight: number; pinned: boolean; created_at: string; last_used_at: string | null; bytes: number }> {
+    const rows = this.db.prepare("SELECT id, weight, pinned, created_at, last_used_at, length(CAST(text AS BLOB)) AS bytes FROM memories").all() as Array<{ id: number; weight: number; pinned: number; created_at: string; last_used_at: string | null; bytes: number }>;
+    return rows.map((row) => ({ ...row, pinned: row.pinned === 1 }));
+  }
+
+  stats(): { entries: number; pinned: number; bytes: number; with_embedding: number; by_kind: Record<string, number> } {
+    const totals = this.db.prepare("SELECT COUNT(*) AS entries, COALESCE(SUM(pinned), 0) AS pinned, COALESCE(SUM(length(CAST(text AS BLOB))), 0) AS bytes, COUNT(embedding) AS with_embedding FROM memories").get() as { entries: number; pinned: number; bytes: number; with_embedding: number };
+    const kinds = this.db.prepare("SELECT kind, COUNT(*) AS n FROM memories GROUP BY kind").all() as Array<{ kind: string; n: number }>;
+    return { ...totals, by_kind: Object.fromEntries(kinds.map((row) => [row.kind, row.n])) };
   }
 
   get(id: number): MemoryEntry | null {

@@ -54,6 +54,12 @@ export interface EmbeddingProvider {
   embed(texts: readonly string[], options?: { signal?: AbortSignal }): Promise<Float32Array[]>;
   /** The dimension models.json declares, or null when it declares none. */
   readonly embeddingDimension: number | null;
+  /** What identifies the embedding model (its file), or null when there is none. */
+  readonly embeddingModel: string | null;
+}
+
+export function isEmbeddingProvider(value: unknown): value is EmbeddingProvider {
+  return typeof value === "object" && value !== null && typeof (value as EmbeddingProvider).embed === "function";
 }
 
 /** Without a tokenizer, about four characters make a token in English text. */

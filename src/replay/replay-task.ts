@@ -103,6 +103,12 @@ export async function replayTask(recorded: readonly DuckEvent[], config: DuckCon
         runtime.approvals.grant({ command: used.command, cwd: received.workspace, category: "unknown", grantedByTask: null });
       }
     }
+    // A recorded reinforcement found its entry already in memory: put one there for the replay to find.
+    for (const event of recorded) {
+      if (event.type !== "memory-written") continue;
+      const written = event.payload as EventPayloads["memory-written"];
+      if (written.action === "reinforce" && !runtime.memory.store.findExact(written.text)) runtime.memory.store.insert({ text: written.text, kind: written.kind as "fact" });
+    }
     const { store, loop } = runtime;
     // Where the recorded process died, the replay dies too: nothing but task-resumed may take that place.
     const restarts = new Set(recorded.filter((event) => event.type === "task-resumed").map((event) => event.seq));

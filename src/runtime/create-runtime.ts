@@ -6,8 +6,9 @@ import { loadConfig, resolveConfigDir, resolveHomeDir } from "../config/load-con
 import { Router } from "../decisions/router.js";
 import { EventBus } from "../events/event-bus.js";
 import { EventStore } from "../events/event-store.js";
+import { MemoryService, type MemoryEmbedder } from "../memory/memory-service.js";
 import { MemoryStore } from "../memory/memory-store.js";
-import type { ModelProvider } from "../models/model-provider.js";
+import { isEmbeddingProvider, type ModelProvider } from "../models/model-provider.js";
 import { ApprovalStore } from "../permissions/approval-store.js";
 import { CommandClassifier } from "../permissions/command-classifier.js";
 import { openDatabase, type SqliteDatabase } from "../storage/open-database.js";
@@ -48,8 +49,10 @@ export interface CreateRuntimeOptions {
   memorySearch?: MemorySearch;
   /** Delay between retries; defaults to a real, cancellable wait (replay passes none). */
   sleep?: (ms: number, signal: AbortSignal) => Promise<void>;
-  /** Skip the start-up retention pass (replay). */
+  /** Skip the start-up retention pass and memory cleanup (replay). */
   skipRetention?: boolean;
+  /** What embeds memory for vector search. Defaults to the model provider's embeddings role, if any. */
+  embedder?: MemoryEmbedder | null;
   clock?: Clock;
   /** How shell commands are started. Defaults to what runtime.json's `sandbox` chooses. */
   sandbox?: ShellSandbox;
@@ -61,7 +64,7 @@ export interface Runtime {
   db: SqliteDatabase;
   bus: EventBus;
   store: TaskStore;
-  memory: MemoryStore;
+  memory: MemoryService;
   tools: ToolRegistry;
   loop: RuntimeLoop;
   logger: Logger;
@@ -98,7 +101,15 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
   const events = new EventStore(db);
   const bus = new EventBus((taskId, fromSeq) => events.list(taskId, fromSeq), logger);
   const store = new TaskStore(db, events, bus, options.clock);
-  const memory = new MemoryStore(db, options.clock);
+  const memoryStore = new MemoryStore(db, options.clock);
+  const models = options.models ?? null;
+  const embedder: MemoryEmbedder | null =
+    options.embedder !== undefined
+      ? options.embedder
+      : isEmbeddingProvider(models) && models.embeddingModel
+        ? { provider: models, model: models.embeddingModel, dimension: models.embeddingDimension ?? 0 }
+        : null;
+  const memory = new MemoryService(memoryStore, embedder, config.runtime.memory, logger, options.databaseFile === ":memory:" ? null : join(home, "memory.hnsw"), options.clock);
   // Retention runs at every start, so storage stays bounded without anyone remembering to prune.
   const pruned = options.skipRetention ? { pruned: [], archivedTo: null } : store.prune(pruneOptionsFrom(config.runtime.retention, home));
   if (pruned.pruned.length > 0) logger.info({ pruned: pruned.pruned.length, archive: pruned.archivedTo }, "finished tasks pruned");
@@ -108,11 +119,14 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
     for (const tool of createMemoryTools(memory)) tools.register(tool);
   }
   for (const tool of options.tools ?? []) tools.register(tool);
-  const models = options.models ?? null;
   const workspace = resolve(options.workspace ?? config.runtime.workspace);
   const classifier = new CommandClassifier(config.permissions);
   const approvals = new ApprovalStore(db, options.clock);
-  const ready = classifier.checkExamples(config.permissions.examples);
+  const ready = (async () => {
+    await classifier.checkExamples(config.permissions.examples);
+    await memory.open();
+    if (!options.skipRetention) memory.scheduleCleanup();
+  })();
   // A failure here is reported by `ready()`; tasks see it too, through the loop.
   ready.catch(() => undefined);
   const { sandbox, warning } = options.sandbox ? { sandbox: options.sandbox, warning: null } : chooseShellSandbox(config.runtime.sandbox.mode, config.runtime.sandbox.network);
@@ -159,6 +173,7 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
       if (closed) return;
       closed = true;
       await loop.close();
+      memory.close();
       await models?.dispose();
       database.close();
     },

@@ -55,7 +55,7 @@ describe("without any model (IntentParser mode)", () => {
     await handle.done;
     const written = runtime.store.listEvents(handle.taskId).filter((event) => event.type === "memory-written");
     expect(written).toHaveLength(1);
-    expect(runtime.memory.get(written[0]!.payload.memory_id as number)?.text).toMatch(/I prefer bash/);
+    expect(runtime.memory.store.get(written[0]!.payload.memory_id as number)?.text).toMatch(/I prefer bash/);
   });
 
   it("refuses to read outside the workspace", async () => {

@@ -120,7 +120,7 @@ describe("retention", () => {
     const leftover = runtime.db.prepare("SELECT (SELECT COUNT(*) FROM events WHERE task_id = ?) + (SELECT COUNT(*) FROM checkpoints WHERE task_id = ?) AS n").get(remembered.task_id, remembered.task_id) as { n: number };
     expect(leftover.n).toBe(0);
     expect(runtime.store.getTask(waiting.taskId)?.state).toBe("awaiting_permission");
-    expect(runtime.memory.search("ducks bread", 5)).toHaveLength(1);
+    expect(runtime.memory.store.search("ducks bread", 5)).toHaveLength(1);
     const archived = readFileSync(join(home, "archive", `${remembered.task_id}.jsonl`), "utf8").trim().split("\n");
     expect(JSON.parse(archived[0]!).task.id).toBe(remembered.task_id);
     expect(JSON.parse(archived.at(-1)!).type).toBe("task-completed");

@@ -7,6 +7,7 @@ import {
   UserTaskSchema,
   isTerminalTaskState,
   type ExecutionDirective,
+  type MemoryEntry,
   type MemoryHit,
   type ModelRole,
   type PlanStep,
@@ -20,7 +21,7 @@ import { orderPlan, scheduleSteps, type StepView } from "../decisions/plan-sched
 import { heuristicRecall } from "../decisions/recall-policy.js";
 import type { Router } from "../decisions/router.js";
 import { describeError, DuckError, ErrorCode, isShutdown } from "../errors/duck-error.js";
-import type { MemoryStore } from "../memory/memory-store.js";
+import type { MemoryService, PreparedMemoryWrite } from "../memory/memory-service.js";
 import type { ModelProvider } from "../models/model-provider.js";
 import { estimateTokens } from "../models/model-provider.js";
 import type { ApprovalStore } from "../permissions/approval-store.js";
@@ -37,7 +38,7 @@ import { scopedSignal, withScopedSignal } from "../utils/scoped-signal.js";
 export interface RuntimeLoopDeps {
   store: TaskStore;
   tools: ToolRegistry;
-  memory: MemoryStore;
+  memory: MemoryService;
   models: ModelProvider | null;
   router: Router;
   classifier: CommandClassifier;
@@ -55,7 +56,7 @@ export interface RuntimeLoopDeps {
   sleep?: (ms: number, signal: AbortSignal) => Promise<void>;
 }
 
-export type MemorySearch = (query: string, limit: number, taskId: string) => MemoryHit[];
+export type MemorySearch = (query: string, limit: number, taskId: string) => Promise<MemoryHit[]> | MemoryHit[];
 
 export interface TaskHandle {
   taskId: string;
@@ -338,7 +339,7 @@ export class RuntimeLoop {
     if (!projection.directive) await this.route(projection, signal);
     projection = store.projection(taskId);
     const directive = projection.directive!;
-    if (directive.kind === "respond") return this.finish(taskId, directive.answer);
+    if (directive.kind === "respond") return await this.finish(taskId, directive.answer);
     if (directive.kind === "fail") {
       store.append(taskId, "task-failed", { code: ErrorCode.StepFailed, message: directive.reason });
       return;
@@ -356,7 +357,7 @@ export class RuntimeLoop {
     }
     const ending = await this.runPlan(taskId, signal);
     if (ending === "waiting" || ending === "failed") return;
-    this.finish(taskId, composeAnswer(store.projection(taskId)));
+    await this.finish(taskId, composeAnswer(store.projection(taskId)));
   }
 
   /** Recall, context, Router: everything up to `directive-decided`. Read-only, so safe to repeat. */
@@ -364,9 +365,9 @@ export class RuntimeLoop {
     const { store, config, models, memory } = this.deps;
     const taskId = projection.task_id;
     const decision = await this.decideRecall(projection, signal);
-    const search = this.deps.memorySearch ?? ((query: string, limit: number) => memory.search(query, limit));
-    const hits: MemoryHit[] = decision.recall && decision.query ? search(decision.query, config.runtime.retrieval_top_k, taskId) : [];
-    if (hits.length > 0) memory.markUsed(hits.map((hit) => hit.entry.id));
+    const search = this.deps.memorySearch ?? ((query: string, limit: number) => memory.recall(query, limit));
+    const hits: MemoryHit[] = decision.recall && decision.query ? await search(decision.query, config.runtime.retrieval_top_k, taskId) : [];
+    if (hits.length > 0) memory.store.markUsed(hits.map((hit) => hit.entry.id));
     store.append(taskId, "memory-recalled", { decision, hits });
 
     const history = projection.session_id ? store.sessionHistory(projection.session_id, taskId, 10) : [];
@@ -527,19 +528,27 @@ export class RuntimeLoop {
     return "respond";
   }
 
-  /** Final answer, memory writes and `task-completed`, in one transaction. */
-  private finish(taskId: string, answer: string): void {
+  /**
+   * Final answer, memory writes and `task-completed`, in one transaction. Embeddings and the
+   * near-duplicate check happen before it; the vector index is updated after it commits.
+   */
+  private async finish(taskId: string, answer: string): Promise<void> {
     const { store, memory } = this.deps;
     const projection = store.projection(taskId);
-    const writes = decideMemoryWrites({ ...projection, answer, state: "completed" });
+    const decided = decideMemoryWrites({ ...projection, answer, state: "completed" });
+    const prepared = await Promise.all(decided.map(async (write) => ({ write, plan: await memory.prepare(write.text, write.kind) })));
+    const applied: Array<{ entry: MemoryEntry; plan: PreparedMemoryWrite }> = [];
     store.transaction(() => {
       store.append(taskId, "answer-completed", { answer });
-      for (const write of writes) {
-        const entry = memory.insert({ text: write.text, kind: write.kind, source_task: taskId });
-        store.append(taskId, "memory-written", { action: "insert", memory_id: entry.id, kind: write.kind, text: write.text, reason: write.reason });
+      for (const { write, plan } of prepared) {
+        const entry = memory.applyWrite(plan, taskId);
+        applied.push({ entry, plan });
+        const reason = plan.action === "reinforce" ? `${write.reason}; repeats entry #${entry.id} (similarity ${plan.similarity.toFixed(2)}), so its weight was raised` : write.reason;
+        store.append(taskId, "memory-written", { action: plan.action, memory_id: entry.id, kind: write.kind, text: write.text, reason });
       }
       store.append(taskId, "task-completed", { answer });
     });
+    for (const { entry, plan } of applied) memory.indexWrite(entry, plan);
   }
 
   private sinkFor(taskId: string): ModelStreamSink {

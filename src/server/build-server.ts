@@ -12,6 +12,7 @@ import {
   ChatRequestSchema,
   FeedbackSchema,
   MemoryCreateSchema,
+  MemoryPinSchema,
   MemoryQuerySchema,
   NumericIdParamsSchema,
   PermissionResolveSchema,
@@ -194,15 +195,23 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
     return { accepted: true };
   });
 
-  app.get("/memory", { schema: { summary: "Search memory (with `query`) or list it", querystring: MemoryQuerySchema } }, async (request) => {
+  app.get("/memory", { schema: { summary: "Search memory (with `query`: keyword and vector ranks fused) or list it", querystring: MemoryQuerySchema } }, async (request) => {
     const { query, limit } = request.query;
-    return query ? { hits: runtime.memory.search(query, limit) } : { entries: runtime.memory.list(limit) };
+    return query ? { hits: await runtime.memory.recall(query, limit) } : { entries: runtime.memory.store.list(limit) };
   });
-  app.post("/memory", { schema: { summary: "Remember something", body: MemoryCreateSchema } }, async (request, reply) =>
-    reply.code(201).send({ entry: runtime.memory.insert({ text: request.body.text, kind: request.body.kind, source_task: null }) }),
-  );
+  app.get("/memory/stats", { schema: { summary: "Memory entries, size, vector index" } }, async () => runtime.memory.stats());
+  app.post("/memory", { schema: { summary: "Remember something (a near-duplicate reinforces the entry it repeats)", body: MemoryCreateSchema } }, async (request, reply) => {
+    const { action, entry } = await runtime.memory.remember(request.body.text, request.body.kind, null);
+    return reply.code(action === "insert" ? 201 : 200).send({ action, entry });
+  });
+  app.post("/memory/:id/pin", { schema: { summary: "Pin an entry (cleanup never removes it)", params: NumericIdParamsSchema, body: MemoryPinSchema } }, async (request) => {
+    if (!runtime.memory.pin(request.params.id, request.body.pinned)) throw new DuckError(ErrorCode.TaskNotFound, `no memory entry ${request.params.id}`);
+    return { id: request.params.id, pinned: request.body.pinned };
+  });
+  app.post("/memory/cleanup", { schema: { summary: "Decay weights and remove old, weak entries now" } }, async () => runtime.memory.cleanup());
+  app.post("/memory/reindex", { schema: { summary: "Embed every entry again and rebuild the vector index" } }, async () => ({ reindexed: await runtime.memory.reindex() }));
   app.delete("/memory/:id", { schema: { summary: "Forget a memory entry", params: NumericIdParamsSchema } }, async (request) => {
-    if (!runtime.memory.delete(request.params.id)) throw new DuckError(ErrorCode.TaskNotFound, `no memory entry ${request.params.id}`);
+    if (!runtime.memory.forget(request.params.id)) throw new DuckError(ErrorCode.TaskNotFound, `no memory entry ${request.params.id}`);
     return { deleted: request.params.id };
   });
 

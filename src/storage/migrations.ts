@@ -80,6 +80,14 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; description: string; s
       CREATE INDEX approvals_by_command ON approvals(command, cwd);
     `,
   },
+  {
+    version: 3,
+    description: "memory embeddings (the source the vector index is rebuilt from)",
+    sql: `
+      ALTER TABLE memories ADD COLUMN embedding BLOB;
+      CREATE INDEX memories_by_weight ON memories(pinned, weight);
+    `,
+  },
 ];
 
 export function migrate(db: Database): number {

@@ -181,6 +181,10 @@ export class LlamaCppProvider implements ModelProvider, EmbeddingProvider {
     }
   }
 
+  get embeddingModel(): string | null {
+    return this.hasRole("embeddings") ? (this.roles.get(this.roles.get("embeddings")!.servedBy!)?.path ?? null) : null;
+  }
+
   get embeddingDimension(): number | null {
     return this.roles.get("embeddings")?.config?.dimension ?? null;
   }

@@ -1,9 +1,9 @@
 import { z } from "zod";
 import { MemoryKindSchema } from "../../contracts/index.js";
-import type { MemoryStore } from "../../memory/memory-store.js";
+import type { MemoryService } from "../../memory/memory-service.js";
 import { defineTool, type AnyToolDefinition } from "../tool-definition.js";
 
-export function createMemoryTools(memory: MemoryStore): AnyToolDefinition[] {
+export function createMemoryTools(memory: MemoryService): AnyToolDefinition[] {
   const memoryInsert = defineTool({
     name: "memory_insert",
     description: "Store a fact, procedure or note in long-term memory.",
@@ -11,8 +11,9 @@ export function createMemoryTools(memory: MemoryStore): AnyToolDefinition[] {
     // Writes DuckLM's own store only, but a repeat would store a copy: never re-run silently.
     effect: "side-effecting",
     async execute(input, context) {
-      const entry = memory.insert({ text: input.text, kind: input.kind, source_task: context.taskId });
-      return { ok: true, output: `remembered (#${entry.id}): ${entry.text}`, data: { entry } };
+      const { action, entry } = await memory.remember(input.text, input.kind, context.taskId);
+      const said = action === "insert" ? "remembered" : "already known, reinforced";
+      return { ok: true, output: `${said} (#${entry.id}): ${entry.text}`, data: { entry, action } };
     },
   });
   const memorySearch = defineTool({
@@ -21,7 +22,7 @@ export function createMemoryTools(memory: MemoryStore): AnyToolDefinition[] {
     inputSchema: z.object({ query: z.string().min(1).max(500), limit: z.number().int().positive().max(50).default(5) }),
     effect: "read-only",
     async execute(input) {
-      const hits = memory.search(input.query, input.limit);
+      const hits = await memory.recall(input.query, input.limit);
       const output = hits.length === 0 ? `nothing remembered about "${input.query}"` : hits.map((hit) => `- ${hit.entry.text}`).join("\n");
       return { ok: true, output, data: { hits } };
     },
@@ -32,7 +33,7 @@ export function createMemoryTools(memory: MemoryStore): AnyToolDefinition[] {
     inputSchema: z.object({ limit: z.number().int().positive().max(200).default(20) }),
     effect: "read-only",
     async execute(input) {
-      const entries = memory.list(input.limit);
+      const entries = memory.store.list(input.limit);
       const output = entries.length === 0 ? "memory is empty" : entries.map((entry) => `#${entry.id} [${entry.kind}] ${entry.text}`).join("\n");
       return { ok: true, output, data: { entries } };
     },
