@@ -141,3 +141,19 @@ describe("ducklm doctor", () => {
     expect(result.stdout).toMatch(/ok\s+database\s+integrity ok/);
   });
 });
+
+describe("ducklm memory", () => {
+  it("adds, searches, pins, lists, reports and removes entries", () => {
+    const added = ducklm(["memory", "add", "--json", "the", "heron", "nests", "by", "the", "weir"]);
+    expect(added.code).toBe(0);
+    const id = JSON.parse(added.stdout).entry.id as number;
+    expect(JSON.parse(ducklm(["memory", "add", "--json", "the heron nests by the weir"]).stdout).action).toBe("reinforce");
+    expect(ducklm(["memory", "search", "heron"]).stdout).toMatch(new RegExp(`#${id} .*\\(keyword\\).*heron nests`));
+    expect(ducklm(["memory", "pin", String(id)]).code).toBe(0);
+    expect(ducklm(["memory", "list"]).stdout).toMatch(new RegExp(`#${id}  w=2.00  pinned`));
+    expect(ducklm(["memory", "stats"]).stdout).toMatch(/keyword search only/);
+    expect(ducklm(["memory", "rm", String(id)]).code).toBe(0);
+    expect(ducklm(["memory", "rm", String(id)]).code).toBe(2);
+    expect(ducklm(["memory", "frobnicate"]).stderr).toMatch(/unknown memory action/);
+  });
+});

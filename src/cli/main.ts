@@ -2,6 +2,7 @@ import { Command, CommanderError } from "commander";
 import type { Runtime } from "../runtime/create-runtime.js";
 import { openRuntime, reportError, type GlobalOptions } from "./cli-runtime.js";
 import { doctorCommand } from "./doctor-command.js";
+import { memoryCommand } from "./memory-command.js";
 import { replayCommand } from "./replay-command.js";
 import { serveCommand } from "./serve-command.js";
 import { feedbackCommand, permissionsListCommand, permissionsRevokeCommand } from "./permissions-command.js";
@@ -108,6 +109,18 @@ export function buildProgram(): Command {
     .command("doctor")
     .description("check node, config, database, shell parser, confinement, models and plugins")
     .action(async () => runPlain(() => doctorCommand(program.opts())));
+
+  program
+    .command("memory")
+    .description("long-term memory: search <words> | list | add <text> | rm <id> | pin <id> | unpin <id> | cleanup | reindex | stats")
+    .argument("<action>", "search, list, add, rm, pin, unpin, cleanup, reindex or stats")
+    .argument("[words...]", "the query, the text, or the entry id")
+    .option("--kind <kind>", "for add: fact, procedure, outcome or note", "fact")
+    .option("--limit <n>", "for search and list", "10")
+    .option("--json", "print JSON")
+    .action(async (action: string, words: string[], options: { json?: boolean; kind?: string; limit?: string }) =>
+      withRuntime(program.opts(), (runtime) => memoryCommand(runtime, action, words, options), { models: true }),
+    );
 
   const permissions = program.command("permissions").description("remembered approvals");
   permissions

@@ -1,0 +1,79 @@
+import { MemoryKindSchema } from "../contracts/index.js";
+import { DuckError, ErrorCode } from "../errors/duck-error.js";
+import type { Runtime } from "../runtime/create-runtime.js";
+
+function entryId(text: string): number {
+  const id = Number(text);
+  if (!Number.isInteger(id) || id <= 0) throw new DuckError(ErrorCode.InvalidInput, `"${text}" is not a memory id (see \`ducklm memory list\`)`);
+  return id;
+}
+
+/** `ducklm memory search|list|add|rm|pin|unpin|cleanup|reindex|stats`. */
+export async function memoryCommand(runtime: Runtime, action: string, args: string[], options: { json?: boolean; kind?: string; limit?: string }): Promise<number> {
+  const memory = runtime.memory;
+  const limit = Number(options.limit ?? 10);
+  const print = (value: unknown, human: () => void) => (options.json ? console.log(JSON.stringify(value)) : human());
+  switch (action) {
+    case "search": {
+      const query = args.join(" ").trim();
+      if (!query) throw new DuckError(ErrorCode.InvalidInput, "what to search for: ducklm memory search <words>");
+      const hits = await memory.recall(query, limit);
+      print(hits, () => {
+        if (hits.length === 0) console.log("nothing found");
+        for (const hit of hits) console.log(`#${hit.entry.id}  ${hit.score.toFixed(4)}  (${hit.matched_by.join("+")})  [${hit.entry.kind}] ${hit.entry.text}`);
+      });
+      return 0;
+    }
+    case "list": {
+      const entries = memory.store.list(limit);
+      print(entries, () => {
+        if (entries.length === 0) console.log("memory is empty");
+        for (const entry of entries) console.log(`#${entry.id}  w=${entry.weight.toFixed(2)}${entry.pinned ? "  pinned" : ""}  [${entry.kind}] ${entry.text}`);
+      });
+      return 0;
+    }
+    case "add": {
+      const text = args.join(" ").trim();
+      if (!text) throw new DuckError(ErrorCode.InvalidInput, "what to remember: ducklm memory add <text>");
+      const kind = MemoryKindSchema.safeParse(options.kind ?? "fact");
+      if (!kind.success) throw new DuckError(ErrorCode.InvalidInput, `--kind must be one of ${MemoryKindSchema.options.join(", ")}`);
+      const result = await memory.remember(text, kind.data, null);
+      print(result, () => console.log(result.action === "insert" ? `remembered #${result.entry.id}` : `already known as #${result.entry.id}; its weight is now ${result.entry.weight}`));
+      return 0;
+    }
+    case "rm": {
+      const id = entryId(args[0] ?? "");
+      if (!memory.forget(id)) throw new DuckError(ErrorCode.InvalidInput, `no memory entry #${id}`);
+      print({ deleted: id }, () => console.log(`forgot #${id}`));
+      return 0;
+    }
+    case "pin":
+    case "unpin": {
+      const id = entryId(args[0] ?? "");
+      if (!memory.pin(id, action === "pin")) throw new DuckError(ErrorCode.InvalidInput, `no memory entry #${id}`);
+      print({ id, pinned: action === "pin" }, () => console.log(`${action === "pin" ? "pinned" : "unpinned"} #${id}`));
+      return 0;
+    }
+    case "cleanup": {
+      const result = memory.cleanup();
+      print(result, () => console.log(`removed ${result.removed.length} entr${result.removed.length === 1 ? "y" : "ies"}; decayed ${result.decayed}`));
+      return 0;
+    }
+    case "reindex": {
+      const count = await memory.reindex();
+      print({ reindexed: count }, () => console.log(memory.vectorSearch ? `embedded ${count} entries again and rebuilt the vector index` : "no embedding model: keyword search only, nothing to index"));
+      return 0;
+    }
+    case "stats": {
+      const stats = memory.stats();
+      print(stats, () => {
+        console.log(`${stats.entries} entries (${stats.pinned} pinned), ${stats.bytes} bytes of text, ${stats.with_embedding} with vectors`);
+        console.log(`by kind: ${Object.entries(stats.by_kind).map(([kind, count]) => `${kind} ${count}`).join(", ") || "-"}`);
+        console.log(stats.vector_index ? `vector index: ${stats.vector_index.entries} entries, ${stats.vector_index.space}, model ${stats.vector_index.model}` : "vector index: none (no embedding model; keyword search only)");
+      });
+      return 0;
+    }
+    default:
+      throw new DuckError(ErrorCode.InvalidInput, `unknown memory action "${action}"; use search, list, add, rm, pin, unpin, cleanup, reindex or stats`);
+  }
+}
