@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import hnswlib from "hnswlib-node";
 import { VectorIndex } from "../src/memory/vector-index.js";
+import { seededRandom } from "../src/utils/seeded-random.js";
 
 const { values } = parseArgs({
   options: { vectors: { type: "string", default: "100000" }, queries: { type: "string", default: "1000" }, dim: { type: "string", default: "384" }, ef: { type: "string", default: "64,128" } },
@@ -18,14 +19,7 @@ const DIM = Number(values.dim);
 const EFS = values.ef.split(",").map(Number);
 const CLUSTERS = 100;
 
-let state = 42;
-function random(): number {
-  state = (state + 0x6d2b79f5) >>> 0;
-  let t = state;
-  t = Math.imul(t ^ (t >>> 15), t | 1);
-  t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-  return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-}
+const random = seededRandom(42);
 function gaussian(): number {
   return Math.sqrt(-2 * Math.log(random() + 1e-12)) * Math.cos(2 * Math.PI * random());
 }

@@ -5,23 +5,12 @@ import Database from "better-sqlite3";
 import { describe, expect, it } from "vitest";
 import type { DuckEvent } from "../src/contracts/index.js";
 import { replayTask } from "../src/replay/replay-task.js";
+import { seededRandom } from "../src/utils/seeded-random.js";
 import { checkDatabase } from "./helpers/database-checks.js";
 import { makeTempDir, testConfig } from "./helpers/test-runtime.js";
 
 const tsxLoader = import.meta.resolve("tsx");
 const RUNS = Number(process.env.DUCKLM_CRASH_RUNS ?? 50);
-
-/** mulberry32: the same kill moments on every run of the suite. */
-function seeded(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 interface ChildRun {
   acks: Array<[string, number]>;
@@ -58,7 +47,8 @@ function runChild(args: string[], killAfterMs: number | null): Promise<ChildRun>
 
 describe("crash harness: SIGKILL at random moments", () => {
   it(`keeps every acknowledged event, gap-free logs, consistent state, and never repeats an effect unasked (${RUNS} seeded runs)`, async () => {
-    const random = seeded(7_2026);
+    // The same kill moments on every run of the suite.
+    const random = seededRandom(7_2026);
     const home = makeTempDir("ducklm-crash-home-");
     const workspace = makeTempDir("ducklm-crash-ws-");
     const markers = makeTempDir("ducklm-crash-markers-");

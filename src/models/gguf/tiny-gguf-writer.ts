@@ -1,5 +1,6 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
+import { seededRandom } from "../../utils/seeded-random.js";
 
 // GGUF v3 metadata value types.
 const GGUF_UINT32 = 4;
@@ -149,17 +150,6 @@ export function byteToUnicode(): string[] {
     map[b] = printable.includes(b) ? String.fromCharCode(b) : String.fromCharCode(256 + extra++);
   }
   return map;
-}
-
-function seededRandom(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 export interface TinyModelOptions {

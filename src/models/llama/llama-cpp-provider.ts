@@ -102,42 +102,13 @@ export class LlamaCppProvider implements ModelProvider, EmbeddingProvider {
   }
 
   async generateText(request: TextRequest): Promise<string> {
-    const sampling = this.samplingFor(request.role);
-    return this.withSequence(request.role, request.signal, async (sequence, signal) => {
-      const session = new LlamaChatSession({ contextSequence: sequence, systemPrompt: request.system });
-      try {
-        return await session.prompt(request.prompt, {
-          maxTokens: request.maxTokens ?? sampling.max_tokens,
-          temperature: request.temperature ?? sampling.temperature,
-          ...(this.options.seed !== undefined ? { seed: this.options.seed } : {}),
-          signal,
-          ...(request.onDelta ? { onTextChunk: request.onDelta } : {}),
-        });
-      } finally {
-        session.dispose({ disposeSequence: false });
-      }
-    });
+    return this.prompt(request, undefined);
   }
 
   async generateJson<T>(request: JsonRequest<T>): Promise<JsonResult<T>> {
-    const sampling = this.samplingFor(request.role);
     const grammar = await this.grammarFor(request.role, request.schema);
-    const maxTokens = request.maxTokens ?? sampling.max_tokens;
-    const raw = await this.withSequence(request.role, request.signal, async (sequence, signal) => {
-      const session = new LlamaChatSession({ contextSequence: sequence, systemPrompt: request.system });
-      try {
-        return await session.prompt(request.prompt, {
-          grammar,
-          maxTokens,
-          temperature: request.temperature ?? sampling.temperature,
-          ...(this.options.seed !== undefined ? { seed: this.options.seed } : {}),
-          signal,
-          ...(request.onDelta ? { onTextChunk: request.onDelta } : {}),
-        });
-      } finally {
-        session.dispose({ disposeSequence: false });
-      }
-    });
+    const maxTokens = request.maxTokens ?? this.samplingFor(request.role).max_tokens;
+    const raw = await this.prompt({ ...request, maxTokens }, grammar);
     let parsed: unknown;
     try {
       parsed = JSON.parse(raw);
@@ -154,6 +125,26 @@ export class LlamaCppProvider implements ModelProvider, EmbeddingProvider {
       });
     }
     return { value: checked.data, raw };
+  }
+
+  /** One chat turn on a context sequence of its own, optionally under a grammar. */
+  private prompt(request: TextRequest, grammar: LlamaGrammar | undefined): Promise<string> {
+    const sampling = this.samplingFor(request.role);
+    return this.withSequence(request.role, request.signal, async (sequence, signal) => {
+      const session = new LlamaChatSession({ contextSequence: sequence, systemPrompt: request.system });
+      try {
+        return await session.prompt(request.prompt, {
+          ...(grammar ? { grammar } : {}),
+          maxTokens: request.maxTokens ?? sampling.max_tokens,
+          temperature: request.temperature ?? sampling.temperature,
+          ...(this.options.seed !== undefined ? { seed: this.options.seed } : {}),
+          signal,
+          ...(request.onDelta ? { onTextChunk: request.onDelta } : {}),
+        });
+      } finally {
+        session.dispose({ disposeSequence: false });
+      }
+    });
   }
 
   /** Embeds texts with the embeddings role's model, checking the dimension models.json declares. */
