@@ -1,6 +1,7 @@
 import type { Statement } from "better-sqlite3";
 import type { DuckEvent, EventTypeName } from "../contracts/index.js";
 import type { SqliteDatabase } from "../storage/open-database.js";
+import { payloadJsonOf } from "./event-json.js";
 
 interface EventRow {
   task_id: string;
@@ -33,7 +34,7 @@ export class EventStore {
   }
 
   insert(event: DuckEvent): void {
-    this.insertStatement.run(event.task_id, event.seq, event.type, event.time, JSON.stringify(event.payload));
+    this.insertStatement.run(event.task_id, event.seq, event.type, event.time, payloadJsonOf(event));
   }
 
   /** Stored events of one task with `seq >= fromSeq`, in order. */

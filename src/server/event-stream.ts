@@ -1,6 +1,7 @@
 import type { WebSocket } from "ws";
 import type { DuckEvent } from "../contracts/index.js";
 import type { EventBus } from "../events/event-bus.js";
+import { eventJsonOf } from "../events/event-json.js";
 
 export interface StreamOptions {
   /** A client whose unsent data passes this many bytes is disconnected. Defaults to 4 MiB. */
@@ -9,13 +10,14 @@ export interface StreamOptions {
   heartbeatMs?: number;
 }
 
-// One serialisation per event, however many clients receive it.
+// One serialisation per event, however many clients receive it (and the payload's text is the one
+// the event store already made).
 const serialised = new WeakMap<DuckEvent, string>();
 
 export function serialise(event: DuckEvent): string {
   let text = serialised.get(event);
   if (text === undefined) {
-    text = JSON.stringify({ type: "event", event });
+    text = `{"type":"event","event":${eventJsonOf(event)}}`;
     serialised.set(event, text);
   }
   return text;

@@ -1,0 +1,19 @@
+import type { DuckEvent } from "../contracts/index.js";
+
+// An event's payload is stored as JSON and streamed as JSON: it is stringified once and the text
+// shared, keyed by the (immutable) event object.
+const payloadJson = new WeakMap<DuckEvent, string>();
+
+export function payloadJsonOf(event: DuckEvent): string {
+  let text = payloadJson.get(event);
+  if (text === undefined) {
+    text = JSON.stringify(event.payload);
+    payloadJson.set(event, text);
+  }
+  return text;
+}
+
+/** The event as JSON text, reusing the payload's text. */
+export function eventJsonOf(event: DuckEvent): string {
+  return `{"task_id":${JSON.stringify(event.task_id)},"seq":${event.seq},"type":${JSON.stringify(event.type)},"time":${JSON.stringify(event.time)},"payload":${payloadJsonOf(event)}}`;
+}
