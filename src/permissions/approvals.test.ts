@@ -1,17 +1,9 @@
 import { mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { createTestRuntime, type TestRuntime } from "../../test/helpers/test-runtime.js";
+import { type TestRuntime, useTestRuntimes } from "../../test/helpers/test-runtime.js";
 
-const runtimes: TestRuntime[] = [];
-afterEach(async () => {
-  await Promise.all(runtimes.splice(0).map((runtime) => runtime.dispose()));
-});
-function setup(): TestRuntime {
-  const runtime = createTestRuntime();
-  runtimes.push(runtime);
-  return runtime;
-}
+const setup = useTestRuntimes(afterEach);
 const types = (runtime: TestRuntime, taskId: string) => runtime.store.listEvents(taskId).map((event) => event.type);
 
 describe("remembered approvals", () => {

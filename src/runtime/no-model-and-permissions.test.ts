@@ -1,18 +1,9 @@
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { createTestRuntime, makeTempDir, type TestRuntime } from "../../test/helpers/test-runtime.js";
+import { createTestRuntime, makeTempDir, useTestRuntimes } from "../../test/helpers/test-runtime.js";
 
-const runtimes: TestRuntime[] = [];
-afterEach(async () => {
-  await Promise.all(runtimes.splice(0).map((runtime) => runtime.dispose()));
-});
-
-function setup(options: Parameters<typeof createTestRuntime>[0] = {}): TestRuntime {
-  const runtime = createTestRuntime(options);
-  runtimes.push(runtime);
-  return runtime;
-}
+const setup = useTestRuntimes(afterEach);
 
 describe("without any model (IntentParser mode)", () => {
   it("reads a file the user names", async () => {

@@ -27,7 +27,7 @@ import { estimateTokens } from "../models/model-provider.js";
 import type { ApprovalStore } from "../permissions/approval-store.js";
 import { SecretVault } from "../permissions/secret-vault.js";
 import type { CommandClassifier } from "../permissions/command-classifier.js";
-import type { TaskProjection } from "../state/task-projection.js";
+import type { StepProjection, TaskProjection } from "../state/task-projection.js";
 import type { TaskStore } from "../state/task-store.js";
 import type { ShellSandbox } from "../tools/shell-sandbox.js";
 import type { ToolRegistry } from "../tools/tool-registry.js";
@@ -185,15 +185,9 @@ export class RuntimeLoop {
   resolvePermission(taskId: string, requestId: string, answer: PermissionAnswer, by = "user", options: { expiresAt?: Date } = {}): TaskHandle {
     const { store } = this.deps;
     const projection = store.projection(taskId);
-    const step = Object.values(projection.steps).find((candidate) => candidate.permission_request?.request_id === requestId);
-    if (!step) {
-      const answered = store.listEvents(taskId).some((event) => event.type === "permission-resolved" && event.payload.request_id === requestId);
-      if (answered) return { taskId, done: this.active.get(taskId)?.done ?? Promise.resolve(outcomeOf(projection)) };
-      throw new DuckError(ErrorCode.PermissionRequestUnknown, `task ${taskId} has no open permission request ${requestId}`, {
-        details: { task_id: taskId, request_id: requestId },
-      });
-    }
-    const request = step.permission_request!;
+    const open = this.openRequest(taskId, requestId, "permission");
+    if ("answered" in open) return open.answered;
+    const request = open.step.permission_request!;
     const command = request.call.tool === "shell_exec" && typeof request.call.arguments.command === "string" ? request.call.arguments.command : null;
     const remember = answer === "allow_always" && request.category !== "no_always" && request.category !== "hard_stop" && command !== null;
     const decision = answer === "allow_always" && !remember ? "allow" : answer;
@@ -213,21 +207,33 @@ export class RuntimeLoop {
    */
   provideSecret(taskId: string, requestId: string, secret: string, by = "user"): TaskHandle {
     const { store } = this.deps;
-    const projection = store.projection(taskId);
-    const step = Object.values(projection.steps).find((candidate) => candidate.secret_request?.request_id === requestId);
-    if (!step) {
-      const answered = store.listEvents(taskId).some((event) => event.type === "secret-provided" && event.payload.request_id === requestId);
-      if (answered) return { taskId, done: this.active.get(taskId)?.done ?? Promise.resolve(outcomeOf(projection)) };
-      throw new DuckError(ErrorCode.PermissionRequestUnknown, `task ${taskId} has no open secret request ${requestId}`, {
-        details: { task_id: taskId, request_id: requestId },
-      });
-    }
+    const open = this.openRequest(taskId, requestId, "secret");
+    if ("answered" in open) return open.answered;
+    const step = open.step;
     if (typeof secret !== "string" || secret.length === 0 || secret.length > 4096) {
       throw new DuckError(ErrorCode.InvalidInput, "the secret must be 1 to 4096 characters");
     }
     this.secrets.set(taskId, step.step.id, secret);
     store.append(taskId, "secret-provided", { request_id: requestId, step_id: step.step.id, by }, { durable: true });
     return { taskId, done: this.drive(taskId) };
+  }
+
+  /**
+   * The step whose open request (permission or secret) has this id. A request answered before gives
+   * the task's current handle, so a repeated answer is harmless; anything else is refused.
+   */
+  private openRequest(taskId: string, requestId: string, kind: "permission" | "secret"): { step: StepProjection } | { answered: TaskHandle } {
+    const { store } = this.deps;
+    const projection = store.projection(taskId);
+    const step = Object.values(projection.steps).find((candidate) => (kind === "permission" ? candidate.permission_request : candidate.secret_request)?.request_id === requestId);
+    if (step) return { step };
+    const answerType = kind === "permission" ? "permission-resolved" : "secret-provided";
+    if (store.listEvents(taskId).some((event) => event.type === answerType && event.payload.request_id === requestId)) {
+      return { answered: { taskId, done: this.active.get(taskId)?.done ?? Promise.resolve(outcomeOf(projection)) } };
+    }
+    throw new DuckError(ErrorCode.PermissionRequestUnknown, `task ${taskId} has no open ${kind} request ${requestId}`, {
+      details: { task_id: taskId, request_id: requestId },
+    });
   }
 
   /** Stores a person's judgement of an answer or a step, for later calibration of the critic. */

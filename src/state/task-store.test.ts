@@ -2,19 +2,11 @@ import Database from "better-sqlite3";
 import { join } from "node:path";
 import { z } from "zod";
 import { afterEach, describe, expect, it } from "vitest";
-import { createTestRuntime, type TestRuntime } from "../../test/helpers/test-runtime.js";
+import { type TestRuntime, useTestRuntimes } from "../../test/helpers/test-runtime.js";
 import { defineTool } from "../tools/tool-definition.js";
 import { projectEvents } from "./task-projection.js";
 
-const runtimes: TestRuntime[] = [];
-afterEach(async () => {
-  await Promise.all(runtimes.splice(0).map((runtime) => runtime.dispose()));
-});
-function setup(options: Parameters<typeof createTestRuntime>[0] = {}): TestRuntime {
-  const runtime = createTestRuntime(options);
-  runtimes.push(runtime);
-  return runtime;
-}
+const setup = useTestRuntimes(afterEach);
 function countOnDisk(runtime: TestRuntime, taskId: string): number {
   const reader = new Database(join(runtime.home, "ducklm.sqlite3"), { readonly: true });
   try {

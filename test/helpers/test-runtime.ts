@@ -67,3 +67,18 @@ export function createTestRuntime(options: TestRuntimeOptions = {}): TestRuntime
     },
   };
 }
+
+/**
+ * A `setup` for a test file: each runtime it creates is disposed after the test. Call at module level.
+ */
+export function useTestRuntimes(afterEach: (fn: () => Promise<void>) => void): (options?: TestRuntimeOptions) => TestRuntime {
+  const runtimes: TestRuntime[] = [];
+  afterEach(async () => {
+    await Promise.all(runtimes.splice(0).map((runtime) => runtime.dispose()));
+  });
+  return (options = {}) => {
+    const runtime = createTestRuntime(options);
+    runtimes.push(runtime);
+    return runtime;
+  };
+}
