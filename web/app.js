@@ -1,4 +1,6 @@
 // DuckLM web chat. Everything shown from model or tool output goes through textContent: never HTML.
+import { partialAnswer } from "./answer-stream.js";
+
 const $ = (id) => document.getElementById(id);
 const messages = $("messages");
 const eventLog = $("event-log");
@@ -85,7 +87,7 @@ function taskView(taskId, text) {
   const answer = el("div", "answer");
   assistant.append(thinking, tools, answer);
   messages.append(user, assistant);
-  return { taskId, user, assistant, thinking, tools, answer, toolBlocks: new Map(), calls: new Map(), lastOutput: null };
+  return { taskId, user, assistant, thinking, tools, answer, toolBlocks: new Map(), calls: new Map(), lastOutput: null, directive: "" };
 }
 
 function addFeedback(view) {
@@ -133,10 +135,21 @@ function handleEvent(event) {
       view.user.textContent = p.text;
       break;
     case "model-output-started":
+      if (p.purpose === "directive") view.directive = "";
       // The thinker's and the coder's prose stream into view; JSON for the runtime does not.
-      if ((p.role === "thinker" || p.role === "coder") && view.thinking.textContent) view.thinking.append("\n");
+      else if ((p.role === "thinker" || p.role === "coder") && view.thinking.textContent) view.thinking.append("\n");
       break;
     case "model-output-delta":
+      if (p.purpose === "directive") {
+        // A directive that answers streams its answer as the model writes it.
+        view.directive += p.text;
+        const answer = partialAnswer(view.directive);
+        if (answer !== null) {
+          view.answer.textContent = answer;
+          view.answer.classList.add("streaming");
+        }
+        break;
+      }
       if (p.role !== "thinker" && p.role !== "coder") break;
       view.thinking.append(p.text);
       view.thinking.scrollTop = view.thinking.scrollHeight;
@@ -171,15 +184,20 @@ function handleEvent(event) {
       break;
     case "task-completed":
       // A one-tool task's answer is that tool's output, already shown above.
+      view.answer.classList.remove("streaming");
       if (p.answer !== view.lastOutput) view.answer.textContent = p.answer;
       addFeedback(view);
       refreshTasks();
       break;
     case "task-failed":
+      // A half-written answer whose directive then failed is not an answer.
+      if (view.answer.classList.contains("streaming")) view.answer.textContent = "";
+      view.answer.classList.remove("streaming");
       view.answer.append(el("span", "error", `Failed (${p.code}): ${p.message}`));
       refreshTasks();
       break;
     case "task-cancelled":
+      view.answer.classList.remove("streaming");
       view.answer.append(el("span", "error", `Cancelled: ${p.reason}`));
       refreshTasks();
       break;

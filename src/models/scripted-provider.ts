@@ -1,3 +1,4 @@
+import { setTimeout as delay } from "node:timers/promises";
 import type { ModelRole } from "../contracts/index.js";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import { estimateTokens, type JsonRequest, type JsonResult, type ModelProvider, type TextRequest } from "./model-provider.js";
@@ -24,12 +25,15 @@ export class ScriptedModelProvider implements ModelProvider {
   private readonly queues = new Map<ModelRole, ScriptedReply[]>();
   private readonly fallbacks = new Map<ModelRole, ScriptedReply>();
 
-  constructor(script: Partial<Record<ModelRole, ScriptedReply[]>> = {}, options: { chunkSize?: number } = {}) {
+  constructor(script: Partial<Record<ModelRole, ScriptedReply[]>> = {}, options: { chunkSize?: number; chunkDelayMs?: number } = {}) {
     for (const [role, replies] of Object.entries(script)) this.queues.set(role as ModelRole, [...(replies ?? [])]);
     this.chunkSize = options.chunkSize ?? 8;
+    this.chunkDelayMs = options.chunkDelayMs ?? 0;
   }
 
   private readonly chunkSize: number;
+  /** Pause between chunks, as a model generating at some speed would; 0 streams at once. */
+  chunkDelayMs: number;
 
   /** A reply used whenever the role's queue is empty. */
   always(role: ModelRole, reply: ScriptedReply): this {
@@ -51,14 +55,14 @@ export class ScriptedModelProvider implements ModelProvider {
   async generateText(request: TextRequest): Promise<string> {
     const reply = await this.next(request, "text");
     const text = typeof reply === "string" ? reply : JSON.stringify(reply);
-    this.stream(text, request.onDelta, request.signal);
+    await this.stream(text, request.onDelta, request.signal);
     return text;
   }
 
   async generateJson<T>(request: JsonRequest<T>): Promise<JsonResult<T>> {
     const reply = await this.next(request as JsonRequest<unknown>, "json");
     const raw = typeof reply === "string" ? reply : JSON.stringify(reply);
-    this.stream(raw, request.onDelta, request.signal);
+    await this.stream(raw, request.onDelta, request.signal);
     let parsed: unknown;
     try {
       parsed = JSON.parse(raw);
@@ -88,9 +92,10 @@ export class ScriptedModelProvider implements ModelProvider {
     return typeof reply === "function" ? reply(request) : reply;
   }
 
-  private stream(text: string, onDelta: ((text: string) => void) | undefined, signal: AbortSignal | undefined): void {
+  private async stream(text: string, onDelta: ((text: string) => void) | undefined, signal: AbortSignal | undefined): Promise<void> {
     if (!onDelta) return;
     for (let i = 0; i < text.length; i += this.chunkSize) {
+      if (i > 0 && this.chunkDelayMs > 0) await delay(this.chunkDelayMs, undefined, signal ? { signal } : {});
       signal?.throwIfAborted();
       onDelta(text.slice(i, i + this.chunkSize));
     }

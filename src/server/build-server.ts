@@ -53,7 +53,8 @@ const STATUS_BY_CODE: Partial<Record<string, number>> = {
   [ErrorCode.HardStop]: 403,
 };
 
-const PUBLIC_PATHS = new Set(["/", "/index.html", "/app.js", "/style.css", "/favicon.svg", "/health"]);
+const WEB_ASSETS = ["app.js", "answer-stream.js", "style.css", "favicon.svg"];
+const PUBLIC_PATHS = new Set(["/", "/index.html", "/health", ...WEB_ASSETS.map((asset) => `/${asset}`)]);
 
 function badUtf8(buffer: Buffer): boolean {
   try {
@@ -127,7 +128,7 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
     reply.header("cache-control", "no-store");
     return reply.type("text/html; charset=utf-8").send(readFileSync(join(WEB_ROOT, "index.html")));
   });
-  for (const asset of ["app.js", "style.css", "favicon.svg"]) {
+  for (const asset of WEB_ASSETS) {
     app.get(`/${asset}`, { schema: { hide: true } }, async (_request, reply) => reply.sendFile(asset));
   }
 

@@ -1,3 +1,4 @@
+import type { Socket } from "node:net";
 import type { WebSocket } from "ws";
 import type { DuckEvent } from "../contracts/index.js";
 import type { EventBus } from "../events/event-bus.js";
@@ -31,13 +32,29 @@ export function serialise(event: DuckEvent): string {
 export function streamTask(socket: WebSocket, bus: EventBus, taskId: string, since: number, options: StreamOptions = {}): void {
   const cap = options.bufferCapBytes ?? 4 * 1024 * 1024;
   let alive = true;
+  const transport = (socket as unknown as { _socket?: Socket })._socket;
+  let corked = false;
   const unsubscribe = bus.subscribe(
     taskId,
     (event) => {
       if (socket.readyState !== socket.OPEN) return;
-      if (socket.bufferedAmount > cap) {
-        socket.close(4008, "too slow: the client did not read its events");
-        return;
+      // Events committed together reach the client in one write instead of one system call each:
+      // the bus delivers a commit's events synchronously, and the socket opens again once they are in.
+      // The cap is checked when a commit starts arriving, against what the client has not yet read
+      // (inside a corked commit the buffer also holds what simply has not been written yet).
+      if (!corked) {
+        if (socket.bufferedAmount > cap) {
+          socket.close(4008, "too slow: the client did not read its events");
+          return;
+        }
+        if (transport) {
+          corked = true;
+          transport.cork();
+          queueMicrotask(() => {
+            corked = false;
+            transport.uncork();
+          });
+        }
       }
       socket.send(serialise(event));
     },

@@ -19,13 +19,14 @@ declare const window: any;
 
 const SCREENSHOTS = resolve(import.meta.dirname, "../.tmp/screenshots");
 let server: TestServer;
+let models: ScriptedModelProvider;
 let browser: Browser;
 let directive: ExecutionDirective = { kind: "respond", answer: "hello" };
 let draft = "Let me think this through.";
 
 beforeAll(async () => {
   mkdirSync(SCREENSHOTS, { recursive: true });
-  const models = new ScriptedModelProvider({}, { chunkSize: 3 }).always("thinker", () => draft).always("json_compiler", (request) =>
+  models = new ScriptedModelProvider({}, { chunkSize: 3 }).always("thinker", () => draft).always("json_compiler", (request) =>
     isDirectiveRequest(request) ? directive : request.prompt.startsWith("Should long-term memory") ? { recall: false, query: "" } : { correctness: 1, usefulness: 1, safety: 1, verdict: "pass", reason: "ok" },
   );
   server = await startTestServer({ models, tools: [createEchoTool()] });
@@ -132,6 +133,31 @@ describe("the web chat in Chromium", () => {
     const seqs = await seqsInLog(page);
     expect(seqs).toEqual(seqs.map((_, index) => index + 1));
     await page.close();
+  });
+
+  it("streams a direct answer token by token while the model writes it", async () => {
+    const answer = "Ducks dabble for food in shallow water; \"quack\" is their call.\nThey also like bread, which is bad for them.";
+    directive = { kind: "respond", answer };
+    draft = "";
+    models.chunkDelayMs = 15;
+    try {
+      const page = await openChat();
+      await send(page, "tell me about ducks");
+      // Part of the answer is on screen while the task is still running (no feedback bar yet).
+      await page.waitForFunction(() => {
+        const shown = document.querySelector(".answer.streaming")?.textContent ?? "";
+        return shown.length > 10 && !document.querySelector(".feedback");
+      });
+      const partial = (await page.textContent(".answer.streaming")) ?? "";
+      expect(answer.startsWith(partial)).toBe(true);
+      expect(partial.length).toBeLessThan(answer.length);
+      await page.waitForSelector(".feedback");
+      expect(await page.textContent(".answer")).toBe(answer);
+      expect(await page.$(".answer.streaming")).toBeNull();
+      await page.close();
+    } finally {
+      models.chunkDelayMs = 0;
+    }
   });
 
   it("shows model output that contains HTML as text", async () => {
