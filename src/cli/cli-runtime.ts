@@ -1,6 +1,7 @@
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { loadConfig, resolveConfigDir, resolveHomeDir } from "../config/load-config.js";
 import { DuckError } from "../errors/duck-error.js";
+import { connectIntegrations } from "../integrations/connect-integrations.js";
 import { createModelProvider } from "../models/create-model-provider.js";
 import { createLogger } from "../runtime/logger.js";
 import { BUILTIN_TOOL_NAMES, createRuntime, pluginFolders, type Runtime } from "../runtime/create-runtime.js";
@@ -15,7 +16,10 @@ export interface GlobalOptions {
 /** Exit codes the CLI uses, documented in the README. */
 export const ExitCode = { Ok: 0, TaskFailed: 1, BadInput: 2, AwaitingPermission: 3, Cancelled: 130 } as const;
 
-/** Loads config, finds the models (if any) and opens the runtime for one command. */
+/**
+ * Loads config, finds the models (if any) and opens the runtime for one command. Commands that run
+ * tasks (`models` not false) also connect the MCP servers and web tools of integrations.json.
+ */
 export async function openRuntime(options: GlobalOptions, settings: { models?: boolean } = {}): Promise<Runtime> {
   const home = resolveHomeDir(options.home);
   const config = loadConfig(resolveConfigDir(options.config));
@@ -26,7 +30,18 @@ export async function openRuntime(options: GlobalOptions, settings: { models?: b
       : await createModelProvider({ config: config.models, home, logger, callTimeoutMs: config.runtime.timeouts.model_call_ms });
   const plugins = await loadPlugins(pluginFolders(config.dir, home), logger, BUILTIN_TOOL_NAMES);
   for (const failure of plugins.failures) console.error(`warning: plugin ${failure.file} skipped: ${failure.reason}`);
-  const runtime = createRuntime({ home, config, logger, models, tools: plugins.tools, ...(options.workspace ? { workspace: options.workspace } : {}) });
+  const workspace = resolve(options.workspace ?? config.runtime.workspace);
+  const integrations = settings.models === false ? null : await connectIntegrations(config.integrations, { workspace, logger });
+  for (const failure of integrations?.failures ?? []) console.error(`warning: ${failure.what} left out: ${failure.reason}`);
+  const runtime = createRuntime({
+    home,
+    config,
+    logger,
+    models,
+    tools: [...plugins.tools, ...(integrations?.tools ?? [])],
+    workspace,
+    ...(integrations ? { onClose: [integrations.close] } : {}),
+  });
   try {
     await runtime.ready();
   } catch (error) {

@@ -142,6 +142,76 @@ export const PermissionsConfigSchema = z.strictObject({
 });
 export type PermissionsConfig = z.infer<typeof PermissionsConfigSchema>;
 
+const Category = z.enum(["read_only", "normal", "unknown", "no_always", "hard_stop"]);
+
+export const McpServerConfigSchema = z
+  .strictObject({
+    /** A stdio server: the program to start (its environment holds only PATH, HOME and the like, plus `env`). */
+    command: z.string().min(1).optional(),
+    args: z.array(z.string()).default([]),
+    /** Variables for a stdio server; `${NAME}` takes NAME from DuckLM's environment, so keys stay out of files. */
+    env: z.record(z.string(), z.string()).default({}),
+    /** Working directory of a stdio server. Defaults to the workspace. */
+    cwd: z.string().optional(),
+    /** A streamable HTTP server: its endpoint URL. */
+    url: z.url({ protocol: /^https?$/ }).optional(),
+    /** Headers for an HTTP server, with the same `${NAME}` substitution. */
+    headers: z.record(z.string(), z.string()).default({}),
+    /** How calls to this server's tools are treated by the PermissionService. Defaults to `unknown` (asked). */
+    permission: Category.default("unknown"),
+    /** Per-tool categories, by the server's tool name, overriding `permission`. */
+    tools: z.record(z.string(), Category).default({}),
+    /** Tools of this server to leave out (by the server's tool name). */
+    exclude: z.array(z.string()).default([]),
+    enabled: z.boolean().default(true),
+    /** One tool call. Defaults to the step time limit. */
+    call_timeout_ms: PositiveMs.optional(),
+  })
+  .refine((server) => (server.command === undefined) !== (server.url === undefined), { message: "give either command (stdio) or url (streamable HTTP), not both" });
+export type McpServerConfig = z.infer<typeof McpServerConfigSchema>;
+
+export const IntegrationsConfigSchema = z.strictObject({
+  mcp: z.strictObject({
+    /** Servers by name; a server's tools are registered as `mcp__<name>__<tool>`. */
+    servers: z.record(z.string().regex(/^[A-Za-z0-9_-]{1,32}$/, "server names are 1-32 letters, digits, _ or -"), McpServerConfigSchema).default({}),
+    /** How long connecting to one server may take at start-up. Defaults to 15 s. */
+    connect_timeout_ms: PositiveMs.default(15_000),
+  }).prefault({}),
+  web: z.strictObject({
+    fetch: z.strictObject({
+      enabled: z.boolean().default(true),
+      /** Most bytes read from a response. Defaults to 2 MB. */
+      max_bytes: z.number().int().positive().default(2_000_000),
+      /** Most characters of text returned. Defaults to 40000. */
+      max_chars: z.number().int().positive().default(40_000),
+      timeout_ms: PositiveMs.default(15_000),
+      max_redirects: z.number().int().nonnegative().max(20).default(5),
+      /** Loopback, private, link-local and other non-public addresses are refused unless this is true. */
+      allow_private_network: z.boolean().default(false),
+      user_agent: z.string().default("DuckLM/0.1 (+local agent)"),
+      /** How the PermissionService treats fetches; `unknown` asks before each new tool approval. Defaults to `read_only` (runs). */
+      permission: Category.default("read_only"),
+    }).prefault({}),
+    search: z.strictObject({
+      /** `searxng`: a SearXNG instance at `url` (its JSON format must be enabled); `none`: no web_search tool. */
+      provider: z.enum(["none", "searxng"]).default("none"),
+      /** The instance; it is the user's own choice, so one on this machine or the LAN is allowed. */
+      url: z.url({ protocol: /^https?$/ }).optional(),
+      max_results: z.number().int().positive().max(50).default(5),
+      timeout_ms: PositiveMs.default(15_000),
+    }).prefault({}),
+  }).prefault({}),
+  telegram: z.strictObject({
+    /** Environment variable holding the bot token (never written to a file by DuckLM). */
+    token_env: z.string().default("DUCKLM_TELEGRAM_TOKEN"),
+    /** Telegram user ids allowed to use the bot; everyone else is refused. */
+    allowed_user_ids: z.array(z.number().int()).default([]),
+    /** Bot API root, for a self-hosted Bot API server. Defaults to Telegram's. */
+    api_root: z.url().optional(),
+  }).prefault({}),
+});
+export type IntegrationsConfig = z.infer<typeof IntegrationsConfigSchema>;
+
 export const PROMPT_NAMES = ["thinker", "json_compiler", "coder", "critic", "sys_util", "orchestrator", "planning", "system"] as const;
 export type PromptName = (typeof PROMPT_NAMES)[number];
 export type Prompts = Record<PromptName, string>;
@@ -151,5 +221,6 @@ export interface DuckConfig {
   models: ModelsConfig;
   runtime: RuntimeConfig;
   permissions: PermissionsConfig;
+  integrations: IntegrationsConfig;
   prompts: Prompts;
 }

@@ -4,6 +4,7 @@ import { fileURLToPath } from "node:url";
 import type { z } from "zod";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import {
+  IntegrationsConfigSchema,
   ModelsConfigSchema,
   PermissionsConfigSchema,
   PROMPT_NAMES,
@@ -82,6 +83,7 @@ export function loadConfig(dir: string): DuckConfig {
     models: readJsonFile(join(dir, "models.json"), ModelsConfigSchema),
     runtime: readJsonFile(join(dir, "runtime.json"), RuntimeConfigSchema),
     permissions: readJsonFile(join(dir, "permissions.json"), PermissionsConfigSchema),
+    integrations: readJsonFile(join(dir, "integrations.json"), IntegrationsConfigSchema),
     prompts: readPrompts(dir),
   };
 }

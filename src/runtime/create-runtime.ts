@@ -56,6 +56,8 @@ export interface CreateRuntimeOptions {
   clock?: Clock;
   /** How shell commands are started. Defaults to what runtime.json's `sandbox` chooses. */
   sandbox?: ShellSandbox;
+  /** Released when the runtime closes, after the loop stops (MCP connections). */
+  onClose?: Array<() => Promise<void>>;
 }
 
 export interface Runtime {
@@ -173,6 +175,7 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
       if (closed) return;
       closed = true;
       await loop.close();
+      for (const release of options.onClose ?? []) await release().catch((error: unknown) => logger.warn({ err: error }, "could not release an integration"));
       memory.close();
       await models?.dispose();
       database.close();

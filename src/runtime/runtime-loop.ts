@@ -25,6 +25,7 @@ import type { MemoryService, PreparedMemoryWrite } from "../memory/memory-servic
 import type { ModelProvider } from "../models/model-provider.js";
 import { estimateTokens } from "../models/model-provider.js";
 import type { ApprovalStore } from "../permissions/approval-store.js";
+import { approvalSubjectOf } from "../permissions/permission-policy.js";
 import { SecretVault } from "../permissions/secret-vault.js";
 import type { CommandClassifier } from "../permissions/command-classifier.js";
 import type { StepProjection, TaskProjection } from "../state/task-projection.js";
@@ -188,13 +189,16 @@ export class RuntimeLoop {
     const open = this.openRequest(taskId, requestId, "permission");
     if ("answered" in open) return open.answered;
     const request = open.step.permission_request!;
-    const command = request.call.tool === "shell_exec" && typeof request.call.arguments.command === "string" ? request.call.arguments.command : null;
-    const remember = answer === "allow_always" && request.category !== "no_always" && request.category !== "hard_stop" && command !== null;
+    const subject = approvalSubjectOf(request.call);
+    // A tool without a permission category of its own was asked about for another reason (an
+    // interrupted run): that answer is not an approval of the tool.
+    const rememberable = !subject.startsWith("tool:") || this.deps.tools.get(request.call.tool)?.permission !== undefined;
+    const remember = answer === "allow_always" && rememberable && request.category !== "no_always" && request.category !== "hard_stop";
     const decision = answer === "allow_always" && !remember ? "allow" : answer;
     store.transaction(() => {
       store.append(taskId, "permission-resolved", { request_id: requestId, step_id: request.step_id, decision, by });
       if (remember) {
-        const approval = this.deps.approvals.grant({ command: command!, cwd: projection.workspace, category: request.category, grantedByTask: taskId, expiresAt: options.expiresAt ?? null });
+        const approval = this.deps.approvals.grant({ command: subject, cwd: projection.workspace, category: request.category, grantedByTask: taskId, expiresAt: options.expiresAt ?? null });
         store.append(taskId, "approval-granted", { approval_id: approval.id, command: approval.command, cwd: approval.cwd, category: request.category, expires_at: approval.expires_at });
       }
     });

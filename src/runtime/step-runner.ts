@@ -11,7 +11,7 @@ import type { ApprovalStore } from "../permissions/approval-store.js";
 import { openAskpassSession } from "../permissions/askpass-broker.js";
 import type { SecretVault } from "../permissions/secret-vault.js";
 import type { CommandClassifier } from "../permissions/command-classifier.js";
-import { decidePermission } from "../permissions/permission-policy.js";
+import { approvalSubjectOf, decidePermission } from "../permissions/permission-policy.js";
 import type { TaskStore } from "../state/task-store.js";
 import type { StepProjection } from "../state/task-projection.js";
 import type { ShellSandbox } from "../tools/shell-sandbox.js";
@@ -102,17 +102,19 @@ export class StepRunner {
         this.requestPermission(taskId, plan.id, call, "unknown", "its earlier run was interrupted and its outcome is unknown; run it again?", []);
         return "waiting";
       }
-      const approval = command !== null ? this.deps.approvals.findActive(command, projection.workspace) : null;
+      const subject = approvalSubjectOf(call);
+      const approval = this.deps.approvals.findActive(subject, projection.workspace);
       const decision = decidePermission({
         call,
         effect,
         classification,
+        ...(tool?.permission ? { toolCategory: tool.permission } : {}),
         approval,
         unknownDecision: this.deps.config.permissions.unknown,
         preApproved: projection.auto_approve,
       });
-      if (decision.approval_id && command !== null) {
-        store.append(taskId, "approval-used", { approval_id: decision.approval_id, step_id: plan.id, command });
+      if (decision.approval_id) {
+        store.append(taskId, "approval-used", { approval_id: decision.approval_id, step_id: plan.id, command: subject });
       }
       if (decision.decision === "deny") {
         const code = decision.category === "hard_stop" ? ErrorCode.HardStop : ErrorCode.PermissionDenied;

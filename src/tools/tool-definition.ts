@@ -1,5 +1,5 @@
 import type { z } from "zod";
-import type { ToolEffect } from "../contracts/index.js";
+import type { CommandCategory, ToolEffect } from "../contracts/index.js";
 import type { ShellSandbox } from "./shell-sandbox.js";
 
 export interface ToolContext {
@@ -43,8 +43,15 @@ export interface ToolDefinition<Input = unknown> {
   name: string;
   description: string;
   inputSchema: z.ZodType<Input>;
+  /** The input schema shown to models when it comes as JSON schema already (MCP tools). */
+  jsonSchema?: unknown;
   /** read-only tools may be re-run after a crash; side-effecting ones never silently. */
   effect: ToolEffect;
+  /**
+   * How the PermissionService treats calls (for tools that are not shell_exec): "unknown" asks unless
+   * an approval is remembered, "no_always" always asks, "hard_stop" refuses. Unset: workspace tools run.
+   */
+  permission?: CommandCategory;
   execute(input: Input, context: ToolContext): Promise<ToolOutput>;
 }
 

@@ -59,7 +59,7 @@ export class ToolRegistry {
       name: tool.name,
       description: tool.description,
       effect: tool.effect,
-      input_schema: z.toJSONSchema(tool.inputSchema, { io: "input", unrepresentable: "any" }),
+      input_schema: tool.jsonSchema ?? z.toJSONSchema(tool.inputSchema, { io: "input", unrepresentable: "any" }),
     }));
   }
 

@@ -1,0 +1,176 @@
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { getDefaultEnvironment, StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
+import type { Logger } from "pino";
+import { z } from "zod";
+import type { IntegrationsConfig, McpServerConfig } from "../config/config-schemas.js";
+import { DuckError, ErrorCode } from "../errors/duck-error.js";
+import type { AnyToolDefinition, ToolOutput } from "../tools/tool-definition.js";
+
+/** The name an MCP tool is registered under: unique across servers and apart from the built-ins. */
+export function mcpToolName(server: string, tool: string): string {
+  return `mcp__${server}__${tool.replace(/[^A-Za-z0-9_-]/g, "_")}`;
+}
+
+/** Replaces `${NAME}` with NAME from the environment; a missing variable is a configuration error. */
+export function expandEnv(value: string, env: NodeJS.ProcessEnv, where: string): string {
+  return value.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g, (_match, name: string) => {
+    const found = env[name];
+    if (found === undefined) throw new DuckError(ErrorCode.ConfigInvalid, `${where} uses \${${name}}, but ${name} is not set in the environment`);
+    return found;
+  });
+}
+
+function expandAll(values: Record<string, string>, env: NodeJS.ProcessEnv, where: string): Record<string, string> {
+  return Object.fromEntries(Object.entries(values).map(([key, value]) => [key, expandEnv(value, env, `${where}.${key}`)]));
+}
+
+interface McpContent {
+  type: string;
+  text?: string;
+  mimeType?: string;
+  data?: string;
+  uri?: string;
+  name?: string;
+  resource?: { uri: string; text?: string; mimeType?: string };
+}
+
+/** An MCP tool result as text for people and models; images and binary resources are described, not inlined. */
+export function mcpResultText(content: readonly McpContent[], structured: unknown): string {
+  const parts = content.map((item) => {
+    switch (item.type) {
+      case "text":
+        return item.text ?? "";
+      case "image":
+      case "audio":
+        return `[${item.type} ${item.mimeType ?? ""}, ${Math.floor(((item.data ?? "").length * 3) / 4)} bytes]`;
+      case "resource":
+        return item.resource?.text ?? `[resource ${item.resource?.uri ?? ""}]`;
+      case "resource_link":
+        return `[link ${item.name ?? ""} ${item.uri ?? ""}]`;
+      default:
+        return `[${item.type}]`;
+    }
+  });
+  if (parts.length === 0 && structured !== undefined) parts.push(JSON.stringify(structured, null, 2));
+  return parts.join("\n");
+}
+
+export interface McpConnection {
+  server: string;
+  client: Client;
+  tools: AnyToolDefinition[];
+}
+
+export interface McpConnectResult {
+  tools: AnyToolDefinition[];
+  connections: McpConnection[];
+  /** Servers that could not be reached or listed, with the reason; their tools are absent. */
+  failures: Array<{ server: string; reason: string }>;
+  close(): Promise<void>;
+}
+
+function transportFor(name: string, server: McpServerConfig, workspace: string, env: NodeJS.ProcessEnv): Transport {
+  if (server.command !== undefined) {
+    return new StdioClientTransport({
+      command: server.command,
+      args: server.args,
+      // Only what a program needs to start, plus what the user configured: DuckLM's own environment
+      // (keys for other services) is not handed to every server.
+      env: { ...getDefaultEnvironment(), ...expandAll(server.env, env, `mcp.servers.${name}.env`) },
+      cwd: server.cwd ?? workspace,
+      stderr: "pipe",
+    });
+  }
+  return new StreamableHTTPClientTransport(new URL(server.url!), {
+    requestInit: { headers: expandAll(server.headers, env, `mcp.servers.${name}.headers`) },
+  });
+}
+
+async function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      promise,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new DuckError(ErrorCode.ToolTimeout, `${what} took longer than ${ms} ms`)), ms);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function toolsOf(name: string, server: McpServerConfig, client: Client, listed: Array<{ name: string; description?: string; inputSchema: unknown }>): AnyToolDefinition[] {
+  return listed
+    .filter((tool) => !server.exclude.includes(tool.name))
+    .map((tool) => {
+      const category = server.tools[tool.name] ?? server.permission;
+      const definition: AnyToolDefinition = {
+        name: mcpToolName(name, tool.name),
+        description: `[MCP ${name}] ${tool.description ?? tool.name}`.slice(0, 1000),
+        // The server validates its own input; the registry only insists on an object.
+        inputSchema: z.record(z.string(), z.unknown()),
+        jsonSchema: tool.inputSchema,
+        // Only a server (or tool) the user marked read-only may be re-run after a crash.
+        effect: category === "read_only" ? "read-only" : "side-effecting",
+        permission: category,
+        async execute(input: Record<string, unknown>, context): Promise<ToolOutput> {
+          const result = await client.callTool({ name: tool.name, arguments: input }, undefined, {
+            signal: context.signal,
+            timeout: server.call_timeout_ms ?? context.timeoutMs,
+          });
+          const content = (result.content ?? []) as McpContent[];
+          const output = mcpResultText(content, result.structuredContent);
+          const data = result.structuredContent !== undefined ? { structured: result.structuredContent } : undefined;
+          if (result.isError) return { ok: false, output, error: { code: ErrorCode.ToolFailed, message: `${name}/${tool.name}: ${output.slice(0, 500)}` }, ...(data ? { data } : {}) };
+          return { ok: true, output, ...(data ? { data } : {}) };
+        },
+      };
+      return definition;
+    });
+}
+
+/**
+ * Connects to every enabled MCP server in integrations.json and lists its tools. A server that fails
+ * is reported and left out; the others still work.
+ */
+export async function connectMcpServers(config: IntegrationsConfig["mcp"], options: { workspace: string; logger: Logger; env?: NodeJS.ProcessEnv }): Promise<McpConnectResult> {
+  const env = options.env ?? process.env;
+  const connections: McpConnection[] = [];
+  const failures: Array<{ server: string; reason: string }> = [];
+  const entries = Object.entries(config.servers).filter(([, server]) => server.enabled);
+  await Promise.all(
+    entries.map(async ([name, server]) => {
+      const client = new Client({ name: "ducklm", version: "0.1.0" });
+      try {
+        const transport = transportFor(name, server, options.workspace, env);
+        await withTimeout(client.connect(transport), config.connect_timeout_ms, `connecting to MCP server ${name}`);
+        const listed: Array<{ name: string; description?: string; inputSchema: unknown }> = [];
+        let cursor: string | undefined;
+        do {
+          const page = await withTimeout(client.listTools(cursor ? { cursor } : undefined), config.connect_timeout_ms, `listing the tools of MCP server ${name}`);
+          listed.push(...page.tools);
+          cursor = page.nextCursor;
+        } while (cursor);
+        connections.push({ server: name, client, tools: toolsOf(name, server, client, listed) });
+        options.logger.info({ server: name, tools: listed.length }, "MCP server connected");
+      } catch (error) {
+        await client.close().catch(() => undefined);
+        const reason = error instanceof Error ? error.message : String(error);
+        failures.push({ server: name, reason });
+        options.logger.warn({ server: name, err: error }, "MCP server unavailable; its tools are left out");
+      }
+    }),
+  );
+  connections.sort((a, b) => a.server.localeCompare(b.server));
+  return {
+    tools: connections.flatMap((connection) => connection.tools),
+    connections,
+    failures,
+    async close() {
+      await Promise.all(connections.map((connection) => connection.client.close().catch(() => undefined)));
+    },
+  };
+}
