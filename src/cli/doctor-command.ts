@@ -1,5 +1,6 @@
 import { accessSync, constants, mkdirSync } from "node:fs";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
+import { connectIntegrations } from "../integrations/connect-integrations.js";
 import { loadConfig, resolveConfigDir, resolveHomeDir } from "../config/load-config.js";
 import { modelsDirectory } from "../models/create-model-provider.js";
 import { resolveRoles } from "../models/model-roles.js";
@@ -63,6 +64,15 @@ export async function doctorCommand(globals: GlobalOptions): Promise<number> {
     const loaded = await loadPlugins(pluginFolders(config.dir, home), createLogger(), BUILTIN_TOOL_NAMES);
     if (loaded.failures.length > 0) return ["warn", loaded.failures.map((failure) => `${failure.file}: ${failure.reason}`).join("; ")];
     return ["ok", `${loaded.tools.length} plugin tool(s)`];
+  });
+  await check("integrations (MCP, web)", async () => {
+    const workspace = resolve(globals.workspace ?? config.runtime.workspace);
+    const connected = await connectIntegrations(config.integrations, { workspace, logger: createLogger() });
+    await connected.close();
+    const names = connected.tools.map((tool) => tool.name);
+    const summary = `${names.length} tool(s)${names.length > 0 ? `: ${names.slice(0, 8).join(", ")}${names.length > 8 ? ", …" : ""}` : ""}`;
+    if (connected.failures.length > 0) return ["warn", `${summary}; ${connected.failures.map((failure) => `${failure.what}: ${failure.reason}`).join("; ")}`];
+    return ["ok", summary];
   });
   for (const [level, name, detail] of lines) console.log(`${level === "ok" ? "ok  " : level === "warn" ? "warn" : "FAIL"}  ${name.padEnd(38)} ${detail}`);
   return lines.some(([level]) => level === "fail") ? 1 : 0;
