@@ -4,9 +4,25 @@ const PositiveMs = z.number().int().positive();
 
 export const ModelRoleNames = ["thinker", "json_compiler", "critic", "coder", "sys_util", "orchestrator", "embeddings"] as const;
 
-export const ModelRoleConfigSchema = z.strictObject({
+export const ModelServerConfigSchema = z.strictObject({
+  /** The server's OpenAI-compatible API root, e.g. http://127.0.0.1:8080/v1 (llama.cpp), http://127.0.0.1:11434/v1 (Ollama). */
+  base_url: z.url({ protocol: /^https?$/ }),
+  /** The model name the server knows. */
+  model: z.string().min(1),
+  /** Environment variable holding the API key, sent as a Bearer token; none: no key. */
+  api_key_env: z.string().optional(),
+  /** How JSON is asked for: `json_schema` (response_format with the schema; llama.cpp, vLLM, Ollama, LM Studio, OpenAI), `json_object`, or `prompt` (schema in the prompt only). Defaults to `json_schema`. */
+  structured_output: z.enum(["json_schema", "json_object", "prompt"]).default("json_schema"),
+  /** Extra headers (proxies, organisation ids); `${NAME}` takes NAME from the environment. */
+  headers: z.record(z.string(), z.string()).default({}),
+});
+export type ModelServerConfig = z.infer<typeof ModelServerConfigSchema>;
+
+const ModelRoleFields = z.strictObject({
   /** GGUF file, relative to the data directory's `models/` folder or absolute. */
-  file: z.string().min(1),
+  file: z.string().min(1).optional(),
+  /** An OpenAI-compatible server instead of a local file. */
+  server: ModelServerConfigSchema.optional(),
   /** llama.cpp backend. Defaults to `auto`. */
   backend: z.enum(["auto", "cpu", "cuda", "vulkan", "metal"]).default("auto"),
   /** Layers offloaded to the GPU: a count, `auto` or `max`. Defaults to `auto`. */
@@ -21,6 +37,10 @@ export const ModelRoleConfigSchema = z.strictObject({
   threads: z.number().int().positive().optional(),
   /** Embeddings only: the vector dimension the memory index expects. */
   dimension: z.number().int().positive().optional(),
+});
+
+export const ModelRoleConfigSchema = ModelRoleFields.refine((role) => (role.file === undefined) !== (role.server === undefined), {
+  message: "give either file (a local GGUF model) or server (an OpenAI-compatible server), not both",
 });
 export type ModelRoleConfig = z.infer<typeof ModelRoleConfigSchema>;
 

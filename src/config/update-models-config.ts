@@ -10,7 +10,9 @@ export function setRoleModelFile(configDir: string, role: string, file: string):
   const path = join(configDir, "models.json");
   const raw = existsSync(path) ? (JSON.parse(readFileSync(path, "utf8")) as Record<string, unknown>) : {};
   const roles = (raw.roles ?? {}) as Record<string, Record<string, unknown>>;
-  roles[role] = { ...(roles[role] ?? {}), file };
+  // A pulled file replaces a server the role pointed at.
+  const { server: _server, ...rest } = roles[role] ?? {};
+  roles[role] = { ...rest, file };
   const next = { ...raw, roles };
   ModelsConfigSchema.parse(next);
   const temporary = `${path}.${process.pid}.tmp`;

@@ -5,21 +5,13 @@ import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { Logger } from "pino";
 import { z } from "zod";
 import type { IntegrationsConfig, McpServerConfig } from "../config/config-schemas.js";
+import { expandEnv } from "../config/expand-env.js";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import type { AnyToolDefinition, ToolOutput } from "../tools/tool-definition.js";
 
 /** The name an MCP tool is registered under: unique across servers and apart from the built-ins. */
 export function mcpToolName(server: string, tool: string): string {
   return `mcp__${server}__${tool.replace(/[^A-Za-z0-9_-]/g, "_")}`;
-}
-
-/** Replaces `${NAME}` with NAME from the environment; a missing variable is a configuration error. */
-export function expandEnv(value: string, env: NodeJS.ProcessEnv, where: string): string {
-  return value.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g, (_match, name: string) => {
-    const found = env[name];
-    if (found === undefined) throw new DuckError(ErrorCode.ConfigInvalid, `${where} uses \${${name}}, but ${name} is not set in the environment`);
-    return found;
-  });
 }
 
 function expandAll(values: Record<string, string>, env: NodeJS.ProcessEnv, where: string): Record<string, string> {

@@ -8,6 +8,7 @@ import { z } from "zod";
 import type { IntegrationsConfig } from "../config/config-schemas.js";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import { defineTool, type AnyToolDefinition, type ToolOutput } from "../tools/tool-definition.js";
+import { scopedSignal } from "../utils/scoped-signal.js";
 
 type FetchConfig = IntegrationsConfig["web"]["fetch"];
 type SearchConfig = IntegrationsConfig["web"]["search"];
@@ -106,7 +107,15 @@ function decode(bytes: Buffer, contentType: string): string {
  * non-public addresses refused at connection time, text content only, body cut at `maxBytes`.
  */
 export async function fetchText(target: string, options: FetchOptions): Promise<FetchedPage> {
-  const signal = AbortSignal.any([options.signal, AbortSignal.timeout(options.timeoutMs)]);
+  const scope = scopedSignal([options.signal], options.timeoutMs, `fetching ${target.slice(0, 200)}`);
+  try {
+    return await fetchWithin(target, options, scope.signal);
+  } finally {
+    scope.dispose();
+  }
+}
+
+async function fetchWithin(target: string, options: FetchOptions, signal: AbortSignal): Promise<FetchedPage> {
   let url: URL;
   try {
     url = new URL(target);

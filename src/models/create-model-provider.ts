@@ -3,6 +3,8 @@ import type { Logger } from "pino";
 import type { ModelsConfig } from "../config/config-schemas.js";
 import type { ModelProvider } from "./model-provider.js";
 import { resolveRoles } from "./model-roles.js";
+import { OpenAiCompatibleProvider } from "./openai/openai-compatible-provider.js";
+import { RoutedModelProvider } from "./routed-model-provider.js";
 
 export interface CreateModelProviderOptions {
   config: ModelsConfig;
@@ -19,8 +21,9 @@ export function modelsDirectory(home: string): string {
 }
 
 /**
- * The local model provider when at least one chat role has its file, else null (IntentParser mode).
- * node-llama-cpp is imported only then, so runs without models start fast.
+ * The model provider when at least one chat role has its file or a server, else null (IntentParser
+ * mode). node-llama-cpp is imported only when a local file serves a role, so runs without local
+ * models start fast.
  */
 export async function createModelProvider(options: CreateModelProviderOptions): Promise<ModelProvider | null> {
   const modelsDir = modelsDirectory(options.home);
@@ -30,12 +33,17 @@ export async function createModelProvider(options: CreateModelProviderOptions): 
     options.logger.info("no model file found for any role: running in IntentParser mode");
     return null;
   }
-  const { LlamaCppProvider } = await import("./llama/llama-cpp-provider.js");
-  return new LlamaCppProvider({
+  const served = [...roles.values()].filter((role) => role.servedBy !== null).map((role) => roles.get(role.servedBy!)!);
+  const anyLocal = served.some((role) => !role.remote);
+  const anyRemote = served.some((role) => role.remote);
+  const shared = {
     config: options.config,
-    modelsDir,
     logger: options.logger,
     ...(options.seed !== undefined ? { seed: options.seed } : {}),
     ...(options.callTimeoutMs !== undefined ? { callTimeoutMs: options.callTimeoutMs } : {}),
-  });
+  };
+  const local = anyLocal ? new (await import("./llama/llama-cpp-provider.js")).LlamaCppProvider({ ...shared, modelsDir }) : null;
+  if (!anyRemote) return local;
+  const remote = new OpenAiCompatibleProvider({ ...shared, roles });
+  return new RoutedModelProvider(roles, local, remote);
 }

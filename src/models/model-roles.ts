@@ -16,8 +16,10 @@ export interface ResolvedRole {
   role: ModelRole;
   /** The role's own entry in models.json, if any. */
   config: ModelRoleConfig | null;
-  /** Absolute path of the role's own file. */
+  /** Absolute path of the role's own file (null for a server role). */
   path: string | null;
+  /** The role runs on an OpenAI-compatible server (always counted as present; reachability shows at call time). */
+  remote: boolean;
   present: boolean;
   sizeBytes: number | null;
   /** The role whose model actually serves this one (itself, a fallback, or none). */
@@ -34,10 +36,11 @@ export function resolveRoles(config: ModelsConfig, modelsDir: string): Map<Model
   const roles: ModelRole[] = ["thinker", "json_compiler", "critic", "coder", "sys_util", "orchestrator", "embeddings"];
   for (const role of roles) {
     const entry = config.roles[role] ?? null;
-    const path = entry ? modelPath(modelsDir, entry.file) : null;
+    const remote = entry?.server !== undefined;
+    const path = entry?.file !== undefined ? modelPath(modelsDir, entry.file) : null;
     const info = path ? statSync(path, { throwIfNoEntry: false }) : undefined;
-    const present = Boolean(info?.isFile());
-    own.set(role, { role, config: entry, path, present, sizeBytes: present ? info!.size : null, servedBy: present ? role : null });
+    const present = remote || Boolean(info?.isFile());
+    own.set(role, { role, config: entry, path, remote, present, sizeBytes: info?.isFile() ? info.size : null, servedBy: present ? role : null });
   }
   for (const role of roles) {
     const resolved = own.get(role)!;

@@ -1,0 +1,205 @@
+import type { Logger } from "pino";
+import type { ModelRoleConfig, ModelServerConfig, ModelsConfig } from "../../config/config-schemas.js";
+import type { ModelRole } from "../../contracts/index.js";
+import { DuckError, ErrorCode } from "../../errors/duck-error.js";
+import { expandEnv } from "../../config/expand-env.js";
+import { withScopedSignal } from "../../utils/scoped-signal.js";
+import { toGrammarSchema } from "../grammar-schema.js";
+import { estimateTokens, type EmbeddingProvider, type JsonRequest, type JsonResult, type ModelProvider, type TextRequest } from "../model-provider.js";
+import type { ResolvedRole } from "../model-roles.js";
+
+export interface OpenAiCompatibleProviderOptions {
+  config: ModelsConfig;
+  roles: Map<ModelRole, ResolvedRole>;
+  logger: Logger;
+  env?: NodeJS.ProcessEnv;
+  seed?: number;
+  callTimeoutMs?: number;
+}
+
+interface ChatMessage {
+  role: "system" | "user";
+  content: string;
+}
+
+/** Reads a server-sent-events body, calling `onData` with each event's data. */
+async function readEvents(body: ReadableStream<Uint8Array>, onData: (data: string) => void): Promise<void> {
+  const decoder = new TextDecoder();
+  let buffer = "";
+  let data: string[] = [];
+  const flushEvent = () => {
+    if (data.length > 0) onData(data.join("\n"));
+    data = [];
+  };
+  for await (const chunk of body as unknown as AsyncIterable<Uint8Array>) {
+    buffer += decoder.decode(chunk, { stream: true });
+    let newline: number;
+    while ((newline = buffer.indexOf("\n")) >= 0) {
+      const line = buffer.slice(0, newline).replace(/\r$/, "");
+      buffer = buffer.slice(newline + 1);
+      if (line === "") flushEvent();
+      else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
+      // Comments (":") and other fields (event, id, retry) carry nothing a completion needs.
+    }
+  }
+  if (buffer.startsWith("data:")) data.push(buffer.slice(5).replace(/^ /, ""));
+  flushEvent();
+}
+
+/**
+ * The ModelProvider for roles served by an OpenAI-compatible HTTP server (llama.cpp's server, Ollama,
+ * vLLM, LM Studio, hosted APIs): streamed chat completions, JSON through `response_format` where the
+ * server supports it, embeddings through /embeddings. Output is checked against the schema here just
+ * as it is for local models.
+ */
+export class OpenAiCompatibleProvider implements ModelProvider, EmbeddingProvider {
+  private readonly env: NodeJS.ProcessEnv;
+
+  constructor(private readonly options: OpenAiCompatibleProviderOptions) {
+    this.env = options.env ?? process.env;
+  }
+
+  hasRole(role: ModelRole): boolean {
+    const servedBy = this.options.roles.get(role)?.servedBy;
+    return servedBy !== null && servedBy !== undefined && this.options.roles.get(servedBy)?.remote === true;
+  }
+
+  countTokens(_role: ModelRole, text: string): number {
+    return estimateTokens(text);
+  }
+
+  async generateText(request: TextRequest): Promise<string> {
+    return this.complete(request, null);
+  }
+
+  async generateJson<T>(request: JsonRequest<T>): Promise<JsonResult<T>> {
+    const schema = toGrammarSchema(request.schema);
+    const raw = await this.complete(request, schema);
+    let parsed: unknown;
+    try {
+      // Some servers wrap JSON in a code fence when they only had the prompt to go by.
+      parsed = JSON.parse(raw.trim().replace(/^```(?:json)?\s*|\s*```$/g, ""));
+    } catch (error) {
+      throw new DuckError(ErrorCode.ModelOutputInvalid, `${request.role} output is not complete JSON`, { cause: error, details: { role: request.role, output: raw.slice(0, 2000) } });
+    }
+    const checked = request.schema.safeParse(parsed);
+    if (!checked.success) {
+      throw new DuckError(ErrorCode.ModelOutputInvalid, `${request.role} output does not match the schema: ${checked.error.issues.map((issue) => `${issue.path.join(".")}: ${issue.message}`).join("; ")}`, {
+        details: { role: request.role, output: raw.slice(0, 2000) },
+      });
+    }
+    return { value: checked.data, raw };
+  }
+
+  async embed(texts: readonly string[], options: { signal?: AbortSignal } = {}): Promise<Float32Array[]> {
+    const { server } = this.serving("embeddings");
+    const expected = this.options.roles.get("embeddings")?.config?.dimension;
+    const response = await this.post(server, "embeddings", { model: server.model, input: texts }, options.signal ?? new AbortController().signal);
+    const body = (await response.json()) as { data?: Array<{ index: number; embedding: number[] }> };
+    const rows = [...(body.data ?? [])].sort((a, b) => a.index - b.index);
+    if (rows.length !== texts.length) throw new DuckError(ErrorCode.ModelServerFailed, `the server returned ${rows.length} embeddings for ${texts.length} texts`);
+    return rows.map((row) => {
+      if (expected !== undefined && row.embedding.length !== expected) {
+        throw new DuckError(ErrorCode.ModelOutputInvalid, `the embedding model gives ${row.embedding.length}-dimensional vectors, but models.json says dimension ${expected}`, { details: { got: row.embedding.length, expected } });
+      }
+      return Float32Array.from(row.embedding);
+    });
+  }
+
+  get embeddingModel(): string | null {
+    if (!this.hasRole("embeddings")) return null;
+    const { server } = this.serving("embeddings");
+    return `${server.model}@${server.base_url}`;
+  }
+
+  get embeddingDimension(): number | null {
+    return this.options.roles.get("embeddings")?.config?.dimension ?? null;
+  }
+
+  async dispose(): Promise<void> {}
+
+  private serving(role: ModelRole): { server: ModelServerConfig; sampling: ModelRoleConfig } {
+    const servedBy = this.options.roles.get(role)?.servedBy;
+    const serving = servedBy ? this.options.roles.get(servedBy) : undefined;
+    const server = serving?.config?.server;
+    if (!server || !serving?.config) throw new DuckError(ErrorCode.ModelUnavailable, `role ${role} is not served by a model server (config/models.json)`, { details: { role } });
+    return { server, sampling: this.options.roles.get(role)?.config ?? serving.config };
+  }
+
+  private headers(server: ModelServerConfig): Record<string, string> {
+    const headers: Record<string, string> = { "content-type": "application/json", ...Object.fromEntries(Object.entries(server.headers).map(([key, value]) => [key, expandEnv(value, this.env, `models.json server header ${key}`)])) };
+    if (server.api_key_env) {
+      const key = this.env[server.api_key_env];
+      if (!key) throw new DuckError(ErrorCode.ConfigInvalid, `models.json names api_key_env ${server.api_key_env} for ${server.base_url}, but it is not set in the environment`);
+      headers.authorization = `Bearer ${key}`;
+    }
+    return headers;
+  }
+
+  private async post(server: ModelServerConfig, path: string, body: unknown, signal: AbortSignal): Promise<Response> {
+    const url = `${server.base_url.replace(/\/+$/, "")}/${path}`;
+    const headers = this.headers(server);
+    let response: Response;
+    try {
+      response = await fetch(url, { method: "POST", headers, body: JSON.stringify(body), signal });
+    } catch (error) {
+      if (signal.aborted) throw signal.reason ?? error;
+      throw new DuckError(ErrorCode.ModelServerFailed, `could not reach the model server at ${url}: ${(error as Error).cause instanceof Error ? ((error as Error).cause as Error).message : (error as Error).message}`, { cause: error });
+    }
+    if (!response.ok) {
+      const text = (await response.text().catch(() => "")).slice(0, 500);
+      throw new DuckError(ErrorCode.ModelServerFailed, `the model server at ${url} answered HTTP ${response.status}: ${text}`, { details: { status: response.status, url } });
+    }
+    return response;
+  }
+
+  private async complete(request: TextRequest, schema: Record<string, unknown> | null): Promise<string> {
+    const { server, sampling } = this.serving(request.role);
+    const messages: ChatMessage[] = [
+      { role: "system", content: request.system },
+      { role: "user", content: schema && server.structured_output !== "json_schema" ? `${request.prompt}\n\nAnswer with JSON only, matching this JSON schema:\n${JSON.stringify(schema)}` : request.prompt },
+    ];
+    const body: Record<string, unknown> = {
+      model: server.model,
+      messages,
+      stream: true,
+      max_tokens: request.maxTokens ?? sampling.max_tokens,
+      temperature: request.temperature ?? sampling.temperature,
+      ...(this.options.seed !== undefined ? { seed: this.options.seed } : {}),
+    };
+    if (schema && server.structured_output === "json_schema") body.response_format = { type: "json_schema", json_schema: { name: "output", strict: true, schema } };
+    if (schema && server.structured_output === "json_object") body.response_format = { type: "json_object" };
+    const signals = request.signal ? [request.signal] : [];
+    return withScopedSignal(signals, this.options.callTimeoutMs ?? 120_000, `${request.role} model call`, async (signal) => {
+      const response = await this.post(server, "chat/completions", body, signal);
+      if (!response.body) throw new DuckError(ErrorCode.ModelServerFailed, "the model server sent an empty response");
+      let text = "";
+      let failure: string | null = null;
+      if (!(response.headers.get("content-type") ?? "").includes("text/event-stream")) {
+        // A server that ignores `stream` answers with one JSON body.
+        const whole = (await response.json()) as { choices?: Array<{ message?: { content?: string } }> };
+        text = whole.choices?.[0]?.message?.content ?? "";
+        if (text) request.onDelta?.(text);
+        return text;
+      }
+      await readEvents(response.body, (data) => {
+        if (data === "[DONE]") return;
+        let chunk: { choices?: Array<{ delta?: { content?: string | null } }>; error?: { message?: string } };
+        try {
+          chunk = JSON.parse(data);
+        } catch {
+          failure = `unreadable stream event: ${data.slice(0, 200)}`;
+          return;
+        }
+        if (chunk.error) failure = chunk.error.message ?? "error in stream";
+        const delta = chunk.choices?.[0]?.delta?.content;
+        if (delta) {
+          text += delta;
+          request.onDelta?.(delta);
+        }
+      });
+      if (failure) throw new DuckError(ErrorCode.ModelServerFailed, `the model server failed mid-answer: ${failure}`);
+      return text;
+    });
+  }
+}

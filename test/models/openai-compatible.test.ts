@@ -1,0 +1,191 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import pino from "pino";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { z } from "zod";
+import { ModelsConfigSchema } from "../../src/config/config-schemas.js";
+import { ExecutionDirectiveSchema } from "../../src/contracts/index.js";
+import { createModelProvider } from "../../src/models/create-model-provider.js";
+import type { ModelProvider } from "../../src/models/model-provider.js";
+import { createTestRuntime, makeTempDir } from "../helpers/test-runtime.js";
+
+const logger = pino({ level: "silent" });
+
+interface Received {
+  path: string;
+  authorization: string | undefined;
+  body: Record<string, unknown>;
+}
+
+/** A loopback stand-in for an OpenAI-compatible server: answers from `reply`, streaming as SSE. */
+let server: Server;
+let baseUrl: string;
+const received: Received[] = [];
+let reply: (body: Record<string, unknown>) => { status?: number; chunks?: string[]; raw?: string; json?: unknown; stallMs?: number };
+
+function readBody(request: IncomingMessage): Promise<string> {
+  return new Promise((resolve) => {
+    let text = "";
+    request.on("data", (chunk) => (text += chunk));
+    request.on("end", () => resolve(text));
+  });
+}
+
+async function handle(request: IncomingMessage, response: ServerResponse) {
+  const body = JSON.parse(await readBody(request)) as Record<string, unknown>;
+  received.push({ path: request.url ?? "", authorization: request.headers.authorization, body });
+  if (request.url === "/v1/embeddings") {
+    const input = body.input as string[];
+    response.setHeader("content-type", "application/json");
+    response.end(JSON.stringify({ data: input.map((text, index) => ({ index, embedding: [text.length, 1, 0, 0] })).reverse() }));
+    return;
+  }
+  const answer = reply(body);
+  if (answer.status && answer.status >= 400) {
+    response.statusCode = answer.status;
+    response.end(JSON.stringify({ error: { message: "invalid api key" } }));
+    return;
+  }
+  if (answer.json !== undefined) {
+    response.setHeader("content-type", "application/json");
+    response.end(JSON.stringify(answer.json));
+    return;
+  }
+  response.setHeader("content-type", "text/event-stream");
+  if (answer.raw !== undefined) {
+    response.end(answer.raw);
+    return;
+  }
+  for (const [index, piece] of (answer.chunks ?? []).entries()) {
+    // Events split across writes, CRLF line ends and keep-alive comments, as real servers send them.
+    const event = `data: ${JSON.stringify({ id: "c1", object: "chat.completion.chunk", choices: [{ index: 0, delta: index === 0 ? { role: "assistant", content: piece } : { content: piece }, finish_reason: null }] })}\r\n\r\n`;
+    response.write(event.slice(0, 10));
+    response.write(event.slice(10));
+    if (index === 0) response.write(": keep-alive\n\n");
+    if (answer.stallMs) await new Promise((resolve) => setTimeout(resolve, answer.stallMs));
+  }
+  response.end("data: [DONE]\n\n");
+}
+
+beforeAll(async () => {
+  server = createServer((request, response) => void handle(request, response));
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
+});
+afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
+beforeEach(() => {
+  received.length = 0;
+});
+
+async function provider(roles: Record<string, unknown>, env: NodeJS.ProcessEnv = {}): Promise<ModelProvider> {
+  const previous = { ...process.env };
+  Object.assign(process.env, env);
+  try {
+    const created = await createModelProvider({ config: ModelsConfigSchema.parse({ roles }), home: makeTempDir(), logger, callTimeoutMs: 2_000 });
+    if (!created) throw new Error("no provider");
+    return created;
+  } finally {
+    for (const key of Object.keys(env)) if (previous[key] === undefined) delete process.env[key];
+  }
+}
+
+const remote = (extra: Record<string, unknown> = {}) => ({ server: { base_url: baseUrl, model: "duck-7b", ...extra }, max_tokens: 77, temperature: 0.4 });
+
+describe("a role on an OpenAI-compatible server", () => {
+  it("streams text chunk by chunk with the key from the environment", async () => {
+    process.env.DUCK_TEST_KEY = "sk-test-123";
+    const models = await provider({ thinker: remote({ api_key_env: "DUCK_TEST_KEY" }) });
+    reply = () => ({ chunks: ["Hel", "lo, ", "duck", "!"] });
+    const deltas: string[] = [];
+    const text = await models.generateText({ role: "thinker", system: "be brief", prompt: "greet", onDelta: (delta) => deltas.push(delta) });
+    expect(text).toBe("Hello, duck!");
+    expect(deltas).toEqual(["Hel", "lo, ", "duck", "!"]);
+    expect(received[0]).toMatchObject({ path: "/v1/chat/completions", authorization: "Bearer sk-test-123" });
+    expect(received[0]!.body).toMatchObject({ model: "duck-7b", stream: true, max_tokens: 77, temperature: 0.4, messages: [{ role: "system", content: "be brief" }, { role: "user", content: "greet" }] });
+    delete process.env.DUCK_TEST_KEY;
+  });
+
+  it("asks for JSON with the schema as response_format and validates what comes back", async () => {
+    const models = await provider({ json_compiler: remote() });
+    reply = () => ({ chunks: ['{"kind":"res', 'pond","answer":"quack"}'] });
+    const result = await models.generateJson({ role: "json_compiler", system: "s", prompt: "p", schema: ExecutionDirectiveSchema });
+    expect(result.value).toEqual({ kind: "respond", answer: "quack" });
+    const format = received[0]!.body.response_format as { type: string; json_schema: { schema: { anyOf?: unknown[] } } };
+    expect(format.type).toBe("json_schema");
+    expect(JSON.stringify(format.json_schema.schema)).toContain("respond");
+    reply = () => ({ chunks: ['{"kind":"respond"}'] });
+    await expect(models.generateJson({ role: "json_compiler", system: "s", prompt: "p", schema: ExecutionDirectiveSchema })).rejects.toMatchObject({ code: "DUCK_ERR_MODEL_OUTPUT_INVALID" });
+  });
+
+  it("puts the schema in the prompt for servers without structured output", async () => {
+    const models = await provider({ json_compiler: remote({ structured_output: "prompt" }) });
+    reply = () => ({ chunks: ["```json\n", '{"n": 3}', "\n```"] });
+    const result = await models.generateJson({ role: "json_compiler", system: "s", prompt: "count", schema: z.object({ n: z.number() }) });
+    expect(result.value).toEqual({ n: 3 });
+    expect(received[0]!.body.response_format).toBeUndefined();
+    expect((received[0]!.body.messages as Array<{ content: string }>)[1]!.content).toContain('"n"');
+  });
+
+  it("reads a server that ignores `stream` and answers with one JSON body", async () => {
+    const models = await provider({ thinker: remote() });
+    reply = () => ({ json: { choices: [{ message: { role: "assistant", content: "whole answer" } }] } });
+    expect(await models.generateText({ role: "thinker", system: "", prompt: "x" })).toBe("whole answer");
+  });
+
+  it("turns HTTP errors, a missing key variable, an unreachable server and a stream error into clear errors", async () => {
+    const models = await provider({ thinker: remote() });
+    reply = () => ({ status: 401 });
+    await expect(models.generateText({ role: "thinker", system: "", prompt: "x" })).rejects.toMatchObject({ code: "DUCK_ERR_MODEL_SERVER", message: expect.stringContaining("HTTP 401") });
+    reply = () => ({ raw: 'data: {"error":{"message":"model crashed"}}\n\n' });
+    await expect(models.generateText({ role: "thinker", system: "", prompt: "x" })).rejects.toMatchObject({ message: expect.stringContaining("model crashed") });
+    const keyless = await provider({ thinker: remote({ api_key_env: "DUCK_TEST_MISSING_KEY" }) });
+    await expect(keyless.generateText({ role: "thinker", system: "", prompt: "x" })).rejects.toMatchObject({ code: "DUCK_ERR_CONFIG_INVALID" });
+    const down = await provider({ thinker: { server: { base_url: "http://127.0.0.1:9/v1", model: "m" } } });
+    await expect(down.generateText({ role: "thinker", system: "", prompt: "x" })).rejects.toMatchObject({ code: "DUCK_ERR_MODEL_SERVER" });
+  });
+
+  it("stops a stalled stream when the call is cancelled", async () => {
+    const models = await provider({ thinker: remote() });
+    reply = () => ({ chunks: ["a", "b", "c", "d"], stallMs: 400 });
+    const controller = new AbortController();
+    const deltas: string[] = [];
+    const call = models.generateText({ role: "thinker", system: "", prompt: "x", signal: controller.signal, onDelta: (delta) => {
+      deltas.push(delta);
+      controller.abort();
+    } });
+    await expect(call).rejects.toBeDefined();
+    expect(deltas).toEqual(["a"]);
+  });
+
+  it("embeds through /embeddings in input order and checks the dimension", async () => {
+    const models = (await provider({ thinker: remote(), embeddings: { server: { base_url: baseUrl, model: "embed" }, dimension: 4 } })) as ModelProvider & { embed(texts: string[]): Promise<Float32Array[]> };
+    const vectors = await models.embed(["a", "abc"]);
+    expect(vectors.map((vector) => vector[0])).toEqual([1, 3]);
+    const wrong = (await provider({ thinker: remote(), embeddings: { server: { base_url: baseUrl, model: "embed" }, dimension: 8 } })) as typeof models;
+    await expect(wrong.embed(["a"])).rejects.toMatchObject({ code: "DUCK_ERR_MODEL_OUTPUT_INVALID" });
+  });
+
+  it("runs a whole task with the thinker and the JSON compiler on the server", async () => {
+    const models = await provider({ thinker: remote(), json_compiler: remote() });
+    reply = (body) => {
+      const prompt = JSON.stringify(body.messages);
+      if (body.response_format === undefined) return { chunks: ["I should ", "answer directly."] };
+      if (prompt.includes("Should long-term memory")) return { chunks: ['{"recall":false,"query":""}'] };
+      return { chunks: ['{"kind":"respond",', '"answer":"ducks say quack"}'] };
+    };
+    const runtime = createTestRuntime({ models });
+    try {
+      const outcome = await runtime.loop.submit({ text: "what do ducks say?" }).done;
+      expect(outcome.state).toBe("completed");
+      expect(outcome.answer).toBe("ducks say quack");
+      const types = runtime.store.listEvents(outcome.task_id).map((event) => event.type);
+      expect(types.filter((type) => type === "model-output-delta").length).toBeGreaterThanOrEqual(4);
+    } finally {
+      await runtime.dispose();
+    }
+  });
+
+  it("refuses a role that names both a file and a server", () => {
+    expect(() => ModelsConfigSchema.parse({ roles: { thinker: { file: "a.gguf", server: { base_url: baseUrl, model: "m" } } } })).toThrow(/either file/);
+  });
+});
