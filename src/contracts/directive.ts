@@ -12,6 +12,16 @@ export const CoderSpecSchema = z.object({
 });
 export type CoderSpec = z.infer<typeof CoderSpecSchema>;
 
+/** What the coder model proposes for a coder step: whole files, written through file_write. */
+export const CoderProposalSchema = z.object({
+  files: z
+    .array(z.object({ path: z.string().min(1).max(4096), content: z.string().max(100_000) }))
+    .min(1)
+    .max(20),
+  notes: z.string().max(2000).default(""),
+});
+export type CoderProposal = z.infer<typeof CoderProposalSchema>;
+
 /** A tool name: any string, or, when the tools are known, exactly one of them (a grammar then enforces it). */
 function toolNameSchema(toolNames?: readonly string[]) {
   return toolNames && toolNames.length > 0 ? z.enum(toolNames as [string, ...string[]]) : z.string().min(1).max(200);

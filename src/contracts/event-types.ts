@@ -23,6 +23,7 @@ export const EventType = {
   StepCompleted: "step-completed",
   StepFailed: "step-failed",
   StepSkipped: "step-skipped",
+  CoderProposed: "coder-proposed",
   ToolCalled: "tool-called",
   ToolResult: "tool-result",
   CriticScored: "critic-scored",

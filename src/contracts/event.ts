@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { ALL_EVENT_TYPES, type EventTypeName } from "./event-types.js";
 import type { CriticScore, RecoveryAction } from "./critic.js";
-import type { ExecutionDirective, PlanStep } from "./directive.js";
+import type { CoderProposal, ExecutionDirective, PlanStep } from "./directive.js";
 import type { MemoryHit, RecallDecision } from "./memory.js";
 import type { ToolCall, ToolResult } from "./tool.js";
 
@@ -45,6 +45,7 @@ export interface EventPayloads {
   "step-completed": { step_id: string; attempt: number };
   "step-failed": { step_id: string; attempt: number; recovery: RecoveryAction; reason: string };
   "step-skipped": { step_id: string; reason: string };
+  "coder-proposed": { step_id: string; attempt: number; proposal: CoderProposal };
   "tool-called": { step_id: string; attempt: number; call: ToolCall; effect: "read-only" | "side-effecting" };
   "tool-result": { step_id: string; attempt: number; result: ToolResult };
   "critic-scored": { step_id: string; attempt: number; score: CriticScore; source: "model" | "heuristic" };

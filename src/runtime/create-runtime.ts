@@ -14,6 +14,7 @@ import { CommandClassifier } from "../permissions/command-classifier.js";
 import { openDatabase, type SqliteDatabase } from "../storage/open-database.js";
 import { pruneOptionsFrom } from "../state/task-retention.js";
 import { TaskStore, type Clock } from "../state/task-store.js";
+import { codeApplyTool } from "../tools/builtin/code-apply.js";
 import { fileListTool } from "../tools/builtin/file-list.js";
 import { fileReadTool } from "../tools/builtin/file-read.js";
 import { fileWriteTool } from "../tools/builtin/file-write.js";
@@ -85,7 +86,7 @@ export interface Runtime {
   close(): Promise<void>;
 }
 
-export const BUILTIN_TOOL_NAMES: ReadonlySet<string> = new Set(["file_read", "file_write", "file_list", "shell_exec", "memory_insert", "memory_search", "memory_list"]);
+export const BUILTIN_TOOL_NAMES: ReadonlySet<string> = new Set(["file_read", "file_write", "file_list", "shell_exec", "code_apply", "memory_insert", "memory_search", "memory_list", "web_fetch", "web_search"]);
 
 /** Where tool plugins are looked for: `plugins/` beside the config folder, then `<home>/plugins`. */
 export function pluginFolders(configDir: string, home: string): string[] {
@@ -117,7 +118,7 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
   if (pruned.pruned.length > 0) logger.info({ pruned: pruned.pruned.length, archive: pruned.archivedTo }, "finished tasks pruned");
   const tools = options.registry ?? new ToolRegistry();
   if (!options.registry) {
-    tools.register(fileReadTool).register(fileWriteTool).register(fileListTool).register(shellExecTool);
+    tools.register(fileReadTool).register(fileWriteTool).register(fileListTool).register(shellExecTool).register(codeApplyTool, { internal: true });
     for (const tool of createMemoryTools(memory)) tools.register(tool);
   }
   for (const tool of options.tools ?? []) tools.register(tool);

@@ -1,21 +1,23 @@
 import { randomUUID } from "node:crypto";
+import { readFile } from "node:fs/promises";
 import type { Logger } from "pino";
-import { CriticScoreSchema, type CriticScore, type PlanStep, type ToolResult } from "../contracts/index.js";
+import { CoderProposalSchema, CriticScoreSchema, type CoderPlanStep, type CoderProposal, type CriticScore, type ToolCall, type ToolResult } from "../contracts/index.js";
 import type { DuckConfig } from "../config/config-schemas.js";
 import { criticPrompt, heuristicScore } from "../decisions/critic-policy.js";
 import { decideRecovery } from "../decisions/recovery-policy.js";
 import { reportedModelCall, type ModelStreamSink } from "../decisions/model-stream-sink.js";
-import { ErrorCode, isShutdown } from "../errors/duck-error.js";
+import { describeError, ErrorCode, isShutdown } from "../errors/duck-error.js";
 import type { ModelProvider } from "../models/model-provider.js";
 import type { ApprovalStore } from "../permissions/approval-store.js";
 import { openAskpassSession } from "../permissions/askpass-broker.js";
 import type { SecretVault } from "../permissions/secret-vault.js";
 import type { CommandClassifier } from "../permissions/command-classifier.js";
-import { approvalSubjectOf, decidePermission } from "../permissions/permission-policy.js";
+import { approvalSubjectOf, CODE_APPLY_TOOL, decidePermission } from "../permissions/permission-policy.js";
 import type { TaskStore } from "../state/task-store.js";
 import type { StepProjection } from "../state/task-projection.js";
 import type { ShellSandbox } from "../tools/shell-sandbox.js";
 import type { ToolRegistry } from "../tools/tool-registry.js";
+import { resolveInWorkspace } from "../tools/workspace-paths.js";
 import { withScopedSignal } from "../utils/scoped-signal.js";
 
 export interface StepRunnerDeps {
@@ -34,6 +36,16 @@ export interface StepRunnerDeps {
 
 /** How a step's turn ended, for the plan loop. */
 export type StepTurn = "settled" | "waiting" | "retry";
+
+/** A file's text as the coder should see it, bounded; a missing file is said to be new. */
+async function currentContent(workspace: string, path: string): Promise<string> {
+  try {
+    const text = await readFile(resolveInWorkspace(workspace, path), "utf8");
+    return text.length > 20_000 ? `${text.slice(0, 20_000)}\n[…cut]` : text;
+  } catch {
+    return "(does not exist yet)";
+  }
+}
 
 function deniedResult(tool: string, code: string, message: string): ToolResult {
   return { tool, ok: false, output: "", error: { code, message }, truncated: false, duration_ms: 0 };
@@ -78,14 +90,40 @@ export class StepRunner {
   private async produceResult(taskId: string, step: StepProjection, signal: AbortSignal): Promise<"done" | "waiting"> {
     const { store } = this.deps;
     const plan = step.step;
+    let call: ToolCall;
+    // What the user is shown and what events record; for a coder step, file names instead of contents.
+    let shownCall: ToolCall;
     if (plan.kind === "coder") {
-      const result = await this.runCoder(taskId, plan, signal);
-      store.append(taskId, "tool-result", { step_id: plan.id, attempt: step.attempt, result });
-      return "done";
+      if (!step.proposal) {
+        const proposed = await this.proposeCode(taskId, step, signal);
+        if ("failure" in proposed) {
+          store.append(taskId, "tool-result", { step_id: plan.id, attempt: step.attempt, result: proposed.failure });
+          return "done";
+        }
+        store.append(taskId, "coder-proposed", { step_id: plan.id, attempt: step.attempt, proposal: proposed.proposal });
+        step = this.step(taskId, plan.id);
+      }
+      const testCommand = plan.coder.test_command ? { test_command: plan.coder.test_command } : {};
+      call = { tool: CODE_APPLY_TOOL, arguments: { files: step.proposal!.files, ...testCommand } };
+      shownCall = { tool: CODE_APPLY_TOOL, arguments: { files: step.proposal!.files.map((file) => file.path), ...testCommand } };
+    } else {
+      if (this.deps.tools.isInternal(plan.tool)) {
+        // Reached only through a coder step, which decides its files and its test command itself.
+        store.append(taskId, "tool-result", { step_id: plan.id, attempt: step.attempt, result: deniedResult(plan.tool, ErrorCode.ToolNotFound, `${plan.tool} is not a tool a plan can call`) });
+        return "done";
+      }
+      call = { tool: plan.tool, arguments: plan.arguments };
+      shownCall = call;
     }
+    return this.runCall(taskId, step, call, shownCall, signal);
+  }
+
+  /** Permission, secret, and the run of one call, each step of the way recorded so that it resumes. */
+  private async runCall(taskId: string, step: StepProjection, call: ToolCall, shownCall: ToolCall, signal: AbortSignal): Promise<"done" | "waiting"> {
+    const { store } = this.deps;
+    const plan = { id: step.step.id, tool: call.tool, arguments: call.arguments };
     const tool = this.deps.tools.get(plan.tool);
     const effect = tool?.effect ?? "side-effecting";
-    const call = { tool: plan.tool, arguments: plan.arguments };
 
     if (step.permission_denied) {
       const result = deniedResult(plan.tool, ErrorCode.PermissionDenied, "the user denied permission");
@@ -93,13 +131,18 @@ export class StepRunner {
       return "done";
     }
     const projection = store.projection(taskId);
-    const command = plan.tool === "shell_exec" && typeof plan.arguments.command === "string" ? plan.arguments.command : null;
+    const command =
+      plan.tool === "shell_exec" && typeof plan.arguments.command === "string"
+        ? plan.arguments.command
+        : plan.tool === CODE_APPLY_TOOL && typeof plan.arguments.test_command === "string"
+          ? plan.arguments.test_command
+          : null;
     const classification =
       command !== null ? await this.deps.classifier.classify(command) : plan.tool === "shell_exec" ? { category: "unknown" as const, reason: "no command given", commands: [] } : null;
     if (!step.permission_granted) {
       if (step.tool_called && effect === "side-effecting") {
         // Started before a crash and no result was recorded: it may or may not have happened.
-        this.requestPermission(taskId, plan.id, call, "unknown", "its earlier run was interrupted and its outcome is unknown; run it again?", []);
+        this.requestPermission(taskId, plan.id, shownCall, "unknown", "its earlier run was interrupted and its outcome is unknown; run it again?", []);
         return "waiting";
       }
       const subject = approvalSubjectOf(call);
@@ -123,7 +166,7 @@ export class StepRunner {
         return "done";
       }
       if (decision.decision === "ask") {
-        this.requestPermission(taskId, plan.id, call, decision.category, decision.reason, decision.commands);
+        this.requestPermission(taskId, plan.id, shownCall, decision.category, decision.reason, decision.commands);
         return "waiting";
       }
     }
@@ -141,7 +184,7 @@ export class StepRunner {
 
     // A side-effecting call is on disk before it runs: after a crash, a recorded start without a
     // result means "may have happened", and the user is asked. A read-only call may simply run again.
-    store.append(taskId, "tool-called", { step_id: plan.id, attempt: step.attempt, call, effect }, { durable: effect === "side-effecting" });
+    store.append(taskId, "tool-called", { step_id: plan.id, attempt: step.attempt, call: shownCall, effect }, { durable: effect === "side-effecting" });
     const { runtime } = this.deps.config;
     const askpass = secret !== null ? openAskpassSession(secret) : null;
     let result: ToolResult;
@@ -184,30 +227,48 @@ export class StepRunner {
     this.deps.store.append(taskId, "permission-requested", { request_id: randomUUID(), step_id: stepId, call, category, reason, commands });
   }
 
-  private async runCoder(taskId: string, plan: Extract<PlanStep, { kind: "coder" }>, signal: AbortSignal): Promise<ToolResult> {
+  /**
+   * Asks the coder model for the step's files under the proposal's grammar, giving it the files as they
+   * are now and, on a retry, what went wrong last time (the test output), so recovery can send a
+   * failure back to the coder.
+   */
+  private async proposeCode(taskId: string, step: StepProjection, signal: AbortSignal): Promise<{ proposal: CoderProposal } | { failure: ToolResult }> {
     const started = performance.now();
+    const plan = step.step as CoderPlanStep;
     const models = this.deps.models;
     if (!models?.hasRole("coder")) {
-      return deniedResult("coder", ErrorCode.ModelUnavailable, "no coder model is configured (config/models.json, role coder)");
+      return { failure: deniedResult(CODE_APPLY_TOOL, ErrorCode.ModelUnavailable, "no coder model is configured (config/models.json, role coder)") };
     }
-    const text = await withScopedSignal([signal], this.deps.config.runtime.timeouts.model_call_ms, "coder model call", (callSignal) =>
-      reportedModelCall(
-        this.deps.sinkFor(taskId),
-        "coder",
-        plan.id,
-        (onDelta) =>
-          models.generateText({
-            role: "coder",
-            purpose: plan.id,
-            system: this.deps.config.prompts.coder,
-            prompt: `${plan.coder.specification}\n\nFiles: ${plan.coder.files.join(", ") || "(none named)"}`,
-            onDelta,
-            signal: callSignal,
-          }),
-        (output) => output,
-      ),
-    );
-    return { tool: "coder", ok: text.trim().length > 0, output: text, truncated: false, duration_ms: performance.now() - started };
+    const projection = this.deps.store.projection(taskId);
+    const current = await Promise.all(plan.coder.files.map(async (path) => `### ${path}\n${await currentContent(projection.workspace, path)}`));
+    const previous = this.deps.store
+      .listEvents(taskId)
+      .filter((event) => event.type === "tool-result" && event.payload.step_id === plan.id && (event.payload.attempt as number) < step.attempt)
+      .at(-1)?.payload.result as ToolResult | undefined;
+    const prompt = [
+      `Task: ${projection.text}`,
+      `## Specification\n${plan.coder.specification}`,
+      current.length > 0 ? `## Files now\n${current.join("\n\n")}` : "",
+      plan.coder.test_command ? `## Test\nAfter your files are written, this command must succeed: ${plan.coder.test_command}` : "",
+      previous ? `## Your previous attempt failed\n${previous.error ? `${previous.error.code}: ${previous.error.message}\n` : ""}${previous.output.slice(-4000)}` : "",
+      "Reply with JSON: files (each with its path relative to the workspace and its whole new content) and notes.",
+    ].filter(Boolean).join("\n\n");
+    try {
+      const proposed = await withScopedSignal([signal], this.deps.config.runtime.timeouts.model_call_ms, "coder model call", (callSignal) =>
+        reportedModelCall(
+          this.deps.sinkFor(taskId),
+          "coder",
+          plan.id,
+          (onDelta) => models.generateJson({ role: "coder", purpose: plan.id, system: this.deps.config.prompts.coder, prompt, schema: CoderProposalSchema, onDelta, signal: callSignal }),
+          (output) => output.raw,
+        ),
+      );
+      return { proposal: proposed.value };
+    } catch (error) {
+      signal.throwIfAborted();
+      const described = describeError(error);
+      return { failure: { tool: CODE_APPLY_TOOL, ok: false, output: "", error: described, truncated: false, duration_ms: performance.now() - started } };
+    }
   }
 
   private async score(taskId: string, step: StepProjection, signal: AbortSignal): Promise<{ score: CriticScore; source: "model" | "heuristic" }> {

@@ -1,4 +1,5 @@
 import type {
+  CoderProposal,
   CommandCategory,
   CriticScore,
   DuckEvent,
@@ -28,6 +29,8 @@ export interface StepProjection {
   permission_request: EventPayloads["permission-requested"] | null;
   /** The open request for a secret (a sudo password) for this step. */
   secret_request: EventPayloads["secret-requested"] | null;
+  /** A coder step's files for the latest attempt, once the coder model proposed them. */
+  proposal?: CoderProposal | null;
   result: ToolResult | null;
   score: CriticScore | null;
   recovery: RecoveryAction | null;
@@ -115,7 +118,9 @@ const reducers: { [T in EventTypeName]?: Reducer<T> } = {
       s.secret_request = null;
       s.result = null;
       s.score = null;
+      s.proposal = null;
     }),
+  "coder-proposed": (p, e) => updateStep(p, e.step_id, (s) => (s.proposal = e.proposal)),
   "permission-requested": (p, e) =>
     updateStep(p, e.step_id, (s) => {
       s.status = "awaiting_permission";

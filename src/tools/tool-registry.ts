@@ -28,10 +28,13 @@ export function redactResult(result: ToolResult, secrets: readonly string[]): To
 /** Every tool the runtime knows, by name. Validates input before a tool sees it. */
 export class ToolRegistry {
   private readonly tools = new Map<string, ToolDefinition<unknown>>();
+  /** Tools the runtime runs itself (a coder step's code_apply): never shown to the models or callable by name in a directive. */
+  private readonly internal = new Set<string>();
 
-  register<Input>(tool: ToolDefinition<Input>): this {
+  register<Input>(tool: ToolDefinition<Input>, options: { internal?: boolean } = {}): this {
     if (this.tools.has(tool.name)) throw new DuckError(ErrorCode.InvalidInput, `tool ${tool.name} is registered twice`);
     this.tools.set(tool.name, tool as ToolDefinition<unknown>);
+    if (options.internal) this.internal.add(tool.name);
     return this;
   }
 
@@ -49,13 +52,17 @@ export class ToolRegistry {
     return tool;
   }
 
+  isInternal(name: string): boolean {
+    return this.internal.has(name);
+  }
+
   names(): string[] {
-    return [...this.tools.keys()];
+    return [...this.tools.keys()].filter((name) => !this.internal.has(name));
   }
 
   /** What the models are told about each tool. */
   catalogue(): ToolCatalogueEntry[] {
-    return [...this.tools.values()].map((tool) => ({
+    return [...this.tools.values()].filter((tool) => !this.internal.has(tool.name)).map((tool) => ({
       name: tool.name,
       description: tool.description,
       effect: tool.effect,

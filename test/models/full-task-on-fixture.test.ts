@@ -1,7 +1,12 @@
+import { readFileSync } from "node:fs";
+import { resolve } from "node:path";
 import pino from "pino";
 import { describe, expect, it } from "vitest";
 import { LlamaCppProvider } from "../../src/models/llama/llama-cpp-provider.js";
-import { isTerminalTaskState } from "../../src/contracts/index.js";
+import { CoderProposalSchema, isTerminalTaskState, type ExecutionDirective } from "../../src/contracts/index.js";
+import type { ModelProvider } from "../../src/models/model-provider.js";
+import { ScriptedModelProvider } from "../../src/models/scripted-provider.js";
+import { isDirectiveRequest } from "../helpers/test-tools.js";
 import { fixtureModelsConfig } from "../helpers/fixture-models.js";
 import { createTestRuntime } from "../helpers/test-runtime.js";
 
@@ -35,4 +40,54 @@ describe("a full task with every role on the fixture model", () => {
     console.log("endings over 20 seeds:", endings);
     expect(Object.values(endings).reduce((a, b) => a + b, 0)).toBe(20);
   }, 600_000);
+});
+
+describe("a coder step with the coder on the fixture model", () => {
+  it("proposes files under the grammar and applies them, or fails the step cleanly, over 4 seeds", async () => {
+    const plan: ExecutionDirective = {
+      kind: "plan",
+      goal: "code",
+      steps: [{ id: "code", kind: "coder", description: "", depends_on: [], coder: { specification: "Write hello.txt saying hi.", files: ["hello.txt"] } }],
+    };
+    let proposed = 0;
+    for (let seed = 1; seed <= 4; seed += 1) {
+      const config = fixtureModelsConfig();
+      // Room for a whole proposal: the grammar bounds its strings, not the number of tokens they take.
+      config.roles.coder = { ...config.roles.coder!, max_tokens: 4096 };
+      const llama = new LlamaCppProvider({ config, modelsDir: "/", logger: pino({ level: "silent" }), seed });
+      const scripted = new ScriptedModelProvider()
+        .always("thinker", "a coder step")
+        .always("json_compiler", (request) => (isDirectiveRequest(request) ? plan : request.prompt.startsWith("Should long-term memory") ? { recall: false, query: "" } : { correctness: 1, usefulness: 1, safety: 1, verdict: "pass", reason: "ok" }));
+      // The coder runs on llama.cpp; the deciders are scripted so that every seed reaches the coder step.
+      const pick = (role: string) => (role === "coder" ? llama : scripted);
+      const models: ModelProvider = {
+        hasRole: (role) => role === "coder" || scripted.hasRole(role),
+        generateText: (request) => pick(request.role).generateText(request),
+        generateJson: (request) => pick(request.role).generateJson(request),
+        countTokens: (role, text) => pick(role).countTokens(role, text),
+        dispose: () => llama.dispose(),
+      };
+      const runtime = createTestRuntime({ models, runtime: { retry: { max_step_retries: 0 }, timeouts: { task_ms: 60_000 } } });
+      try {
+        const outcome = await runtime.loop.submit({ text: "write hello.txt" }).done;
+        expect(["completed", "failed"], `seed ${seed}`).toContain(outcome.state);
+        const events = runtime.store.listEvents(outcome.task_id);
+        const proposals = events.filter((event) => event.type === "coder-proposed");
+        const result = events.find((event) => event.type === "tool-result")!.payload as { result: { ok: boolean; error?: { code: string } } };
+        proposed += proposals.length;
+        if (proposals.length === 1) {
+          const proposal = CoderProposalSchema.parse((proposals[0]!.payload as { proposal: unknown }).proposal);
+          // Applied: every file is in the workspace with exactly the proposed content.
+          if (result.result.ok) for (const file of proposal.files) expect(readFileSync(resolve(runtime.workspace, file.path), "utf8")).toBe(file.content);
+        } else {
+          // The proposal did not become valid JSON (cut at max_tokens): a clear model error, nothing written.
+          expect(result.result.error?.code).toBe("DUCK_ERR_MODEL_OUTPUT_INVALID");
+        }
+        if (!result.result.ok) expect(result.result.error?.code).toMatch(/^DUCK_ERR_(?!INTERNAL)/);
+      } finally {
+        await runtime.dispose();
+      }
+    }
+    expect(proposed).toBeGreaterThan(0);
+  }, 300_000);
 });

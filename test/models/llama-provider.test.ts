@@ -1,6 +1,6 @@
 import pino from "pino";
 import { afterAll, describe, expect, it } from "vitest";
-import { CoderSpecSchema, CriticScoreSchema, ExecutionDirectiveSchema, RecallDecisionSchema, createExecutionDirectiveSchema } from "../../src/contracts/index.js";
+import { CoderProposalSchema, CoderSpecSchema, CriticScoreSchema, ExecutionDirectiveSchema, RecallDecisionSchema, createExecutionDirectiveSchema } from "../../src/contracts/index.js";
 import { LlamaCppProvider } from "../../src/models/llama/llama-cpp-provider.js";
 import { fixtureModel, fixtureModels, fixtureModelsConfig } from "../helpers/fixture-models.js";
 import { z } from "zod";
@@ -43,10 +43,10 @@ describe("LlamaCppProvider on the tiny fixture model", () => {
     }
   }, 240_000);
 
-  it("decodes critic scores, recall decisions and coder specs that validate, across seeds", async () => {
+  it("decodes critic scores, recall decisions, coder specs and coder proposals that validate, across seeds", async () => {
     for (let seed = 10; seed < 16; seed += 1) {
       const models = provider({ seed });
-      for (const schema of [CriticScoreSchema, RecallDecisionSchema, CoderSpecSchema]) {
+      for (const schema of [CriticScoreSchema, RecallDecisionSchema, CoderSpecSchema, CoderProposalSchema]) {
         const result = await models.generateJson({ role: "critic", system: "JSON only.", prompt: "Judge.", schema: schema as z.ZodType, maxTokens: 4096 });
         expect(schema.safeParse(result.value).success).toBe(true);
       }
