@@ -8,6 +8,7 @@ import { serveCommand } from "./serve-command.js";
 import { feedbackCommand, permissionsListCommand, permissionsRevokeCommand } from "./permissions-command.js";
 import { modelsBenchCommand, modelsListCommand, modelsPullCommand } from "./models-command.js";
 import { runCommand } from "./run-command.js";
+import { telegramCommand } from "./telegram-command.js";
 import { eventsCommand, tasksCancelCommand, tasksCommand, tasksPruneCommand, tasksResumeCommand } from "./tasks-command.js";
 
 /** Opens a runtime for one command, runs it and closes the runtime, turning errors into exit codes. */
@@ -94,6 +95,13 @@ export function buildProgram(): Command {
     .option("--host <host>", "address to bind (default 127.0.0.1; anything else is reachable from other machines)")
     .option("--port <port>", "port (default 8000; 0 picks a free one)")
     .action(async (options: { host?: string; port?: string }) => withRuntime(program.opts(), (runtime) => serveCommand(runtime, options), { models: true }));
+
+  program
+    .command("telegram")
+    .description("run a Telegram bot for this DuckLM (token from $DUCKLM_TELEGRAM_TOKEN; users from integrations.json)")
+    .option("--allow <ids...>", "also allow these Telegram user ids")
+    .option("--api-root <url>", "Bot API root (a self-hosted Bot API server)")
+    .action(async (options: { allow?: string[]; apiRoot?: string }) => withRuntime(program.opts(), (runtime) => telegramCommand(runtime, options), { models: true }));
 
   program
     .command("replay")
