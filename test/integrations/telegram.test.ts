@@ -89,7 +89,7 @@ describe("`ducklm telegram`", () => {
   const tsxLoader = import.meta.resolve("tsx");
 
   it("says which variable the token goes in when it is missing", () => {
-    const env = { ...process.env, DUCKLM_HOME: runtime.home, DUCKLM_CONFIG: join(root, "config") };
+    const env: NodeJS.ProcessEnv = { ...process.env, DUCKLM_HOME: runtime.home, DUCKLM_CONFIG: join(root, "config") };
     delete env.DUCKLM_TELEGRAM_TOKEN;
     const result = spawnSync(process.execPath, ["--import", tsxLoader, join(root, "src/cli/main.ts"), "telegram"], { env, encoding: "utf8", timeout: 60_000 });
     expect(result.status).toBe(2);
@@ -110,6 +110,6 @@ describe("`ducklm telegram`", () => {
       child.kill("SIGINT");
     }
     expect(await exited).toBe(0);
-    rmSync(env.DUCKLM_HOME, { recursive: true, force: true });
+    rmSync(env.DUCKLM_HOME!, { recursive: true, force: true });
   }, 60_000);
 });
