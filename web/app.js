@@ -59,14 +59,27 @@ function diffBlock(diff) {
   return pre;
 }
 
+function toolTitle(call) {
+  if (call.tool === "shell_exec") return `$ ${call.arguments.command}`;
+  if (call.tool === "code_apply") return `coder: ${(call.arguments.files || []).join(", ")}${call.arguments.test_command ? ` · test: ${call.arguments.test_command}` : ""}`;
+  return `${call.tool} ${JSON.stringify(call.arguments)}`;
+}
+
 function renderToolResult(block, call, result) {
   const head = block.querySelector(".tool-head");
   const status = el("span", `exit ${result.ok ? "ok" : "bad"}`);
-  if (call.tool === "shell_exec") status.textContent = `exit ${result.exit_code ?? "?"}`;
+  const tested = call.tool === "code_apply" && result.exit_code !== undefined && result.exit_code !== null;
+  if (call.tool === "shell_exec" || tested) status.textContent = `exit ${result.exit_code ?? "?"}`;
   else status.textContent = result.ok ? "ok" : "failed";
   head.append(status);
   const data = result.data || {};
-  if (!result.ok && result.error) block.append(el("pre", "error", `${result.error.code}: ${result.error.message}${result.output ? `\n${result.output}` : ""}`));
+  if (call.tool === "code_apply" && result.output) {
+    // A coder step: each file's diff, then the test command and its output.
+    if (result.error) block.append(el("pre", "error", `${result.error.code}: ${result.error.message}`));
+    const cut = result.output.indexOf("\n$ ");
+    block.append(diffBlock(cut >= 0 ? result.output.slice(0, cut) : result.output));
+    if (cut >= 0) block.append(el("pre", "terminal", result.output.slice(cut + 1)));
+  } else if (!result.ok && result.error) block.append(el("pre", "error", `${result.error.code}: ${result.error.message}${result.output ? `\n${result.output}` : ""}`));
   else if (call.tool === "shell_exec") block.append(el("pre", "terminal", result.output || "(no output)"));
   else if (call.tool === "file_read") block.append(highlight(result.output));
   else if (call.tool === "file_write" && data.diff) block.append(diffBlock(data.diff));
@@ -157,7 +170,7 @@ function handleEvent(event) {
     case "tool-called": {
       const block = el("div", "tool");
       const head = el("div", "tool-head");
-      head.append(el("span", null, p.call.tool === "shell_exec" ? `$ ${p.call.arguments.command}` : `${p.call.tool} ${JSON.stringify(p.call.arguments)}`));
+      head.append(el("span", null, toolTitle(p.call)));
       block.append(head);
       view.tools.append(block);
       view.toolBlocks.set(`${p.step_id}/${p.attempt}`, block);

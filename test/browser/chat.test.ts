@@ -29,6 +29,7 @@ beforeAll(async () => {
   models = new ScriptedModelProvider({}, { chunkSize: 3 }).always("thinker", () => draft).always("json_compiler", (request) =>
     isDirectiveRequest(request) ? directive : request.prompt.startsWith("Should long-term memory") ? { recall: false, query: "" } : { correctness: 1, usefulness: 1, safety: 1, verdict: "pass", reason: "ok" },
   );
+  models.always("coder", { files: [{ path: "greeting.txt", content: "hello from the coder\n" }], notes: "" });
   server = await startTestServer({ models, tools: [createEchoTool()] });
   writeFileSync(join(server.runtime.workspace, "notes.md"), "# Notes\nconst duck = \"quack\";\n");
   browser = await launchChromium();
@@ -158,6 +159,23 @@ describe("the web chat in Chromium", () => {
     } finally {
       models.chunkDelayMs = 0;
     }
+  });
+
+  it("renders a coder step's files as a diff and its test command as a terminal block", async () => {
+    draft = "";
+    directive = {
+      kind: "plan",
+      goal: "greet",
+      steps: [{ id: "greet", kind: "coder", description: "write the greeting", depends_on: [], coder: { specification: "Write greeting.txt.", files: ["greeting.txt"], test_command: "cat greeting.txt" } }],
+    };
+    const page = await openChat();
+    await send(page, "write a greeting file");
+    await page.waitForSelector(".tool .diff .add");
+    expect(await page.textContent(".tool .tool-head")).toContain("coder: greeting.txt · test: cat greeting.txt");
+    expect(await page.textContent(".tool .diff .add")).toBe("+hello from the coder");
+    expect(await page.textContent(".tool .terminal")).toContain("$ cat greeting.txt\nhello from the coder");
+    expect(await page.textContent(".tool .exit")).toBe("exit 0");
+    await page.close();
   });
 
   it("shows model output that contains HTML as text", async () => {
