@@ -1,6 +1,8 @@
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import pino from "pino";
+import { IntegrationsConfigSchema } from "../config/config-schemas.js";
+import { createWebTools } from "../integrations/web-tools.js";
 import { describe, expect, it } from "vitest";
 import { makeTempDir, createTestRuntime } from "../../test/helpers/test-runtime.js";
 import { BUILTIN_TOOL_NAMES } from "../runtime/create-runtime.js";
@@ -41,7 +43,10 @@ describe("loadPlugins", () => {
   it("knows every built-in tool's name", async () => {
     const runtime = createTestRuntime();
     try {
-      expect(new Set(runtime.tools.names())).toEqual(BUILTIN_TOOL_NAMES);
+      // The runtime's own tools, the internal one coder steps use, and the web tools integrations.json adds.
+      const web = createWebTools(IntegrationsConfigSchema.parse({ web: { search: { provider: "searxng", url: "http://127.0.0.1:1/" } } }).web).map((tool) => tool.name);
+      expect(runtime.tools.isInternal("code_apply")).toBe(true);
+      expect(new Set([...runtime.tools.names(), "code_apply", ...web])).toEqual(BUILTIN_TOOL_NAMES);
     } finally {
       await runtime.dispose();
     }
