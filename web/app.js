@@ -269,7 +269,9 @@ function showNextPermission() {
   $("permission-category").textContent = request.category;
   const list = $("permission-commands");
   list.replaceChildren();
-  const commands = request.commands.length > 0 ? request.commands : [`${request.call.tool} ${JSON.stringify(request.call.arguments)}`];
+  const commands = request.commands.length > 0 ? [...request.commands] : [toolTitle(request.call)];
+  // A coder step asks once for its files and its test command together.
+  if (request.call.tool === "code_apply" && request.commands.length > 0) commands.unshift(`write ${(request.call.arguments.files || []).join(", ")}`);
   for (const command of commands) {
     const item = el("li");
     item.append(el("code", null, command));

@@ -1,5 +1,5 @@
-import { spawn, type ChildProcess } from "node:child_process";
-import { readFileSync, writeFileSync } from "node:fs";
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { cpSync, readFileSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
@@ -149,3 +149,21 @@ describe("MCP servers from integrations.json", () => {
     });
   });
 });
+
+describe("`ducklm doctor` with MCP servers configured", () => {
+  it("connects to them from the command line and lists their tools, naming a server that fails", () => {
+    const root = join(import.meta.dirname, "../..");
+    const configDir = makeTempDir("ducklm-mcp-config-");
+    cpSync(join(root, "config"), configDir, { recursive: true });
+    writeFileSync(
+      join(configDir, "integrations.json"),
+      JSON.stringify({ mcp: { servers: { files: { command: process.execPath, args: [FILESYSTEM_SERVER, workspace] }, gone: { command: join(workspace, "missing-server") } } } }),
+    );
+    const result = spawnSync(process.execPath, ["--import", import.meta.resolve("tsx"), join(root, "src/cli/main.ts"), "--config", configDir, "--home", makeTempDir(), "--workspace", workspace, "doctor"], { encoding: "utf8", timeout: 60_000 });
+    const line = result.stdout.split("\n").find((text) => text.includes("integrations")) ?? "";
+    expect(line).toMatch(/^warn/);
+    expect(line).toContain("mcp__files__read_text_file");
+    expect(line).toContain("MCP server gone");
+  }, 60_000);
+});
+
