@@ -1,3 +1,4 @@
+import { writeFileSync } from "node:fs";
 import { setTimeout as delay } from "node:timers/promises";
 import pino from "pino";
 import { afterAll, describe, expect, it } from "vitest";
@@ -58,6 +59,25 @@ describe("recording tasks of every kind", () => {
     const planHandle = planned.loop.submit({ text: "tell me about ducks in three steps" });
     expect((await planHandle.done).state).toBe("completed");
     keep("parallel plan with retries", planned, planHandle.taskId);
+
+    // A coder step whose first files fail their test; the retry gets the test output and passes.
+    const coderWorkspace = makeTempDir("ducklm-replay-coder-");
+    writeFileSync(join(coderWorkspace, "check.js"), 'if (require("./double.js")(4) !== 8) { console.error("double(4) is wrong"); process.exit(1); }\n');
+    const coderPlan: ExecutionDirective = {
+      kind: "plan",
+      goal: "",
+      steps: [{ id: "code", kind: "coder", description: "", depends_on: [], coder: { specification: "double.js exports x => 2x", files: ["double.js"], test_command: "node check.js" } }],
+    };
+    const coderModels = scripted(coderPlan).push(
+      "coder",
+      { files: [{ path: "double.js", content: "module.exports = (x) => x + 2;\n" }], notes: "" },
+      { files: [{ path: "double.js", content: "module.exports = (x) => x * 2;\n" }], notes: "" },
+    );
+    const coding = createTestRuntime({ models: coderModels, workspace: coderWorkspace });
+    runtimes.push(coding);
+    const coderHandle = coding.loop.submit({ text: "write double.js", auto_approve: ["unknown"] });
+    expect((await coderHandle.done).state).toBe("completed");
+    keep("coder step with a failing test", coding, coderHandle.taskId);
 
     // Permissions: allowed always (and used by a second task), denied, and a cancel while waiting.
     const asking = createTestRuntime();
@@ -135,8 +155,10 @@ describe("exact replay", () => {
     }
     expect(failures).toEqual([]);
     // `DUCKLM_WRITE_REPLAYS=1 npx vitest run test/replay.test.ts` refreshes the stored logs in test/replays/.
-    if (process.env.DUCKLM_WRITE_REPLAYS) {
-      for (const recording of recordings) {
+    // DUCKLM_WRITE_REPLAYS=1 writes them all; any other value writes those whose name contains it.
+    const only = process.env.DUCKLM_WRITE_REPLAYS;
+    if (only) {
+      for (const recording of recordings.filter((entry) => only === "1" || entry.name.includes(only))) {
         if (JSON.stringify(recording.config.runtime) !== JSON.stringify(testConfig().runtime)) continue;
         const name = recording.name.replace(/[^a-z0-9]+/gi, "-").replace(/^-|-$/g, "").toLowerCase();
         writeRecording(join(import.meta.dirname, "replays", `${name}.jsonl`), recording.events);
