@@ -49,9 +49,63 @@ export function mcpResultText(content: readonly McpContent[], structured: unknow
   return parts.join("\n");
 }
 
+/**
+ * One configured server: its client, connected on demand. When the server goes away (a stdio server
+ * that crashed, an HTTP server that restarted), the next call connects again instead of failing
+ * forever. A call that was in flight when it went away is not repeated: it may have had its effect.
+ */
+export class McpSession {
+  client: Client | null = null;
+  private connecting: Promise<Client> | null = null;
+
+  constructor(
+    readonly name: string,
+    private readonly server: McpServerConfig,
+    private readonly options: { workspace: string; env: NodeJS.ProcessEnv; connectTimeoutMs: number; logger: Logger },
+  ) {}
+
+  /** The connected client, connecting (again) first when there is none. */
+  connected(): Promise<Client> {
+    if (this.client) return Promise.resolve(this.client);
+    this.connecting ??= this.connect().finally(() => (this.connecting = null));
+    return this.connecting;
+  }
+
+  /** The process id of a stdio server (tests stop it to check reconnection). */
+  get pid(): number | null {
+    const transport = this.client?.transport;
+    return transport instanceof StdioClientTransport ? transport.pid : null;
+  }
+
+  async close(): Promise<void> {
+    const client = this.client;
+    this.client = null;
+    await client?.close().catch(() => undefined);
+  }
+
+  private async connect(): Promise<Client> {
+    const client = new Client({ name: "ducklm", version: "0.1.0" });
+    try {
+      const transport = transportFor(this.name, this.server, this.options.workspace, this.options.env);
+      await withTimeout(client.connect(transport), this.options.connectTimeoutMs, `connecting to MCP server ${this.name}`);
+    } catch (error) {
+      await client.close().catch(() => undefined);
+      throw error;
+    }
+    client.onclose = () => {
+      if (this.client === client) {
+        this.client = null;
+        this.options.logger.warn({ server: this.name }, "MCP server connection closed; the next call reconnects");
+      }
+    };
+    this.client = client;
+    return client;
+  }
+}
+
 export interface McpConnection {
   server: string;
-  client: Client;
+  session: McpSession;
   tools: AnyToolDefinition[];
 }
 
@@ -94,7 +148,8 @@ async function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Pr
   }
 }
 
-function toolsOf(name: string, server: McpServerConfig, client: Client, listed: Array<{ name: string; description?: string; inputSchema: unknown }>): AnyToolDefinition[] {
+function toolsOf(session: McpSession, server: McpServerConfig, listed: Array<{ name: string; description?: string; inputSchema: unknown }>): AnyToolDefinition[] {
+  const name = session.name;
   return listed
     .filter((tool) => !server.exclude.includes(tool.name))
     .map((tool) => {
@@ -109,6 +164,7 @@ function toolsOf(name: string, server: McpServerConfig, client: Client, listed: 
         effect: category === "read_only" ? "read-only" : "side-effecting",
         permission: category,
         async execute(input: Record<string, unknown>, context): Promise<ToolOutput> {
+          const client = await session.connected();
           const result = await client.callTool({ name: tool.name, arguments: input }, undefined, {
             signal: context.signal,
             timeout: server.call_timeout_ms ?? context.timeoutMs,
@@ -135,10 +191,9 @@ export async function connectMcpServers(config: IntegrationsConfig["mcp"], optio
   const entries = Object.entries(config.servers).filter(([, server]) => server.enabled);
   await Promise.all(
     entries.map(async ([name, server]) => {
-      const client = new Client({ name: "ducklm", version: "0.1.0" });
+      const session = new McpSession(name, server, { workspace: options.workspace, env, connectTimeoutMs: config.connect_timeout_ms, logger: options.logger });
       try {
-        const transport = transportFor(name, server, options.workspace, env);
-        await withTimeout(client.connect(transport), config.connect_timeout_ms, `connecting to MCP server ${name}`);
+        const client = await session.connected();
         const listed: Array<{ name: string; description?: string; inputSchema: unknown }> = [];
         let cursor: string | undefined;
         do {
@@ -146,10 +201,10 @@ export async function connectMcpServers(config: IntegrationsConfig["mcp"], optio
           listed.push(...page.tools);
           cursor = page.nextCursor;
         } while (cursor);
-        connections.push({ server: name, client, tools: toolsOf(name, server, client, listed) });
+        connections.push({ server: name, session, tools: toolsOf(session, server, listed) });
         options.logger.info({ server: name, tools: listed.length }, "MCP server connected");
       } catch (error) {
-        await client.close().catch(() => undefined);
+        await session.close();
         const reason = error instanceof Error ? error.message : String(error);
         failures.push({ server: name, reason });
         options.logger.warn({ server: name, err: error }, "MCP server unavailable; its tools are left out");
@@ -162,7 +217,7 @@ export async function connectMcpServers(config: IntegrationsConfig["mcp"], optio
     connections,
     failures,
     async close() {
-      await Promise.all(connections.map((connection) => connection.client.close().catch(() => undefined)));
+      await Promise.all(connections.map((connection) => connection.session.close()));
     },
   };
 }

@@ -87,6 +87,20 @@ describe("MCP servers from integrations.json", () => {
     expect(() => expandEnv("${NOPE_X}", {}, "mcp.servers.a.env.KEY")).toThrow(/NOPE_X is not set/);
   });
 
+  it("connects again when a stdio server has gone away, instead of failing every call after", async () => {
+    const files = mcp.connections.find((connection) => connection.server === "files")!;
+    const read = mcp.tools.find((tool) => tool.name === "mcp__files__read_text_file")!;
+    const context = { signal: new AbortController().signal, workspace, timeoutMs: 10_000, outputCapBytes: 65_536, fileReadMaxBytes: 1_000_000, taskId: "t" };
+    const firstPid = files.session.pid;
+    expect(firstPid).toBeGreaterThan(0);
+    process.kill(firstPid!, "SIGKILL");
+    for (let i = 0; i < 100 && files.session.client !== null; i += 1) await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(files.session.client).toBeNull();
+    const result = await read.execute({ path: join(workspace, "hello.txt") }, context);
+    expect(result.output).toContain("hello from the workspace");
+    expect(files.session.pid).not.toBe(firstPid);
+  });
+
   describe("in tasks", () => {
     let runtime: TestRuntime;
     let directive: ExecutionDirective;
