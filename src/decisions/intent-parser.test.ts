@@ -13,11 +13,14 @@ describe("parseIntent", () => {
     ["remember that my editor is helix", { tool: "memory_insert", arguments: { text: "my editor is helix", kind: "fact" } }],
     ["What do you remember about my editor?", { tool: "memory_search", arguments: { query: "my editor" } }],
     ["list memories", { tool: "memory_list", arguments: {} }],
+    ["fetch https://example.org/ducks?x=1", { tool: "web_fetch", arguments: { url: "https://example.org/ducks?x=1" } }],
+    ["please open the page <http://example.org>", { tool: "web_fetch", arguments: { url: "http://example.org" } }],
+    ["search the web for mallard migration", { tool: "web_search", arguments: { query: "mallard migration" } }],
   ])("reads %j", (text, expected) => {
     expect(parseIntent(text)).toMatchObject({ kind: "tool", ...expected });
   });
 
-  it.each(["What is the weather like?", "Explain monads", "running late, sorry"])("leaves %j to a model", (text) => {
+  it.each(["What is the weather like?", "Explain monads", "running late, sorry", "fetch the ducks from the pond", "get ftp://example.org/x"])("leaves %j to a model", (text) => {
     expect(parseIntent(text)).toBeNull();
   });
 });

@@ -21,6 +21,14 @@ const tool = (name: string, args: Record<string, unknown>, reason: string): Exec
 // Ordered: the first pattern that matches wins. Each reads an explicit request, nothing more.
 const PATTERNS: IntentPattern[] = [
   {
+    pattern: /^(?:please\s+)?(?:fetch|get|download|open)(?:\s+the\s+page)?\s+<?(https?:\/\/[^\s>]+)>?\s*$/i,
+    build: (m) => tool("web_fetch", { url: m[1]! }, "explicit URL to fetch"),
+  },
+  {
+    pattern: /^(?:please\s+)?(?:search\s+the\s+web\s+for|web\s+search(?:\s+for)?|look\s+up\s+online)\s*:?\s+([\s\S]+?)\s*$/i,
+    build: (m) => tool("web_search", { query: unquote(m[1]!) }, "explicit web search"),
+  },
+  {
     pattern: /^(?:please\s+)?(?:run|execute|exec)(?:\s+the\s+command)?\s*:?\s+`([^`]+)`\s*$/i,
     build: (m) => tool("shell_exec", { command: m[1]!.trim() }, "explicit command in backticks"),
   },
@@ -74,6 +82,7 @@ export const NO_MODEL_ANSWER = [
   "No language model is configured, so DuckLM can only act on explicit requests right now:",
   "  run `ls -la`            read file README.md       write file notes.txt: hello",
   "  remember that …         what do you remember about …",
+  "  fetch https://…          search the web for …      (web_search needs web.search in integrations.json)",
   "To answer anything else, install a GGUF model: `ducklm models pull <url> --role thinker`",
   "(see README, \"Getting models\").",
 ].join("\n");
