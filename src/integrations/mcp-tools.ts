@@ -86,7 +86,7 @@ export class McpSession {
   private async connect(): Promise<Client> {
     const client = new Client({ name: "ducklm", version: "0.1.0" });
     try {
-      const transport = transportFor(this.name, this.server, this.options.workspace, this.options.env);
+      const transport = transportFor(this.name, this.server, this.options.workspace, this.options.env, this.options.logger);
       await withTimeout(client.connect(transport), this.options.connectTimeoutMs, `connecting to MCP server ${this.name}`);
     } catch (error) {
       await client.close().catch(() => undefined);
@@ -117,9 +117,9 @@ export interface McpConnectResult {
   close(): Promise<void>;
 }
 
-function transportFor(name: string, server: McpServerConfig, workspace: string, env: NodeJS.ProcessEnv): Transport {
+function transportFor(name: string, server: McpServerConfig, workspace: string, env: NodeJS.ProcessEnv, logger: Logger): Transport {
   if (server.command !== undefined) {
-    return new StdioClientTransport({
+    const transport = new StdioClientTransport({
       command: server.command,
       args: server.args,
       // Only what a program needs to start, plus what the user configured: DuckLM's own environment
@@ -128,6 +128,9 @@ function transportFor(name: string, server: McpServerConfig, workspace: string, 
       cwd: server.cwd ?? workspace,
       stderr: "pipe",
     });
+    // Read, or a chatty server would block once the pipe is full; kept in the log for diagnosis.
+    transport.stderr?.on("data", (chunk: Buffer) => logger.debug({ server: name, stderr: String(chunk).slice(0, 2000) }, "MCP server stderr"));
+    return transport;
   }
   return new StreamableHTTPClientTransport(new URL(server.url!), {
     requestInit: { headers: expandAll(server.headers, env, `mcp.servers.${name}.headers`) },

@@ -167,7 +167,7 @@ export class OpenAiCompatibleProvider implements ModelProvider, EmbeddingProvide
       temperature: request.temperature ?? sampling.temperature,
       ...(this.options.seed !== undefined ? { seed: this.options.seed } : {}),
     };
-    if (schema && server.structured_output === "json_schema") body.response_format = { type: "json_schema", json_schema: { name: "output", strict: true, schema } };
+    if (schema && server.structured_output === "json_schema") body.response_format = { type: "json_schema", json_schema: { name: "output", schema } };
     if (schema && server.structured_output === "json_object") body.response_format = { type: "json_object" };
     const signals = request.signal ? [request.signal] : [];
     return withScopedSignal(signals, this.options.callTimeoutMs ?? 120_000, `${request.role} model call`, async (signal) => {
