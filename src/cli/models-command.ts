@@ -4,7 +4,7 @@ import { loadConfig, resolveConfigDir, resolveHomeDir } from "../config/load-con
 import { setRoleModelFile } from "../config/update-models-config.js";
 import type { ModelRole } from "../contracts/index.js";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
-import { modelsDirectory } from "../models/create-model-provider.js";
+import { createModelProvider, modelsDirectory } from "../models/create-model-provider.js";
 import { downloadModel } from "../models/model-download.js";
 import { resolveRoles } from "../models/model-roles.js";
 import { createLogger } from "../runtime/logger.js";
@@ -91,13 +91,16 @@ export async function modelsBenchCommand(globals: GlobalOptions, roleName: strin
   const role = checkRole(roleName);
   const home = resolveHomeDir(globals.home);
   const config = loadConfig(resolveConfigDir(globals.config));
-  const { LlamaCppProvider } = await import("../models/llama/llama-cpp-provider.js");
-  const provider = new LlamaCppProvider({ config: config.models, modelsDir: modelsDirectory(home), logger: createLogger({ file: join(home, "logs", "ducklm.log") }) });
+  // The same provider tasks use: a local file or a model server, whichever serves the role.
+  const provider = await createModelProvider({ config: config.models, home, logger: createLogger({ file: join(home, "logs", "ducklm.log") }) });
+  if (!provider?.hasRole(role)) {
+    await provider?.dispose();
+    throw new DuckError(ErrorCode.ModelUnavailable, `role ${role} has no model file or server; see \`ducklm models list\``);
+  }
   try {
-    if (!provider.hasRole(role)) throw new DuckError(ErrorCode.ModelUnavailable, `role ${role} has no model file; see \`ducklm models list\``);
     const tokens = Number(options.tokens ?? 128);
     const loadStart = performance.now();
-    await provider.ensureLoaded(role);
+    await provider.ensureLoaded?.(role);
     const loadMs = performance.now() - loadStart;
     const prompt = "Describe, step by step, how a compiler turns source code into machine code. ".repeat(8);
     const promptTokens = provider.countTokens(role, prompt);

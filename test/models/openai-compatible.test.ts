@@ -1,4 +1,7 @@
+import { spawn } from "node:child_process";
+import { cpSync, writeFileSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { join } from "node:path";
 import type { AddressInfo } from "node:net";
 import pino from "pino";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
@@ -188,4 +191,36 @@ describe("a role on an OpenAI-compatible server", () => {
   it("refuses a role that names both a file and a server", () => {
     expect(() => ModelsConfigSchema.parse({ roles: { thinker: { file: "a.gguf", server: { base_url: baseUrl, model: "m" } } } })).toThrow(/either file/);
   });
+});
+
+describe("`ducklm models` with a role on a server", () => {
+  const root = join(import.meta.dirname, "../..");
+
+  function ducklm(args: string[], configDir: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+    return new Promise((resolve) => {
+      // Asynchronous, so that this process's loopback server can answer the child.
+      const child = spawn(process.execPath, ["--import", import.meta.resolve("tsx"), join(root, "src/cli/main.ts"), "--config", configDir, "--home", makeTempDir(), ...args], { stdio: ["ignore", "pipe", "pipe"] });
+      let stdout = "";
+      let stderr = "";
+      child.stdout.on("data", (chunk) => (stdout += chunk));
+      child.stderr.on("data", (chunk) => (stderr += chunk));
+      child.on("exit", (code) => resolve({ code, stdout, stderr }));
+    });
+  }
+
+  it("lists the server as what serves the role, and measures it", async () => {
+    const configDir = makeTempDir("ducklm-remote-config-");
+    cpSync(join(root, "config"), configDir, { recursive: true });
+    writeFileSync(join(configDir, "models.json"), JSON.stringify({ roles: { thinker: { server: { base_url: baseUrl, model: "duck-7b" } } } }));
+    const listed = await ducklm(["models", "list", "--json"], configDir);
+    expect(listed.code).toBe(0);
+    const rows = listed.stdout.trim().split("\n").map((line) => JSON.parse(line) as { role: string; server: string | null; served_by: string | null });
+    expect(rows.find((row) => row.role === "thinker")).toMatchObject({ server: `duck-7b @ ${baseUrl}`, served_by: "thinker" });
+    expect(rows.find((row) => row.role === "critic")?.served_by).toBe("thinker");
+    reply = () => ({ chunks: ["one ", "two ", "three"] });
+    const bench = await ducklm(["models", "bench", "thinker", "--tokens", "8"], configDir);
+    expect(bench.stderr).toBe("");
+    expect(bench.code).toBe(0);
+    expect(bench.stdout).toMatch(/generation\s+\d+ tokens in \d+ ms/);
+  }, 60_000);
 });
