@@ -80,6 +80,17 @@ export function createTelegramBot(runtime: Runtime, options: TelegramBotOptions)
     }
   };
 
+  /** A permission request as a message with its buttons. */
+  const askPermission = async (chatId: number, taskId: string, p: EventPayloads["permission-requested"]) => {
+    const key = randomBytes(6).toString("base64url");
+    pendingButtons.set(key, { taskId, requestId: p.request_id });
+    const keyboard = new InlineKeyboard().text("Allow once", `o:${key}`);
+    if (p.category !== "no_always") keyboard.text("Always", `a:${key}`);
+    keyboard.text("Deny", `d:${key}`);
+    const what = p.call.tool === "shell_exec" ? `$ ${String(p.call.arguments.command)}` : `${p.call.tool} ${clip(JSON.stringify(p.call.arguments), 500)}`;
+    await send(chatId, `Permission needed [${p.category}]: ${what}\n${p.reason}`, { reply_markup: keyboard });
+  };
+
   const isAllowed = (ctx: Context): boolean => ctx.from !== undefined && allowed.has(ctx.from.id);
 
   /** Reports a task's events to the chat until it ends; stored ones first, so nothing is missed. */
@@ -91,14 +102,7 @@ export function createTelegramBot(runtime: Runtime, options: TelegramBotOptions)
       (event) => {
         queue = queue.then(async () => {
           if (event.type === "permission-requested") {
-            const p = event.payload as EventPayloads["permission-requested"];
-            const key = randomBytes(6).toString("base64url");
-            pendingButtons.set(key, { taskId, requestId: p.request_id });
-            const keyboard = new InlineKeyboard().text("Allow once", `o:${key}`);
-            if (p.category !== "no_always") keyboard.text("Always", `a:${key}`);
-            keyboard.text("Deny", `d:${key}`);
-            const what = p.call.tool === "shell_exec" ? `$ ${String(p.call.arguments.command)}` : `${p.call.tool} ${clip(JSON.stringify(p.call.arguments), 500)}`;
-            await send(chatId, `Permission needed [${p.category}]: ${what}\n${p.reason}`, { reply_markup: keyboard });
+            await askPermission(chatId, taskId, event.payload as EventPayloads["permission-requested"]);
             return;
           }
           if (event.type === "secret-requested") {
@@ -120,13 +124,27 @@ export function createTelegramBot(runtime: Runtime, options: TelegramBotOptions)
 
   bot.command("start", async (ctx) => {
     if (!isAllowed(ctx)) return refuse(ctx);
-    await ctx.reply("Send me a task in your own words. /tasks lists recent tasks, /cancel <id> stops one.");
+    await ctx.reply("Send me a task in your own words. /tasks lists recent tasks, /pending shows what waits for your permission, /cancel <id> stops one.");
   });
 
   bot.command("tasks", async (ctx) => {
     if (!isAllowed(ctx)) return refuse(ctx);
     const tasks = runtime.store.listTasks({ limit: 10 });
     await ctx.reply(tasks.length === 0 ? "no tasks yet" : tasks.map((task) => `${task.state.padEnd(19)} ${task.id.slice(0, 8)} ${clip(task.text, 60)}`).join("\n"));
+  });
+
+  // Requests still open (after a restart of the bot, say) come back with fresh buttons.
+  bot.command("pending", async (ctx) => {
+    if (!isAllowed(ctx)) return refuse(ctx);
+    let asked = 0;
+    for (const task of runtime.store.listTasks({ state: "awaiting_permission", limit: 20 })) {
+      for (const step of Object.values(runtime.store.projection(task.id).steps)) {
+        if (!step.permission_request) continue;
+        await askPermission(ctx.chat.id, task.id, step.permission_request);
+        asked += 1;
+      }
+    }
+    if (asked === 0) await ctx.reply("nothing is waiting for permission");
   });
 
   bot.command("cancel", async (ctx) => {

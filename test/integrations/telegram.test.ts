@@ -71,6 +71,18 @@ describe("the Telegram bot against a loopback Bot API", () => {
     await api.waitFor(() => api.calls.some((call) => call.method === "answerCallbackQuery" && String(call.params.text).includes("no longer open")));
   });
 
+  it("shows requests that were waiting before the bot saw them on /pending, with working buttons", async () => {
+    const waiting = await runtime.loop.submit({ text: "run `touch waited.txt`" }).done;
+    expect(waiting.state).toBe("awaiting_permission");
+    api.sendText(OWNER, "/pending");
+    const ask = await api.waitFor(() => api.sent(OWNER).find((message) => message.text.includes("touch waited.txt")));
+    api.press(OWNER, ask.reply_markup!.inline_keyboard.flat().find((button) => button.text === "Allow once")!.callback_data);
+    await api.waitFor(() => existsSync(join(runtime.workspace, "waited.txt")));
+    await api.waitFor(() => runtime.store.getTask(waiting.task_id)?.state === "completed");
+    api.sendText(OWNER, "/pending");
+    await api.waitFor(() => api.sent(OWNER).some((message) => message.text === "nothing is waiting for permission"));
+  });
+
   it("fails the step when the user denies, and lists tasks on /tasks", async () => {
     api.sendText(OWNER, "run `touch denied-by-telegram.txt`");
     const asks = () => api.sent(OWNER).filter((message) => message.text.startsWith("Permission needed"));
