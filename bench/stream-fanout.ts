@@ -2,7 +2,7 @@
 // committed to SQLite, published on the bus, streamed by /stream/:id) against a bare `ws` server that
 // broadcasts the same pre-serialised messages, in the same run; and the p99 latency from append (or
 // send) to receipt.
-//   npm run bench:stream-fanout [-- --events 10000]
+//   npm run bench:stream-fanout [-- --events 10000 --rounds 5 --clients 1,10,100]
 import type { Socket } from "node:net";
 import { parseArgs } from "node:util";
 import { setImmediate as nextTurn } from "node:timers/promises";
@@ -10,7 +10,8 @@ import WebSocket, { WebSocketServer } from "ws";
 import { serialise } from "../src/server/event-stream.js";
 import { startTestServer } from "../test/helpers/test-server.js";
 
-const { values } = parseArgs({ options: { events: { type: "string", default: "10000" }, clients: { type: "string", default: "1,10,100" } } });
+const { values } = parseArgs({ options: { events: { type: "string", default: "10000" }, clients: { type: "string", default: "1,10,100" }, rounds: { type: "string", default: "5" } } });
+const ROUNDS = Number(values.rounds);
 const EVENTS = Number(values.events);
 const CLIENT_COUNTS = values.clients.split(",").map(Number);
 const BATCH = 50;
@@ -106,11 +107,20 @@ async function bareRun(clients: number, corked = false): Promise<Result> {
 await bareRun(1);
 await duckRun(1);
 
-console.log(`stream-fanout: ${EVENTS} events per client, appended in batches of ${BATCH} per event-loop turn; loopback, same process`);
+console.log(`stream-fanout: ${EVENTS} events per client, appended in batches of ${BATCH} per event-loop turn; loopback, same process; median of ${ROUNDS} alternating rounds`);
+const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 for (const clients of CLIENT_COUNTS) {
-  const bare = await bareRun(clients);
-  const bareCorked = await bareRun(clients, true);
-  const duck = await duckRun(clients);
+  // The three contenders take turns, round after round, so that a noisy moment hurts all of them.
+  const runs: Record<"duck" | "bare" | "corked", Result[]> = { duck: [], bare: [], corked: [] };
+  for (let round = 0; round < ROUNDS; round += 1) {
+    runs.bare.push(await bareRun(clients));
+    runs.corked.push(await bareRun(clients, true));
+    runs.duck.push(await duckRun(clients));
+  }
+  const summary = (results: Result[]): Result => ({ eventsPerSecond: median(results.map((result) => result.eventsPerSecond)), p99Ms: median(results.map((result) => result.p99Ms)) });
+  const duck = summary(runs.duck);
+  const bare = summary(runs.bare);
+  const bareCorked = summary(runs.corked);
   const ratio = duck.eventsPerSecond / bare.eventsPerSecond;
   const corkedRatio = duck.eventsPerSecond / bareCorked.eventsPerSecond;
   const rate = (result: Result) => `${result.eventsPerSecond.toFixed(0).padStart(7)} ev/s (p99 ${result.p99Ms.toFixed(1)} ms)`;
