@@ -28,12 +28,18 @@ export interface PermissionInput {
 
 /**
  * What an "always" approval of a call is remembered by: a shell command by its exact text (with the
- * working directory beside it); a code step by its test command; any other tool that asks by its name.
+ * working directory beside it); a code step by its test command; a fetch by its site; any other tool
+ * that asks by its name.
  */
 export function approvalSubjectOf(call: ToolCall): string {
   const args = call.arguments;
   if (call.tool === "shell_exec" && typeof args.command === "string") return args.command;
   if (call.tool === CODE_APPLY_TOOL && typeof args.test_command === "string") return args.test_command;
+  // A fetch is approved per site: "always" for one site is not "always" for every URL a page suggests.
+  if (call.tool === "web_fetch" && typeof args.url === "string") {
+    const host = URL.canParse(args.url) ? new URL(args.url).host : null;
+    if (host) return `tool:web_fetch@${host}`;
+  }
   return `tool:${call.tool}`;
 }
 

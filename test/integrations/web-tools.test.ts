@@ -8,7 +8,7 @@ import { IntegrationsConfigSchema } from "../../src/config/config-schemas.js";
 import { createWebTools, isPublicAddress } from "../../src/integrations/web-tools.js";
 import type { AnyToolDefinition, ToolContext } from "../../src/tools/tool-definition.js";
 import { ToolRegistry } from "../../src/tools/tool-registry.js";
-import { makeTempDir } from "../helpers/test-runtime.js";
+import { createTestRuntime, makeTempDir } from "../helpers/test-runtime.js";
 
 let server: Server;
 let base: string;
@@ -204,4 +204,25 @@ describe("web_fetch from the command line, with no model", () => {
     expect(fetched.stdout).toContain("# Duck facts");
     expect(fetched.stdout).toContain("**dabble**");
   }, 60_000);
+});
+
+describe("web_fetch behind the PermissionService", () => {
+  it("asks when configured to, and remembers 'always' for one site only", async () => {
+    const web = IntegrationsConfigSchema.parse({ web: { fetch: { allow_private_network: true, permission: "unknown" } } }).web;
+    const runtime = createTestRuntime({ tools: createWebTools(web) });
+    try {
+      const first = await runtime.loop.submit({ text: `fetch ${base}/page` }).done;
+      expect(first.state).toBe("awaiting_permission");
+      expect(first.pending_permissions[0]).toMatchObject({ category: "unknown", call: { tool: "web_fetch" } });
+      const done = await runtime.loop.resolvePermission(first.task_id, first.pending_permissions[0]!.request_id, "allow_always").done;
+      expect(done.state).toBe("completed");
+      expect(runtime.approvals.list().map((approval) => approval.command)).toEqual([`tool:web_fetch@${new URL(base).host}`]);
+      // Same site, another page: remembered.
+      expect((await runtime.loop.submit({ text: `fetch ${base}/redirect` }).done).state).toBe("completed");
+      // Another site (the same server under another name): asked again.
+      expect((await runtime.loop.submit({ text: `fetch ${base.replace("127.0.0.1", "localhost")}/page` }).done).state).toBe("awaiting_permission");
+    } finally {
+      await runtime.dispose();
+    }
+  });
 });
