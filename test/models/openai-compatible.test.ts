@@ -46,6 +46,7 @@ async function handle(request: IncomingMessage, response: ServerResponse) {
   const answer = reply(body);
   if (answer.status && answer.status >= 400) {
     response.statusCode = answer.status;
+    if (answer.status === 503) response.setHeader("retry-after", "0.05");
     response.end(JSON.stringify({ error: { message: "invalid api key" } }));
     return;
   }
@@ -127,6 +128,18 @@ describe("a role on an OpenAI-compatible server", () => {
     expect(result.value).toEqual({ n: 3 });
     expect(received[0]!.body.response_format).toBeUndefined();
     expect((received[0]!.body.messages as Array<{ content: string }>)[1]!.content).toContain('"n"');
+  });
+
+  it("asks a busy server again (503 while it loads a model) and gives up after a few tries", async () => {
+    const models = await provider({ thinker: remote() });
+    let calls = 0;
+    reply = () => (++calls === 1 ? { status: 503 } : { chunks: ["ready now"] });
+    expect(await models.generateText({ role: "thinker", system: "", prompt: "x" })).toBe("ready now");
+    expect(calls).toBe(2);
+    calls = 0;
+    reply = () => (++calls, { status: 503 });
+    await expect(models.generateText({ role: "thinker", system: "", prompt: "x" })).rejects.toMatchObject({ code: "DUCK_ERR_MODEL_SERVER", message: expect.stringContaining("HTTP 503") });
+    expect(calls).toBe(3);
   });
 
   it("reads a server that ignores `stream` and answers with one JSON body", async () => {

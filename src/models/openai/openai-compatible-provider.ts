@@ -1,3 +1,4 @@
+import { setTimeout as delay } from "node:timers/promises";
 import type { Logger } from "pino";
 import type { ModelRoleConfig, ModelServerConfig, ModelsConfig } from "../../config/config-schemas.js";
 import type { ModelRole } from "../../contracts/index.js";
@@ -16,6 +17,10 @@ export interface OpenAiCompatibleProviderOptions {
   seed?: number;
   callTimeoutMs?: number;
 }
+
+/** Statuses a server gives while it is busy or loading, worth asking again. */
+const TRANSIENT_STATUS = new Set([429, 502, 503, 504]);
+const TRANSIENT_RETRIES = 2;
 
 interface ChatMessage {
   role: "system" | "user";
@@ -136,21 +141,32 @@ export class OpenAiCompatibleProvider implements ModelProvider, EmbeddingProvide
     return headers;
   }
 
+  /**
+   * POSTs JSON, retrying what a busy server answers while it loads a model or sheds load (429, 502,
+   * 503, 504) a few times, after the server's Retry-After when it gives one.
+   */
   private async post(server: ModelServerConfig, path: string, body: unknown, signal: AbortSignal): Promise<Response> {
     const url = `${server.base_url.replace(/\/+$/, "")}/${path}`;
     const headers = this.headers(server);
-    let response: Response;
-    try {
-      response = await fetch(url, { method: "POST", headers, body: JSON.stringify(body), signal });
-    } catch (error) {
-      if (signal.aborted) throw signal.reason ?? error;
-      throw new DuckError(ErrorCode.ModelServerFailed, `could not reach the model server at ${url}: ${(error as Error).cause instanceof Error ? ((error as Error).cause as Error).message : (error as Error).message}`, { cause: error });
-    }
-    if (!response.ok) {
+    for (let attempt = 0; ; attempt += 1) {
+      let response: Response;
+      try {
+        response = await fetch(url, { method: "POST", headers, body: JSON.stringify(body), signal });
+      } catch (error) {
+        if (signal.aborted) throw signal.reason ?? error;
+        throw new DuckError(ErrorCode.ModelServerFailed, `could not reach the model server at ${url}: ${(error as Error).cause instanceof Error ? ((error as Error).cause as Error).message : (error as Error).message}`, { cause: error });
+      }
+      if (response.ok) return response;
       const text = (await response.text().catch(() => "")).slice(0, 500);
+      if (TRANSIENT_STATUS.has(response.status) && attempt < TRANSIENT_RETRIES) {
+        const retryAfter = Number(response.headers.get("retry-after"));
+        const wait = Number.isFinite(retryAfter) && retryAfter > 0 ? Math.min(retryAfter * 1000, 10_000) : 500 * 2 ** attempt;
+        this.options.logger.warn({ url, status: response.status, wait_ms: wait }, "model server busy; trying again");
+        await delay(wait, undefined, { signal });
+        continue;
+      }
       throw new DuckError(ErrorCode.ModelServerFailed, `the model server at ${url} answered HTTP ${response.status}: ${text}`, { details: { status: response.status, url } });
     }
-    return response;
   }
 
   private async complete(request: TextRequest, schema: Record<string, unknown> | null): Promise<string> {
