@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { Bot, GrammyError, InlineKeyboard, type Context } from "grammy";
 import type { Logger } from "pino";
 import type { DuckEvent, EventPayloads } from "../contracts/index.js";
-import { DuckError } from "../errors/duck-error.js";
+import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import type { Runtime } from "../runtime/create-runtime.js";
 import type { PermissionAnswer } from "../runtime/runtime-loop.js";
 
@@ -68,6 +68,8 @@ const ANSWERS: Record<string, PermissionAnswer> = { o: "allow", a: "allow_always
  */
 export function createTelegramBot(runtime: Runtime, options: TelegramBotOptions) {
   const bot = new Bot(options.token, options.apiRoot ? { client: { apiRoot: options.apiRoot } } : {});
+  // Network errors quote the request URL, which holds the token: it never reaches a log or a terminal.
+  const withoutToken = (text: string) => text.split(options.token).join("[token]");
   const allowed = new Set(options.allowedUserIds);
   // callback_data holds at most 64 bytes: buttons carry a short key to the request they answer.
   const pendingButtons = new Map<string, { taskId: string; requestId: string }>();
@@ -76,7 +78,7 @@ export function createTelegramBot(runtime: Runtime, options: TelegramBotOptions)
   const send = async (chatId: number, text: string, extra: Parameters<typeof bot.api.sendMessage>[2] = {}) => {
     const parts = chunks(text);
     for (const [index, part] of parts.entries()) {
-      await bot.api.sendMessage(chatId, part, index === parts.length - 1 ? extra : {}).catch((error: unknown) => options.logger.warn({ err: error, chat: chatId }, "telegram message not sent"));
+      await bot.api.sendMessage(chatId, part, index === parts.length - 1 ? extra : {}).catch((error: unknown) => options.logger.warn({ chat: chatId, detail: withoutToken(String(error)) }, "telegram message not sent"));
     }
   };
 
@@ -198,14 +200,18 @@ export function createTelegramBot(runtime: Runtime, options: TelegramBotOptions)
   }
 
   bot.catch((error) => {
-    const detail = error.error instanceof GrammyError ? error.error.description : String(error.error);
-    options.logger.error({ err: error.error, detail }, "telegram update failed");
+    const detail = error.error instanceof GrammyError ? error.error.description : error.error instanceof Error ? error.error.message : String(error.error);
+    options.logger.error({ detail: withoutToken(detail) }, "telegram update failed");
   });
 
   return {
     bot,
     /** Polls for updates until `stop`; settles when polling ends. */
-    start: () => bot.start({ drop_pending_updates: false, allowed_updates: ["message", "callback_query"] }),
+    start: () =>
+      bot.start({ drop_pending_updates: false, allowed_updates: ["message", "callback_query"] }).catch((error: unknown) => {
+        const message = error instanceof GrammyError ? error.description : error instanceof Error ? error.message : String(error);
+        throw new DuckError(ErrorCode.ToolFailed, `the Telegram bot stopped: ${withoutToken(message)}`);
+      }),
     async stop() {
       for (const unsubscribe of watching.values()) unsubscribe();
       watching.clear();

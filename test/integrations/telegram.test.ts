@@ -1,5 +1,7 @@
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync, readFileSync, rmSync } from "node:fs";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTelegramBot } from "../../src/integrations/telegram-bot.js";
@@ -107,6 +109,30 @@ describe("`ducklm telegram`", () => {
     expect(result.status).toBe(2);
     expect(result.stderr).toContain("DUCKLM_TELEGRAM_TOKEN");
   });
+
+  it("stops with a clear error, and without the token, when Telegram refuses the token", async () => {
+    const refusing = createServer((_request, response) => {
+      response.statusCode = 401;
+      response.setHeader("content-type", "application/json");
+      response.end(JSON.stringify({ ok: false, error_code: 401, description: "Unauthorized" }));
+    });
+    await new Promise<void>((resolve) => refusing.listen(0, "127.0.0.1", resolve));
+    const home = `${runtime.home}-refused`;
+    const env: NodeJS.ProcessEnv = { ...process.env, DUCKLM_HOME: home, DUCKLM_CONFIG: join(root, "config"), DUCKLM_TELEGRAM_TOKEN: "123:secret-token-value" };
+    const apiRoot = `http://127.0.0.1:${(refusing.address() as AddressInfo).port}`;
+    const child = spawn(process.execPath, ["--import", tsxLoader, join(root, "src/cli/main.ts"), "telegram", "--allow", "1", "--api-root", apiRoot], { env, stdio: ["ignore", "pipe", "pipe"] });
+    let output = "";
+    child.stdout!.on("data", (chunk) => (output += chunk));
+    child.stderr!.on("data", (chunk) => (output += chunk));
+    const code = await new Promise<number | null>((resolve) => child.on("exit", resolve));
+    refusing.close();
+    expect(code).not.toBe(0);
+    expect(output).toContain("the Telegram bot stopped");
+    expect(output).toContain("Unauthorized");
+    expect(output).not.toContain("secret-token-value");
+    expect(readFileSync(join(home, "logs", "ducklm.log"), "utf8")).not.toContain("secret-token-value");
+    rmSync(home, { recursive: true, force: true });
+  }, 60_000);
 
   it("serves an allowed user from the command line and stops cleanly on Ctrl+C", async () => {
     const env = { ...process.env, DUCKLM_HOME: runtime.home + "-cli", DUCKLM_CONFIG: join(root, "config"), DUCKLM_TELEGRAM_TOKEN: "123:cli-token" };
