@@ -173,10 +173,13 @@ function toolsOf(session: McpSession, server: McpServerConfig, listed: Array<{ n
             timeout: server.call_timeout_ms ?? context.timeoutMs,
           });
           const content = (result.content ?? []) as McpContent[];
-          const output = mcpResultText(content, result.structuredContent);
-          const data = result.structuredContent !== undefined ? { structured: result.structuredContent } : undefined;
-          if (result.isError) return { ok: false, output, error: { code: ErrorCode.ToolFailed, message: `${name}/${tool.name}: ${output.slice(0, 500)}` }, ...(data ? { data } : {}) };
-          return { ok: true, output, ...(data ? { data } : {}) };
+          const full = mcpResultText(content, result.structuredContent);
+          // Bounded like shell output: a server may answer with a whole file or database dump.
+          const truncated = full.length > context.outputCapBytes;
+          const output = truncated ? `${full.slice(0, context.outputCapBytes)}\n[cut at ${context.outputCapBytes} characters of ${full.length}]` : full;
+          const structured = result.structuredContent !== undefined && !truncated ? { data: { structured: result.structuredContent } } : {};
+          if (result.isError) return { ok: false, output, truncated, error: { code: ErrorCode.ToolFailed, message: `${name}/${tool.name}: ${output.slice(0, 500)}` }, ...structured };
+          return { ok: true, output, truncated, ...structured };
         },
       };
       return definition;

@@ -101,6 +101,16 @@ describe("MCP servers from integrations.json", () => {
     expect(files.session.pid).not.toBe(firstPid);
   });
 
+  it("cuts a large answer at the output cap and says so", async () => {
+    writeFileSync(join(workspace, "big.txt"), "quack ".repeat(50_000));
+    const read = mcp.tools.find((tool) => tool.name === "mcp__files__read_text_file")!;
+    const context = { signal: new AbortController().signal, workspace, timeoutMs: 10_000, outputCapBytes: 1_000, fileReadMaxBytes: 1_000_000, taskId: "t" };
+    const result = await read.execute({ path: join(workspace, "big.txt") }, context);
+    expect(result.truncated).toBe(true);
+    expect(result.output.length).toBeLessThan(1_100);
+    expect(result.output).toContain("[cut at 1000 characters of 300000]");
+  });
+
   describe("in tasks", () => {
     let runtime: TestRuntime;
     let directive: ExecutionDirective;
