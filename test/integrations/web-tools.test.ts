@@ -1,5 +1,4 @@
-import { spawn } from "node:child_process";
-import { cpSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { join } from "node:path";
 import type { AddressInfo } from "node:net";
@@ -8,7 +7,8 @@ import { IntegrationsConfigSchema } from "../../src/config/config-schemas.js";
 import { createWebTools, isPublicAddress } from "../../src/integrations/web-tools.js";
 import type { AnyToolDefinition, ToolContext } from "../../src/tools/tool-definition.js";
 import { ToolRegistry } from "../../src/tools/tool-registry.js";
-import { createTestRuntime, makeTempDir } from "../helpers/test-runtime.js";
+import { copyOfConfig, runDucklm } from "../helpers/cli-child.js";
+import { createTestRuntime } from "../helpers/test-runtime.js";
 
 let server: Server;
 let base: string;
@@ -178,28 +178,13 @@ describe("web_search", () => {
 });
 
 describe("web_fetch from the command line, with no model", () => {
-  const root = join(import.meta.dirname, "../..");
-
-  function ducklm(args: string[], configDir: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
-    return new Promise((resolve) => {
-      // Asynchronous, so that this process's loopback server can answer the child.
-      const child = spawn(process.execPath, ["--import", import.meta.resolve("tsx"), join(root, "src/cli/main.ts"), "--config", configDir, "--home", makeTempDir(), ...args], { stdio: ["ignore", "pipe", "pipe"] });
-      let stdout = "";
-      let stderr = "";
-      child.stdout.on("data", (chunk) => (stdout += chunk));
-      child.stderr.on("data", (chunk) => (stderr += chunk));
-      child.on("exit", (code) => resolve({ code, stdout, stderr }));
-    });
-  }
-
   it("refuses a loopback URL by default and fetches it when integrations.json allows private addresses", async () => {
-    const configDir = makeTempDir("ducklm-web-config-");
-    cpSync(join(root, "config"), configDir, { recursive: true });
-    const refused = await ducklm(["run", `fetch ${base}/page`], configDir);
+    const configDir = copyOfConfig("ducklm-web-config-");
+    const refused = await runDucklm(["run", `fetch ${base}/page`], configDir);
     expect(refused.code).toBe(1);
     expect(refused.stdout).toContain("DUCK_ERR_WEB_ADDRESS_BLOCKED");
     writeFileSync(join(configDir, "integrations.json"), JSON.stringify({ web: { fetch: { allow_private_network: true } } }));
-    const fetched = await ducklm(["run", `fetch ${base}/page`], configDir);
+    const fetched = await runDucklm(["run", `fetch ${base}/page`], configDir);
     expect(fetched.code).toBe(0);
     expect(fetched.stdout).toContain("# Duck facts");
     expect(fetched.stdout).toContain("**dabble**");

@@ -1,5 +1,4 @@
-import { spawn } from "node:child_process";
-import { cpSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { join } from "node:path";
 import type { AddressInfo } from "node:net";
@@ -10,6 +9,7 @@ import { ModelsConfigSchema } from "../../src/config/config-schemas.js";
 import { ExecutionDirectiveSchema } from "../../src/contracts/index.js";
 import { createModelProvider } from "../../src/models/create-model-provider.js";
 import type { ModelProvider } from "../../src/models/model-provider.js";
+import { copyOfConfig, runDucklm } from "../helpers/cli-child.js";
 import { createTestRuntime, makeTempDir } from "../helpers/test-runtime.js";
 
 const logger = pino({ level: "silent" });
@@ -207,31 +207,16 @@ describe("a role on an OpenAI-compatible server", () => {
 });
 
 describe("`ducklm models` with a role on a server", () => {
-  const root = join(import.meta.dirname, "../..");
-
-  function ducklm(args: string[], configDir: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
-    return new Promise((resolve) => {
-      // Asynchronous, so that this process's loopback server can answer the child.
-      const child = spawn(process.execPath, ["--import", import.meta.resolve("tsx"), join(root, "src/cli/main.ts"), "--config", configDir, "--home", makeTempDir(), ...args], { stdio: ["ignore", "pipe", "pipe"] });
-      let stdout = "";
-      let stderr = "";
-      child.stdout.on("data", (chunk) => (stdout += chunk));
-      child.stderr.on("data", (chunk) => (stderr += chunk));
-      child.on("exit", (code) => resolve({ code, stdout, stderr }));
-    });
-  }
-
   it("lists the server as what serves the role, and measures it", async () => {
-    const configDir = makeTempDir("ducklm-remote-config-");
-    cpSync(join(root, "config"), configDir, { recursive: true });
+    const configDir = copyOfConfig("ducklm-remote-config-");
     writeFileSync(join(configDir, "models.json"), JSON.stringify({ roles: { thinker: { server: { base_url: baseUrl, model: "duck-7b" } } } }));
-    const listed = await ducklm(["models", "list", "--json"], configDir);
+    const listed = await runDucklm(["models", "list", "--json"], configDir);
     expect(listed.code).toBe(0);
     const rows = listed.stdout.trim().split("\n").map((line) => JSON.parse(line) as { role: string; server: string | null; served_by: string | null });
     expect(rows.find((row) => row.role === "thinker")).toMatchObject({ server: `duck-7b @ ${baseUrl}`, served_by: "thinker" });
     expect(rows.find((row) => row.role === "critic")?.served_by).toBe("thinker");
     reply = () => ({ chunks: ["one ", "two ", "three"] });
-    const bench = await ducklm(["models", "bench", "thinker", "--tokens", "8"], configDir);
+    const bench = await runDucklm(["models", "bench", "thinker", "--tokens", "8"], configDir);
     expect(bench.stderr).toBe("");
     expect(bench.code).toBe(0);
     expect(bench.stdout).toMatch(/generation\s+\d+ tokens in \d+ ms/);
