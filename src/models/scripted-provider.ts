@@ -1,6 +1,7 @@
 import { setTimeout as delay } from "node:timers/promises";
 import type { ModelRole } from "../contracts/index.js";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
+import { parseModelJson } from "./model-output.js";
 import { estimateTokens, type JsonRequest, type JsonResult, type ModelProvider, type TextRequest } from "./model-provider.js";
 
 /** One scripted answer: text (or a value serialised to JSON), or a function of the request. */
@@ -63,17 +64,7 @@ export class ScriptedModelProvider implements ModelProvider {
     const reply = await this.next(request as JsonRequest<unknown>, "json");
     const raw = typeof reply === "string" ? reply : JSON.stringify(reply);
     await this.stream(raw, request.onDelta, request.signal);
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(raw);
-    } catch (error) {
-      throw new DuckError(ErrorCode.ModelOutputInvalid, `scripted ${request.role} reply is not JSON`, { cause: error });
-    }
-    const checked = request.schema.safeParse(parsed);
-    if (!checked.success) {
-      throw new DuckError(ErrorCode.ModelOutputInvalid, `scripted ${request.role} reply does not match the schema: ${checked.error.message}`);
-    }
-    return { value: checked.data, raw };
+    return { value: parseModelJson(request.role, raw, request.schema), raw };
   }
 
   countTokens(_role: ModelRole, text: string): number {

@@ -19,6 +19,7 @@ import { DuckError, ErrorCode } from "../../errors/duck-error.js";
 import { withScopedSignal } from "../../utils/scoped-signal.js";
 import { toGrammarSchema, type GrammarLimits } from "../grammar-schema.js";
 import { estimateTokens, type EmbeddingProvider, type JsonRequest, type JsonResult, type ModelProvider, type TextRequest } from "../model-provider.js";
+import { checkedEmbedding, parseModelJson } from "../model-output.js";
 import { resolveRoles, type ResolvedRole } from "../model-roles.js";
 import { ModelResidency, type Resident } from "./model-residency.js";
 
@@ -109,22 +110,7 @@ export class LlamaCppProvider implements ModelProvider, EmbeddingProvider {
     const grammar = await this.grammarFor(request.role, request.schema);
     const maxTokens = request.maxTokens ?? this.samplingFor(request.role).max_tokens;
     const raw = await this.prompt({ ...request, maxTokens }, grammar);
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(raw);
-    } catch (error) {
-      throw new DuckError(ErrorCode.ModelOutputInvalid, `${request.role} output is not complete JSON (cut at ${maxTokens} tokens?)`, {
-        cause: error,
-        details: { role: request.role, output: raw.slice(0, 2000) },
-      });
-    }
-    const checked = request.schema.safeParse(parsed);
-    if (!checked.success) {
-      throw new DuckError(ErrorCode.ModelOutputInvalid, `${request.role} output does not match the schema: ${checked.error.issues.map((issue) => `${issue.path.join(".")}: ${issue.message}`).join("; ")}`, {
-        details: { role: request.role, output: raw.slice(0, 2000) },
-      });
-    }
-    return { value: checked.data, raw };
+    return { value: parseModelJson(request.role, raw, request.schema, `cut at ${maxTokens} tokens?`), raw };
   }
 
   /** One chat turn on a context sequence of its own, optionally under a grammar. */
@@ -158,13 +144,7 @@ export class LlamaCppProvider implements ModelProvider, EmbeddingProvider {
       for (const text of texts) {
         options.signal?.throwIfAborted();
         const embedding = await instance.embedding!.getEmbeddingFor(text);
-        const vector = Float32Array.from(embedding.vector);
-        if (expected !== undefined && vector.length !== expected) {
-          throw new DuckError(ErrorCode.ModelOutputInvalid, `the embedding model gives ${vector.length}-dimensional vectors, but models.json says dimension ${expected}`, {
-            details: { got: vector.length, expected },
-          });
-        }
-        vectors.push(vector);
+        vectors.push(checkedEmbedding(embedding.vector, expected));
       }
       return vectors;
     } finally {

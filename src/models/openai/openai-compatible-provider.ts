@@ -7,6 +7,7 @@ import { expandEnv } from "../../config/expand-env.js";
 import { withScopedSignal } from "../../utils/scoped-signal.js";
 import { toGrammarSchema } from "../grammar-schema.js";
 import { estimateTokens, type EmbeddingProvider, type JsonRequest, type JsonResult, type ModelProvider, type TextRequest } from "../model-provider.js";
+import { checkedEmbedding, parseModelJson } from "../model-output.js";
 import type { ResolvedRole } from "../model-roles.js";
 
 export interface OpenAiCompatibleProviderOptions {
@@ -80,20 +81,9 @@ export class OpenAiCompatibleProvider implements ModelProvider, EmbeddingProvide
   async generateJson<T>(request: JsonRequest<T>): Promise<JsonResult<T>> {
     const schema = toGrammarSchema(request.schema);
     const raw = await this.complete(request, schema);
-    let parsed: unknown;
-    try {
-      // Some servers wrap JSON in a code fence when they only had the prompt to go by.
-      parsed = JSON.parse(raw.trim().replace(/^```(?:json)?\s*|\s*```$/g, ""));
-    } catch (error) {
-      throw new DuckError(ErrorCode.ModelOutputInvalid, `${request.role} output is not complete JSON`, { cause: error, details: { role: request.role, output: raw.slice(0, 2000) } });
-    }
-    const checked = request.schema.safeParse(parsed);
-    if (!checked.success) {
-      throw new DuckError(ErrorCode.ModelOutputInvalid, `${request.role} output does not match the schema: ${checked.error.issues.map((issue) => `${issue.path.join(".")}: ${issue.message}`).join("; ")}`, {
-        details: { role: request.role, output: raw.slice(0, 2000) },
-      });
-    }
-    return { value: checked.data, raw };
+    // Some servers wrap JSON in a code fence when they only had the prompt to go by.
+    const json = raw.trim().replace(/^```(?:json)?\s*|\s*```$/g, "");
+    return { value: parseModelJson(request.role, json, request.schema, "cut at max_tokens?"), raw };
   }
 
   async embed(texts: readonly string[], options: { signal?: AbortSignal } = {}): Promise<Float32Array[]> {
@@ -103,12 +93,7 @@ export class OpenAiCompatibleProvider implements ModelProvider, EmbeddingProvide
     const body = (await response.json()) as { data?: Array<{ index: number; embedding: number[] }> };
     const rows = [...(body.data ?? [])].sort((a, b) => a.index - b.index);
     if (rows.length !== texts.length) throw new DuckError(ErrorCode.ModelServerFailed, `the server returned ${rows.length} embeddings for ${texts.length} texts`);
-    return rows.map((row) => {
-      if (expected !== undefined && row.embedding.length !== expected) {
-        throw new DuckError(ErrorCode.ModelOutputInvalid, `the embedding model gives ${row.embedding.length}-dimensional vectors, but models.json says dimension ${expected}`, { details: { got: row.embedding.length, expected } });
-      }
-      return Float32Array.from(row.embedding);
-    });
+    return rows.map((row) => checkedEmbedding(row.embedding, expected));
   }
 
   get embeddingModel(): string | null {
