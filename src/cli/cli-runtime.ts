@@ -1,10 +1,10 @@
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { loadConfig, resolveConfigDir, resolveHomeDir } from "../config/load-config.js";
 import { DuckError } from "../errors/duck-error.js";
 import { connectIntegrations } from "../integrations/connect-integrations.js";
 import { createModelProvider } from "../models/create-model-provider.js";
 import { createLogger } from "../runtime/logger.js";
-import { BUILTIN_TOOL_NAMES, createRuntime, pluginFolders, type Runtime } from "../runtime/create-runtime.js";
+import { BUILTIN_TOOL_NAMES, createRuntime, pluginFolders, resolveWorkspace, type Runtime } from "../runtime/create-runtime.js";
 import { loadPlugins } from "../tools/plugin-loader.js";
 
 export interface GlobalOptions {
@@ -18,9 +18,10 @@ export const ExitCode = { Ok: 0, TaskFailed: 1, BadInput: 2, AwaitingPermission:
 
 /**
  * Loads config, finds the models (if any) and opens the runtime for one command. Commands that run
- * tasks (`models` not false) also connect the MCP servers and web tools of integrations.json.
+ * tasks (`integrations`) also connect the MCP servers and web tools of integrations.json; the others
+ * do not start servers they will never call.
  */
-export async function openRuntime(options: GlobalOptions, settings: { models?: boolean } = {}): Promise<Runtime> {
+export async function openRuntime(options: GlobalOptions, settings: { models?: boolean; integrations?: boolean } = {}): Promise<Runtime> {
   const home = resolveHomeDir(options.home);
   const config = loadConfig(resolveConfigDir(options.config));
   const logger = createLogger({ file: join(home, "logs", "ducklm.log") });
@@ -30,8 +31,8 @@ export async function openRuntime(options: GlobalOptions, settings: { models?: b
       : await createModelProvider({ config: config.models, home, logger, callTimeoutMs: config.runtime.timeouts.model_call_ms });
   const plugins = await loadPlugins(pluginFolders(config.dir, home), logger, BUILTIN_TOOL_NAMES);
   for (const failure of plugins.failures) console.error(`warning: plugin ${failure.file} skipped: ${failure.reason}`);
-  const workspace = resolve(options.workspace ?? config.runtime.workspace);
-  const integrations = settings.models === false ? null : await connectIntegrations(config.integrations, { workspace, logger });
+  const workspace = resolveWorkspace(config, options.workspace);
+  const integrations = settings.integrations ? await connectIntegrations(config.integrations, { workspace, logger }) : null;
   for (const failure of integrations?.failures ?? []) console.error(`warning: ${failure.what} left out: ${failure.reason}`);
   const runtime = createRuntime({
     home,

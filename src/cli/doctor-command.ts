@@ -1,11 +1,11 @@
 import { accessSync, constants, mkdirSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { connectIntegrations } from "../integrations/connect-integrations.js";
 import { loadConfig, resolveConfigDir, resolveHomeDir } from "../config/load-config.js";
 import { modelsDirectory } from "../models/create-model-provider.js";
 import { resolveRoles } from "../models/model-roles.js";
 import { CommandClassifier } from "../permissions/command-classifier.js";
-import { pluginFolders, BUILTIN_TOOL_NAMES } from "../runtime/create-runtime.js";
+import { pluginFolders, BUILTIN_TOOL_NAMES, resolveWorkspace } from "../runtime/create-runtime.js";
 import { createLogger } from "../runtime/logger.js";
 import { openDatabase } from "../storage/open-database.js";
 import { loadPlugins } from "../tools/plugin-loader.js";
@@ -66,8 +66,7 @@ export async function doctorCommand(globals: GlobalOptions): Promise<number> {
     return ["ok", `${loaded.tools.length} plugin tool(s)`];
   });
   await check("integrations (MCP, web)", async () => {
-    const workspace = resolve(globals.workspace ?? config.runtime.workspace);
-    const connected = await connectIntegrations(config.integrations, { workspace, logger: createLogger() });
+    const connected = await connectIntegrations(config.integrations, { workspace: resolveWorkspace(config, globals.workspace), logger: createLogger() });
     await connected.close();
     const names = connected.tools.map((tool) => tool.name);
     const summary = `${names.length} tool(s)${names.length > 0 ? `: ${names.slice(0, 8).join(", ")}${names.length > 8 ? ", …" : ""}` : ""}`;

@@ -11,11 +11,14 @@ import { runCommand } from "./run-command.js";
 import { telegramCommand } from "./telegram-command.js";
 import { eventsCommand, tasksCancelCommand, tasksCommand, tasksPruneCommand, tasksResumeCommand } from "./tasks-command.js";
 
+/** What a command that runs tasks needs: the models and the integrations' tools. */
+const TASK_RUNNER = { models: true, integrations: true } as const;
+
 /** Opens a runtime for one command, runs it and closes the runtime, turning errors into exit codes. */
 async function withRuntime(
   globals: GlobalOptions,
   action: (runtime: Runtime) => Promise<number> | number,
-  settings: { models?: boolean } = { models: false },
+  settings: { models?: boolean; integrations?: boolean } = { models: false },
 ) {
   let code: number;
   let runtime: Runtime | undefined;
@@ -48,7 +51,7 @@ export function buildProgram(): Command {
     .option("--session <id>", "conversation id: earlier tasks of it become history")
     .option("--yes", "run commands that no rule covers without asking (no_always is still asked, hard_stop never runs)")
     .action(async (words: string[], options: { json?: boolean; session?: string; yes?: boolean }) =>
-      withRuntime(program.opts(), (runtime) => runCommand(runtime, words.join(" "), options), { models: true }),
+      withRuntime(program.opts(), (runtime) => runCommand(runtime, words.join(" "), options), TASK_RUNNER),
     );
 
   const tasks = program
@@ -65,7 +68,7 @@ export function buildProgram(): Command {
     .description("drive an unfinished task on, answering what it waits for at the terminal")
     .argument("<id>", "task id")
     .option("--json", "print one JSON event per line")
-    .action(async (id: string, options: { json?: boolean }) => withRuntime(program.opts(), (runtime) => tasksResumeCommand(runtime, id, options), { models: true }));
+    .action(async (id: string, options: { json?: boolean }) => withRuntime(program.opts(), (runtime) => tasksResumeCommand(runtime, id, options), TASK_RUNNER));
   tasks
     .command("prune")
     .description("remove finished tasks with their events and checkpoints (memory stays)")
@@ -94,14 +97,14 @@ export function buildProgram(): Command {
     .description("serve the HTTP API, live streaming and the web chat (default http://127.0.0.1:8000/)")
     .option("--host <host>", "address to bind (default 127.0.0.1; anything else is reachable from other machines)")
     .option("--port <port>", "port (default 8000; 0 picks a free one)")
-    .action(async (options: { host?: string; port?: string }) => withRuntime(program.opts(), (runtime) => serveCommand(runtime, options), { models: true }));
+    .action(async (options: { host?: string; port?: string }) => withRuntime(program.opts(), (runtime) => serveCommand(runtime, options), TASK_RUNNER));
 
   program
     .command("telegram")
     .description("run a Telegram bot for this DuckLM (token from $DUCKLM_TELEGRAM_TOKEN; users from integrations.json)")
     .option("--allow <ids...>", "also allow these Telegram user ids")
     .option("--api-root <url>", "Bot API root (a self-hosted Bot API server)")
-    .action(async (options: { allow?: string[]; apiRoot?: string }) => withRuntime(program.opts(), (runtime) => telegramCommand(runtime, options), { models: true }));
+    .action(async (options: { allow?: string[]; apiRoot?: string }) => withRuntime(program.opts(), (runtime) => telegramCommand(runtime, options), TASK_RUNNER));
 
   program
     .command("replay")

@@ -93,6 +93,11 @@ export function pluginFolders(configDir: string, home: string): string[] {
   return [join(configDir, "..", "plugins"), join(home, "plugins")];
 }
 
+/** Where tools work: the explicit folder, else runtime.json's `workspace`, from the current directory. */
+export function resolveWorkspace(config: DuckConfig, explicit?: string): string {
+  return resolve(explicit ?? config.runtime.workspace);
+}
+
 /** The composition root: the one place that wires concrete parts together. */
 export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
   const home = resolveHomeDir(options.home);
@@ -122,7 +127,7 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
     for (const tool of createMemoryTools(memory)) tools.register(tool);
   }
   for (const tool of options.tools ?? []) tools.register(tool);
-  const workspace = resolve(options.workspace ?? config.runtime.workspace);
+  const workspace = resolveWorkspace(config, options.workspace);
   const classifier = new CommandClassifier(config.permissions);
   const approvals = new ApprovalStore(db, options.clock);
   const ready = (async () => {
