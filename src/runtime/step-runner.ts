@@ -146,7 +146,9 @@ export class StepRunner {
         return "waiting";
       }
       const subject = approvalSubjectOf(call);
-      const approval = this.deps.approvals.findActive(subject, projection.workspace);
+      // Only a command or a tool with a permission category can be covered by a remembered approval:
+      // other calls (file reads, memory) skip the lookup.
+      const approval = command !== null || tool?.permission !== undefined ? this.deps.approvals.findActive(subject, projection.workspace) : null;
       const decision = decidePermission({
         call,
         effect,
