@@ -1,13 +1,40 @@
+import { homedir } from "node:os";
 import type { CommandCategory } from "../contracts/index.js";
 import type { PermissionsConfig } from "../config/config-schemas.js";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
-import { analyzeShell, baseName, type SimpleCommand } from "./shell-analysis.js";
+import { matchShape, parseShape, type CommandShape } from "./command-shapes.js";
+import { baseName, unwrap } from "./command-wrappers.js";
+import { judgeDestructive, type ResolvedCommand } from "./destructive-commands.js";
+import { isInterpreter, readInterpreter, scanCode } from "./inline-code.js";
+import { looseCommands } from "./loose-commands.js";
+import { isNetworkPseudoFile, judgeWorkspacePath, normalisePath, type PathContext } from "./path-judge.js";
+import { sharedShellParser, type ShellCommand, type ShellParser, type ShellRedirect } from "./shell-script.js";
+import { literalWord, type ShellWord, type WordEnvironment } from "./shell-words.js";
 
 export interface CommandClassification {
   category: CommandCategory;
   /** Every simple command found, as the words that would run. */
   commands: string[];
   reason: string;
+  /** The command uses the network (curl, git fetch, npm install…): a permission of its own. */
+  network: boolean;
+  /** The argument vectors of the `sudo` invocations the text fixes, for the askpass broker. */
+  sudo: string[][];
+}
+
+/** Where a command would run: its workspace, and what no task may touch. */
+export interface ClassifyContext {
+  workspace: string;
+}
+
+/** The parts of the path context that hold for every task of a process. */
+export interface ClassifierPaths {
+  /** The user's home directory. Defaults to `os.homedir()`. */
+  home?: string;
+  /** DuckLM's home, config and plugin folders. */
+  protectedPaths?: readonly string[];
+  /** Follows links (the default resolves through the real file system). */
+  realpath?: ((path: string) => string) | null;
 }
 
 const CATEGORY_RANK: Record<CommandCategory, number> = { read_only: 0, normal: 1, unknown: 2, no_always: 3, hard_stop: 4 };
@@ -16,183 +43,508 @@ export function stricterCategory(a: CommandCategory, b: CommandCategory): Comman
   return CATEGORY_RANK[a] >= CATEGORY_RANK[b] ? a : b;
 }
 
-// Directories whose programs a `normal` rule may allow when named by path; `./sed` or `/tmp/ls`
-// could be anything and is never allowed by a rule written for `sed` or `ls`.
+// Directories whose programs a shape may allow when named by path; `./sed` or `/tmp/ls` could be anything.
 const TRUSTED_DIRS = new Set(["/bin", "/usr/bin", "/usr/local/bin", "/sbin", "/usr/sbin"]);
+const SHELLS = new Set(["sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "csh", "tcsh", "yash"]);
+// Wrappers that change nothing about what the wrapped command may do.
+const NEUTRAL_WRAPPERS = new Set(["timeout", "nice", "time", "command"]);
+const SUDO_LIKE = new Set(["sudo", "doas"]);
+const MAX_DEPTH = 6;
 
-// Long options and upper-case spellings that mean the same as a short flag, per program.
-const FLAG_ALIASES: Record<string, Record<string, string>> = {
-  rm: { "--recursive": "r", R: "r", "--force": "f", "--dir": "d" },
-  chmod: { "--recursive": "R" },
-  chown: { "--recursive": "R" },
-  chgrp: { "--recursive": "R" },
-  git: { "--force": "f", "--hard": "--hard" },
-  cp: { "--recursive": "r", R: "r", "--force": "f" },
-};
-
-interface ParsedWords {
-  flags: Set<string>;
-  positionals: string[];
-}
-
-// Programs whose options are whole words after a single dash (`find -delete`, not `-d -e -l …`).
-const WORD_OPTIONS = new Set(["find", "java", "gcc", "clang", "tar"]);
-
-/** Splits words into flags (short flags one letter each, long ones whole) and positional words. */
-function parseWords(program: string, words: readonly string[]): ParsedWords {
-  const aliases = FLAG_ALIASES[program] ?? {};
-  const wordOptions = WORD_OPTIONS.has(program);
-  const flags = new Set<string>();
-  const positionals: string[] = [];
-  let onlyPositionals = false;
-  for (const word of words) {
-    if (onlyPositionals || word === "-" || !word.startsWith("-")) {
-      positionals.push(word);
-      continue;
-    }
-    if (word === "--") {
-      onlyPositionals = true;
-      continue;
-    }
-    if (word.startsWith("--") || wordOptions) {
-      const name = word.split("=", 1)[0]!;
-      flags.add(aliases[name] ?? name);
-      continue;
-    }
-    for (const letter of word.slice(1)) flags.add(aliases[letter] ?? letter);
-  }
-  return { flags, positionals };
-}
-
-/** `/*`, `//`, `/.`, `/./` all name the root; `~/` is `~`. */
-function normalisePath(word: string): string {
-  if (!word.startsWith("/") && !word.startsWith("~")) return word;
-  let path = word.replace(/\/+/g, "/").replace(/(\/\.)+$/, "").replace(/\/\*$/, "").replace(/\/$/, "");
-  if (path === "" && word.startsWith("/")) path = "/";
-  return path === "~/" ? "~" : path;
-}
-
-interface Rule {
+interface LegacyRule {
   text: string;
   program: string;
-  flags: Set<string>;
-  positionals: RegExp[];
+  words: string[];
 }
 
-function globToRegExp(pattern: string): RegExp {
-  const escaped = pattern.replace(/[.+^${}()|[\]\\]/g, "\\$&").replace(/\*/g, ".*").replace(/\?/g, ".");
-  return new RegExp(`^${escaped}$`);
-}
-
-function parseRule(text: string): Rule {
+function parseLegacyRule(text: string): LegacyRule {
   const [program = "", ...words] = text.trim().split(/\s+/);
-  const parsed = parseWords(program, words);
-  // A pattern with a wildcard is taken as written; a plain path is normalised like the commands are.
-  const patterns = parsed.positionals.map((word) => globToRegExp(word.includes("*") ? word : normalisePath(word)));
-  return { text, program, flags: parsed.flags, positionals: patterns };
+  return { text, program, words };
 }
 
-/** A rule matches when the program is the same and every flag and positional it names is present. */
-function ruleMatches(rule: Rule, program: string, parsed: ParsedWords): boolean {
+// Long options that mean the same as a short flag, so a rule written with `-r` matches `--recursive`.
+const FLAG_ALIASES: Record<string, Record<string, string>> = {
+  rm: { recursive: "r", force: "f", dir: "d" },
+  cp: { recursive: "r", force: "f" },
+  chmod: { recursive: "r" },
+  chown: { recursive: "r" },
+  chgrp: { recursive: "r" },
+  git: { force: "f" },
+};
+
+/**
+ * Whether a command has every word of a hard_stop or no_always rule. Loose on purpose: these rules
+ * only ever make a command stricter. Short flags match in any cluster and case; long options by any
+ * unambiguous GNU prefix of their alias; paths after normalisation; `word*` matches a prefix.
+ */
+function ruleMatches(rule: LegacyRule, program: string, args: readonly ShellWord[], home: string, cwd: string): boolean {
   if (rule.program !== program) return false;
-  for (const flag of rule.flags) if (!parsed.flags.has(flag)) return false;
-  const positionals = parsed.positionals.map(normalisePath);
-  return rule.positionals.every((pattern) => positionals.some((word) => pattern.test(word)));
+  const letters = new Set<string>();
+  const words = new Set<string>();
+  const aliases = FLAG_ALIASES[program] ?? {};
+  for (const arg of args) {
+    const text = arg.text;
+    words.add(text);
+    if (text.startsWith("-") && !text.startsWith("--")) for (const letter of text.slice(1)) letters.add(letter.toLowerCase());
+    if (text.startsWith("--") && text.length > 2) {
+      const name = text.slice(2).split("=", 1)[0]!;
+      words.add(`--${name}`);
+      for (const [long, letter] of Object.entries(aliases)) if (name.length >= 3 && long.startsWith(name)) letters.add(letter);
+    }
+    if (text.startsWith("/") || text.startsWith("~")) words.add(normalisePath(text.replace(/^~(?=\/|$)/, home), cwd));
+  }
+  return rule.words.every((word) => {
+    if (/^-[A-Za-z]+$/.test(word)) return [...word.slice(1)].every((letter) => letters.has(letter.toLowerCase()));
+    if (word.endsWith("*")) return [...words].some((candidate) => candidate.startsWith(word.slice(0, -1)));
+    return words.has(word) || words.has(normalisePath(word.replace(/^~(?=\/|$)/, home), cwd));
+  });
 }
 
-export interface PermissionExample {
-  command: string;
-  category: CommandCategory;
+class Judgement {
+  category: CommandCategory = "normal";
+  reason = "every command matches a safe shape";
+  network = false;
+  readonly commands: string[] = [];
+  readonly sudo: string[][] = [];
+
+  raise(next: CommandCategory, why: string): void {
+    if (CATEGORY_RANK[next] > CATEGORY_RANK[this.category]) {
+      this.category = next;
+      this.reason = why;
+    }
+  }
+}
+
+interface ScriptState {
+  env: WordEnvironment;
+  depth: number;
+  /** Every directory the next command may run in; null where a `cd` went somewhere unknowable. */
+  cwds: Array<string | null>;
+  context: PathContext;
+}
+
+function shown(words: readonly ShellWord[]): string {
+  return words.map((word) => word.text).join(" ");
+}
+
+function commandText(program: string, args: readonly ShellWord[]): string {
+  return args.length > 0 ? `${program} ${shown(args)}` : program;
+}
+
+/** The text a literal producer writes into a pipe: `echo …`, `printf …`, decoded by `base64 -d`, `xxd -r -p`, `rev`. */
+function pipedText(command: ShellCommand | null, depth = 0): { text: string; static: boolean } | null {
+  if (!command || depth > 6) return null;
+  const words = command.words;
+  const program = baseName(words[0]?.text ?? "");
+  const args = words.slice(1);
+  if (!words.every((word) => word.static)) return { text: shown(words), static: false };
+  if (program === "echo") return { text: args.filter((arg, i) => !(i === 0 && /^-[neE]+$/.test(arg.text))).map((arg) => arg.text).join(" "), static: true };
+  if (program === "printf") {
+    const [format = "", ...rest] = args.map((arg) => arg.text);
+    const expanded = rest.length > 0 && format.includes("%") ? rest.join("\n") : format;
+    return { text: expanded.replace(/\\n/g, "\n").replace(/\\t/g, "\t"), static: true };
+  }
+  const input = () => pipedText(command.pipedFrom, depth + 1);
+  if (program === "cat" && args.length === 0) return input();
+  if (program === "base64" && args.some((arg) => /^(-d|-D|--decode|-di|-id)$/.test(arg.text))) {
+    const inner = input();
+    return inner?.static ? { text: Buffer.from(inner.text.replace(/\s+/g, ""), "base64").toString("utf8"), static: true } : { text: "", static: false };
+  }
+  if (program === "openssl" && args.some((arg) => arg.text === "base64" || arg.text === "-base64") && args.some((arg) => arg.text === "-d")) {
+    const inner = input();
+    return inner?.static ? { text: Buffer.from(inner.text.replace(/\s+/g, ""), "base64").toString("utf8"), static: true } : { text: "", static: false };
+  }
+  if (program === "xxd" && args.some((arg) => arg.text.startsWith("-r"))) {
+    const inner = input();
+    return inner?.static ? { text: Buffer.from(inner.text.replace(/[^0-9a-fA-F]/g, ""), "hex").toString("utf8"), static: true } : { text: "", static: false };
+  }
+  if (program === "rev" && args.length === 0) {
+    const inner = input();
+    return inner?.static ? { text: inner.text.split("\n").map((line) => [...line].reverse().join("")).join("\n"), static: true } : { text: "", static: false };
+  }
+  return { text: shown(words), static: false };
+}
+
+/** What a command reads as its standard input: a here-document, a here-string, or a pipe. */
+function stdinOf(command: ShellCommand): { text: string; static: boolean } | null {
+  const fed = command.redirects.find((redirect) => redirect.body !== undefined);
+  if (fed?.body) return fed.body;
+  if (command.redirects.some((redirect) => redirect.operator === "<")) return { text: "", static: false };
+  return command.pipedFrom ? pipedText(command.pipedFrom) : null;
+}
+
+/** Words a literal producer pipes into `xargs` (`echo / | xargs rm -rf`). */
+function pipedWords(command: ShellCommand): ShellWord[] | null {
+  const producer = command.pipedFrom;
+  if (!producer) return null;
+  if (baseName(producer.words[0]?.text ?? "") === "find") {
+    const starts = producer.words.slice(1).filter((word, i, all) => !word.text.startsWith("-") && all.slice(0, i).every((w) => !w.text.startsWith("-")));
+    return starts.length > 0 ? starts : [literalWord(".")];
+  }
+  const text = pipedText(producer);
+  if (!text?.static) return null;
+  return text.text.split(/\s+/).filter(Boolean).map(literalWord);
 }
 
 /**
- * Classifies shell commands against config/permissions.json. The command is parsed with a real shell
- * parser; every simple command inside it (through `&&`, `;`, pipes, `$(…)`, backticks, subshells,
- * brace groups, `bash -c`, `eval`, `find -exec`, and wrappers such as `sudo`, `env`, `timeout`, `xargs`)
- * is classified, and the strictest category wins. What cannot be read from the text is asked.
+ * Classifies shell commands. A command runs without asking (`normal`) only when every word of every
+ * simple command in it is accounted for by a safe shape of config/permissions.json: the program, its
+ * subcommand, options from the shape's list, operands that are paths inside the workspace. What is
+ * destructive is judged by meaning (normalised paths, option spellings, variables, encodings) and is
+ * `hard_stop`; what cannot be read from the text is asked; the strictest category wins.
  */
 export class CommandClassifier {
-  private readonly hardStop: Rule[];
-  private readonly noAlways: Rule[];
-  private readonly normal: Rule[];
-  private readonly hardStopPhrases: Array<{ text: string; words: string[] }>;
+  private readonly hardStop: LegacyRule[];
+  private readonly noAlways: LegacyRule[];
+  private readonly networkRules: LegacyRule[];
+  private readonly shapes: CommandShape[];
+  private readonly home: string;
+  private readonly protectedPaths: readonly string[];
+  private readonly realpath: ((path: string) => string) | undefined;
+  private parser: ShellParser | null = null;
 
-  constructor(config: PermissionsConfig) {
-    this.hardStop = config.categories.hard_stop.map(parseRule);
-    this.noAlways = config.categories.no_always.map(parseRule);
-    this.normal = config.categories.normal.map(parseRule);
-    this.hardStopPhrases = config.categories.hard_stop.map((text) => ({ text, words: text.trim().split(/\s+/) }));
-  }
-
-  async classify(command: string): Promise<CommandClassification> {
-    if (command.trim() === "") return { category: "unknown", commands: [], reason: "empty command" };
-    const analysis = await analyzeShell(command);
-    let category: CommandCategory = "normal";
-    let reason = "every command matches a normal rule";
-    const raise = (next: CommandCategory, why: string) => {
-      if (CATEGORY_RANK[next] > CATEGORY_RANK[category]) {
-        category = next;
-        reason = why;
+  constructor(config: PermissionsConfig, paths: ClassifierPaths = {}) {
+    this.hardStop = config.categories.hard_stop.map(parseLegacyRule);
+    this.noAlways = config.categories.no_always.map(parseLegacyRule);
+    this.networkRules = config.network.map(parseLegacyRule);
+    this.shapes = config.categories.normal.map((rule) => {
+      try {
+        return parseShape(rule);
+      } catch (error) {
+        throw new DuckError(ErrorCode.ConfigInvalid, `permissions.json normal: ${(error as Error).message}`);
       }
-    };
-    for (const simple of analysis.commands) {
-      const [next, why] = this.classifySimple(simple);
-      raise(next, why);
-    }
-    const phrase = this.findHardStop(command);
-    if (phrase) raise("hard_stop", `contains hard_stop command "${phrase}"`);
-    if (analysis.parseError) raise("unknown", "the command does not parse completely; asking");
-    if (analysis.opaque.length > 0) raise("unknown", `runs a script that cannot be read here: ${analysis.opaque[0]}`);
-    if (analysis.commands.length === 0) raise("unknown", "no command found");
-    return { category, commands: analysis.commands.filter((c) => c.words.length > 0).map((c) => c.words.join(" ")), reason };
+    });
+    this.home = paths.home ?? homedir();
+    this.protectedPaths = paths.protectedPaths ?? [];
+    this.realpath = paths.realpath === null ? undefined : paths.realpath;
   }
 
-  private classifySimple(command: SimpleCommand): [CommandCategory, string] {
-    const shown = command.words.join(" ") || "(redirection)";
-    if (command.dynamic) return ["unknown", `"${shown}": the program is only known at run time`];
-    if (command.words.length === 0) {
-      return command.writesTo.length > 0 ? ["unknown", `writes to ${command.writesTo.join(", ")}`] : ["normal", "nothing runs"];
+  private async loadParser(): Promise<ShellParser> {
+    this.parser ??= await sharedShellParser();
+    return this.parser;
+  }
+
+  async classify(command: string, context: ClassifyContext = { workspace: process.cwd() }): Promise<CommandClassification> {
+    const parser = await this.loadParser();
+    const judgement = new Judgement();
+    if (command.trim() === "") return { category: "unknown", commands: [], reason: "empty command", network: false, sudo: [] };
+    const paths: PathContext = { workspace: context.workspace, home: this.home, protectedPaths: this.protectedPaths, ...(this.realpath ? { realpath: this.realpath } : {}) };
+    const state: ScriptState = { env: { home: this.home, variables: new Map(), ifs: "" }, depth: 0, cwds: [context.workspace], context: paths };
+    this.judgeScript(parser, command, state, judgement);
+    return { category: judgement.category, commands: judgement.commands, reason: judgement.reason, network: judgement.network, sudo: judgement.sudo };
+  }
+
+  private judgeScript(parser: ShellParser, text: string, state: ScriptState, judgement: Judgement): void {
+    if (state.depth > MAX_DEPTH) {
+      judgement.raise("unknown", "commands nested too deeply to read");
+      return;
     }
-    const program = baseName(command.program);
-    const parsed = parseWords(program, command.words.slice(1));
-    const hard = this.hardStop.find((rule) => ruleMatches(rule, program, parsed));
-    if (hard) return ["hard_stop", `"${shown}" matches hard_stop rule "${hard.text}"`];
-    const noAlways = this.noAlways.find((rule) => ruleMatches(rule, program, parsed));
-    if (noAlways) return ["no_always", `"${shown}" matches no_always rule "${noAlways.text}"`];
-    const named = command.program.includes("/") ? command.program.slice(0, command.program.lastIndexOf("/")) || "/" : null;
-    if (named !== null && !TRUSTED_DIRS.has(named)) return ["unknown", `"${command.program}" is not a system program`];
-    const normal = this.normal.find((rule) => ruleMatches(rule, program, parsed));
-    if (!normal) return ["unknown", `no rule for "${program}"`];
-    if (command.writesTo.length > 0) return ["unknown", `"${shown}" writes to ${command.writesTo.join(", ")}`];
-    return ["normal", `"${shown}" matches normal rule "${normal.text}"`];
+    const script = parser.parse(text, state.env);
+    if (script.parseError) judgement.raise("unknown", "the command does not parse completely; asking");
+    for (const construct of script.unsafeConstructs) judgement.raise("unknown", `uses ${construct}, which no safe shape covers`);
+    if (script.forkBomb) judgement.raise("hard_stop", "defines a function that starts copies of itself without end (a fork bomb)");
+    if (script.commands.length === 0) judgement.raise("unknown", "no command found");
+    const env: WordEnvironment = { ...state.env, variables: script.variables };
+    const inner: ScriptState = { ...state, env, cwds: [...state.cwds] };
+    for (const command of script.commands) this.judgeCommand(parser, command, inner, judgement);
+    // Where the grammar gives up, bash may not (`{rm,-rf,/}` is a command to bash): judge a loose reading too.
+    if (script.parseError) for (const words of looseCommands(text, env)) this.judgeLoose(words, { ...inner, cwds: [...state.cwds, ...inner.cwds] }, judgement);
+  }
+
+  private judgeLoose(words: ShellWord[], state: ScriptState, judgement: Judgement): void {
+    const redirects: ShellRedirect[] = [];
+    const plain: ShellWord[] = [];
+    for (let i = 0; i < words.length; i += 1) {
+      const word = words[i]!;
+      if (/^\d*(>>?|>\||&>>?|<>)$/.test(word.text) && words[i + 1]) {
+        redirects.push({ operator: word.text.replace(/^\d+/, ""), fd: null, target: words[i + 1]! });
+        i += 1;
+      } else plain.push(word);
+    }
+    const unwrapped = unwrap(plain);
+    const program = unwrapped.words[0];
+    if (!program?.static) return;
+    const resolved: ResolvedCommand = { program: baseName(program.text), args: unwrapped.words.slice(1), redirects, cwds: state.cwds, home: this.home };
+    const verdict = judgeDestructive(resolved);
+    if (verdict?.category === "hard_stop") judgement.raise("hard_stop", verdict.reason);
+  }
+
+  private judgeCommand(parser: ShellParser, command: ShellCommand, state: ScriptState, judgement: Judgement): void {
+    const cwds = [...state.cwds];
+    if (command.words.length === 0) {
+      this.judgeRedirects(command, state, judgement, "");
+      if (command.redirects.length === 0 && command.assignments.length === 0) judgement.raise("unknown", "no command found");
+      return;
+    }
+    for (const assignment of command.assignments) judgement.raise("unknown", `sets ${assignment.name} in the command's environment, which can change what any program does`);
+    const unwrapped = unwrap(command.words);
+    if (unwrapped.words.length > 0) judgement.commands.push(shown(unwrapped.words));
+    for (const wrapper of unwrapped.wrappers) {
+      judgement.commands.push(wrapper.name);
+      if (wrapper.words[0]?.expanded) judgement.raise("no_always", `the program "${wrapper.name}" comes from a variable or a command substitution`);
+      if (SUDO_LIKE.has(wrapper.name)) {
+        if (wrapper.words.every((word) => word.static) && unwrapped.words.every((word) => word.static)) {
+          judgement.sudo.push([...wrapper.words.slice(1), ...unwrapped.words].map((word) => word.text));
+        }
+      }
+      if (!NEUTRAL_WRAPPERS.has(wrapper.name)) judgement.raise("unknown", `runs through ${wrapper.name}`);
+      this.matchLegacy(wrapper.name, wrapper.words.slice(1), state, judgement);
+    }
+    for (const assignment of unwrapped.assignments) judgement.raise("unknown", `sets ${assignment.name} in the command's environment, which can change what any program does`);
+    for (const script of unwrapped.scripts) this.judgeNestedScript(parser, script, state, judgement, "a command line handed to a shell");
+    const head = unwrapped.words[0];
+    if (!head) {
+      const query = unwrapped.wrappers.at(-1);
+      if (!(query && query.name === "command" && unwrapped.wrappers.length === 1)) {
+        if (unwrapped.scripts.length === 0) judgement.raise("unknown", `"${shown(command.words)}" runs no command of its own`);
+      }
+      this.judgeRedirects(command, state, judgement, "");
+      return;
+    }
+    if (!head.static) {
+      judgement.raise("no_always", `"${shown(command.words)}": the program is only known at run time`);
+      this.judgeRedirects(command, state, judgement, "");
+      return;
+    }
+    const program = baseName(head.text);
+    if (head.expanded) judgement.raise("no_always", `the program "${head.text}" comes from a variable or a command substitution`);
+    let args = unwrapped.words.slice(1);
+    if (unwrapped.appended.length > 0) args = [...args, ...unwrapped.appended];
+    if (unwrapped.appendsInput) {
+      const piped = pipedWords(command);
+      args = piped ? [...args, ...piped] : [...args, { text: "(its input)", static: false, glob: false }];
+    }
+    const resolved: ResolvedCommand = { program, args, redirects: command.redirects, cwds, home: this.home };
+    const destructive = judgeDestructive(resolved);
+    if (destructive) judgement.raise(destructive.category, `"${shown(unwrapped.words)}" ${destructive.reason}`);
+    this.matchLegacy(program, args, state, judgement);
+    this.judgeRedirects(command, state, judgement, program);
+    const nestedHandled = this.judgeNested(parser, command, program, args, state, judgement);
+
+    if (program === "cd" || program === "pushd") {
+      const target = args.find((word) => !word.text.startsWith("-"));
+      state.cwds.push(!target ? this.home : target.static && !target.glob ? normalisePath(target.text, cwds.at(-1) ?? "/") : null);
+    }
+    if (head.text.includes("/") && !TRUSTED_DIRS.has(head.text.slice(0, head.text.lastIndexOf("/")) || "/")) {
+      judgement.raise("unknown", `"${head.text}" is not a system program`);
+      return;
+    }
+    if (nestedHandled || unwrapped.appendsInput || unwrapped.assignments.length > 0 || command.assignments.length > 0) return;
+    if (unwrapped.wrappers.some((wrapper) => !NEUTRAL_WRAPPERS.has(wrapper.name))) return;
+    this.matchShapes(program, args, cwds, state, judgement, command);
+  }
+
+  private matchShapes(program: string, args: ShellWord[], cwds: Array<string | null>, state: ScriptState, judgement: Judgement, command: ShellCommand): void {
+    const candidates = this.shapes.filter((shape) => shape.program === program);
+    if (candidates.length === 0) {
+      judgement.raise("unknown", `no safe shape for "${program}"`);
+      return;
+    }
+    let reason = "";
+    for (const shape of candidates) {
+      const match = matchShape(shape, program, args, cwds, state.context);
+      if (match.ok) return;
+      // The reason of the shape with the same subcommand tells most.
+      if (!reason || (shape.subcommand && args.some((word) => word.text === shape.subcommand))) reason = match.reason;
+    }
+    judgement.raise("unknown", `"${shown(command.words)}": ${reason}`);
+  }
+
+  /** Redirections: writes only into the workspace, reads only from it; `/dev/tcp` is the network. */
+  private judgeRedirects(command: ShellCommand, state: ScriptState, judgement: Judgement, program: string): void {
+    for (const redirect of command.redirects) {
+      if (redirect.body !== undefined) {
+        if (!redirect.body.static) judgement.raise("unknown", "a here-document whose text is only known at run time");
+        continue;
+      }
+      const target = redirect.target;
+      if (!target) continue;
+      const text = target.text;
+      if ((redirect.operator === ">&" || redirect.operator === "<&") && /^(\d+-?|-)$/.test(text)) continue;
+      if (text === "/dev/null" || text === "/dev/stdout" || text === "/dev/stderr") continue;
+      const absolute = target.static ? normalisePath(text, state.cwds.at(-1) ?? "/") : null;
+      if (absolute && isNetworkPseudoFile(absolute)) {
+        judgement.network = true;
+        judgement.raise("unknown", `opens a network connection through ${absolute}`);
+        continue;
+      }
+      const verdict = judgeWorkspacePath(target, state.cwds, state.context);
+      const writes = redirect.operator !== "<";
+      if (verdict === "inside") continue;
+      const what = writes ? "writes to" : "reads";
+      const where = verdict === "protected" ? "DuckLM's own state or .git internals" : verdict === "dynamic" ? "a file only known at run time" : "a file outside the workspace";
+      judgement.raise("unknown", `${program ? `"${program}" ` : ""}${what} ${text}: ${where}`);
+    }
+  }
+
+  private matchLegacy(program: string, args: ShellWord[], state: ScriptState, judgement: Judgement): void {
+    const cwd = state.cwds.at(-1) ?? "/";
+    const hard = this.hardStop.find((rule) => ruleMatches(rule, program, args, this.home, cwd));
+    if (hard) judgement.raise("hard_stop", `"${commandText(program, args)}" matches hard_stop rule "${hard.text}"`);
+    const noAlways = this.noAlways.find((rule) => ruleMatches(rule, program, args, this.home, cwd));
+    if (noAlways) judgement.raise("no_always", `"${commandText(program, args)}" matches no_always rule "${noAlways.text}"`);
+    const network = this.networkRules.find((rule) => ruleMatches(rule, program, args, this.home, cwd));
+    if (network) {
+      judgement.network = true;
+      judgement.raise("unknown", `"${commandText(program, args)}" uses the network`);
+    }
+  }
+
+  private judgeNestedScript(parser: ShellParser, script: ShellWord, state: ScriptState, judgement: Judgement, what: string): void {
+    if (!script.static) {
+      judgement.raise("no_always", `runs ${what} that is only known at run time: ${script.text}`);
+      for (const words of looseCommands(script.text, state.env)) this.judgeLoose(words, state, judgement);
+      return;
+    }
+    this.judgeScript(parser, script.text, { ...state, depth: state.depth + 1, cwds: [...state.cwds] }, judgement);
   }
 
   /**
-   * The hard-stop pre-check of a task's text: a hard_stop rule whose words appear, in order, in it.
-   * Prose that quotes such a command is refused too, on purpose.
+   * Shells, eval, interpreters and find -exec run more code: it is judged too. Returns true when the
+   * command's own words are accounted for by that (so no shape is needed).
    */
-  findHardStop(text: string): string | null {
-    const words = text.split(/[\s;&|`$()<>{}"']+/).filter(Boolean).map((word) => word.replace(/\\/g, ""));
-    for (const phrase of this.hardStopPhrases) {
-      const [program, ...args] = phrase.words;
+  private judgeNested(parser: ShellParser, command: ShellCommand, program: string, args: ShellWord[], state: ScriptState, judgement: Judgement): boolean {
+    if (SHELLS.has(program)) {
+      const index = args.findIndex((word) => /^-[a-zA-Z]*c[a-zA-Z]*$/.test(word.text));
+      if (index !== -1) {
+        const script = args[index + 1] ?? { text: "", static: false, glob: false };
+        this.judgeNestedScript(parser, script, state, judgement, "a script");
+        if (index !== 0 || args[index]!.text !== "-c" || args.length > 2) judgement.raise("unknown", `"${program} ${shown(args)}" starts a shell with options`);
+        return true;
+      }
+      if (args.length > 0 && args.every((word) => ["--version", "--help"].includes(word.text))) return false;
+      const file = args.find((word) => !word.text.startsWith("-"));
+      if (file) {
+        judgement.raise("unknown", `runs the script file ${file.text}, whose content is not judged`);
+        return true;
+      }
+      this.judgeStdinScript(parser, command, state, judgement, program);
+      return true;
+    }
+    if (program === "eval") {
+      this.judgeNestedScript(parser, { text: shown(args), static: args.every((word) => word.static), glob: false }, state, judgement, "eval text");
+      return true;
+    }
+    if (program === "source" || program === ".") {
+      judgement.raise("unknown", `runs the script file ${args[0]?.text ?? "(none)"} in the shell itself`);
+      return true;
+    }
+    if (program === "alias") {
+      for (const word of args) if (word.text.includes("=")) this.judgeNestedScript(parser, { ...word, text: word.text.slice(word.text.indexOf("=") + 1) }, state, judgement, "an alias");
+      judgement.raise("unknown", "defines an alias");
+      return true;
+    }
+    if (program === "find") {
+      for (let i = 0; i < args.length; i += 1) {
+        if (!["-exec", "-execdir", "-ok", "-okdir"].includes(args[i]!.text)) continue;
+        const end = args.findIndex((word, j) => j > i && (word.text === ";" || word.text === "+"));
+        const part = args.slice(i + 1, end === -1 ? undefined : end);
+        if (part.length > 0) this.judgeCommand(parser, { words: part, assignments: [], redirects: [], pipedFrom: null }, state, judgement);
+      }
+      return false;
+    }
+    if (isInterpreter(program)) {
+      const use = readInterpreter(program, args);
+      if (use.query) return false;
+      for (const code of use.inline) {
+        if (!code.static) {
+          judgement.raise("no_always", `${program} runs code only known at run time`);
+          continue;
+        }
+        this.scanInterpreterCode(parser, code.text, state, judgement, program);
+        judgement.raise("unknown", `${program} runs inline code`);
+      }
+      if (use.readsStdin) this.judgeStdinScript(parser, command, state, judgement, program, true);
+      if (use.runsFile) judgement.raise("unknown", `${program} runs a program file, whose content is not judged`);
+      return true;
+    }
+    return false;
+  }
+
+  private judgeStdinScript(parser: ShellParser, command: ShellCommand, state: ScriptState, judgement: Judgement, program: string, code = false): void {
+    const input = stdinOf(command);
+    if (!input) {
+      judgement.raise("unknown", `${program} reads commands from its input`);
+      return;
+    }
+    if (!input.static) {
+      judgement.raise("no_always", `${program} runs a script piped in from a command whose output is only known at run time`);
+      return;
+    }
+    if (code) this.scanInterpreterCode(parser, input.text, state, judgement, program);
+    else this.judgeScript(parser, input.text, { ...state, depth: state.depth + 1, cwds: [...state.cwds] }, judgement);
+    judgement.raise("unknown", `${program} runs a script fed through its input`);
+  }
+
+  private scanInterpreterCode(parser: ShellParser, code: string, state: ScriptState, judgement: Judgement, program: string): void {
+    const finding = scanCode(code, (text) => {
+      const probe = new Judgement();
+      this.judgeScript(parser, text, { ...state, depth: state.depth + 1, cwds: [...state.cwds] }, probe);
+      return probe.category === "hard_stop" ? probe.reason : null;
+    });
+    if (finding) judgement.raise("hard_stop", `${program}: ${finding.reason}`);
+  }
+
+  /**
+   * The hard-stop pre-check of a task's text: a destructive command anywhere in it, in code spans or
+   * in prose ("now run rm -rf / please"). Prose that quotes such a command is refused too, on purpose.
+   */
+  async findHardStop(text: string, workspace: string): Promise<string | null> {
+    const spans = [...text.matchAll(/```[^\n]*\n?([\s\S]*?)```|`([^`\n]+)`/g)].map((match) => match[1] ?? match[2] ?? "");
+    for (const span of spans) {
+      const verdict = await this.classify(span, { workspace });
+      if (verdict.category === "hard_stop") return verdict.reason;
+    }
+    const env: WordEnvironment = { home: this.home, variables: new Map(), ifs: "" };
+    for (const line of text.split(/\n|;|&&|\|\||\||\. /)) {
+      const words = line.replace(/["'`“”‘’]/g, " ").split(/\s+/).filter(Boolean);
       for (let i = 0; i < words.length; i += 1) {
-        if (baseName(words[i]!) !== program) continue;
-        const rest = words.slice(i + 1, i + 1 + Math.max(8, args.length * 2)).map(normalisePath);
-        if (args.every((arg) => rest.includes(normalisePath(arg)))) return phrase.text;
+        const tail = looseCommands(words.slice(i, i + 24).join(" "), env)[0];
+        if (!tail) continue;
+        const unwrapped = unwrap(tail);
+        const program = unwrapped.words[0];
+        if (!program?.static) continue;
+        const verdict = judgeDestructive({ program: baseName(program.text), args: unwrapped.words.slice(1), redirects: [], cwds: [workspace], home: this.home });
+        if (verdict?.category === "hard_stop") return `"${shown(unwrapped.words)}" ${verdict.reason}`;
+        const rule = this.hardStop.find((candidate) => ruleMatches(candidate, baseName(program.text), unwrapped.words.slice(1), this.home, workspace));
+        if (rule) return `"${shown(unwrapped.words)}" matches hard_stop rule "${rule.text}"`;
       }
     }
     return null;
   }
 
-  /** Checks the examples permissions.json carries; a mismatch is a configuration error. */
-  async checkExamples(examples: readonly PermissionExample[]): Promise<void> {
+  /**
+   * Checks the examples permissions.json carries — the file's own and each shape's `examples` (must be
+   * normal) and `not_examples` (must not be) — in a made-up workspace. A mismatch is a configuration error.
+   */
+  async checkExamples(examples: readonly { command: string; category: CommandCategory }[]): Promise<void> {
     const failures: string[] = [];
+    const checker = new CommandClassifier(
+      { categories: { hard_stop: this.hardStop.map((rule) => rule.text), no_always: this.noAlways.map((rule) => rule.text), normal: [] }, network: this.networkRules.map((rule) => rule.text), unknown: "ask", examples: [] },
+      { home: EXAMPLE_HOME, protectedPaths: [`${EXAMPLE_HOME}/.local/share/ducklm`], realpath: null },
+    );
+    checker.shapes.push(...this.shapes);
+    const context = { workspace: EXAMPLE_WORKSPACE };
     for (const example of examples) {
-      const got = await this.classify(example.command);
+      const got = await checker.classify(example.command, context);
       if (got.category !== example.category) failures.push(`"${example.command}" is ${got.category}, the example says ${example.category} (${got.reason})`);
+    }
+    for (const shape of this.shapes) {
+      for (const command of shape.examples) {
+        const got = await checker.classify(command, context);
+        if (got.category !== "normal") failures.push(`"${command}" is an example of the shape ${shape.label} but is ${got.category} (${got.reason})`);
+      }
+      for (const command of shape.notExamples) {
+        const got = await checker.classify(command, context);
+        if (got.category === "normal" || got.category === "read_only") failures.push(`"${command}" is a not_example of the shape ${shape.label} but runs without asking`);
+      }
     }
     if (failures.length > 0) {
       throw new DuckError(ErrorCode.ConfigInvalid, `permissions.json examples do not hold: ${failures.join("; ")}`, { details: { failures } });
     }
   }
 }
+
+/** The made-up places permissions.json's examples are judged in. */
+export const EXAMPLE_HOME = "/home/user";
+export const EXAMPLE_WORKSPACE = "/home/user/project";

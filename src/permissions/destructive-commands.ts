@@ -1,0 +1,295 @@
+import { destructiveTargets, isCriticalDirectory, isCriticalTarget } from "./path-judge.js";
+import type { ShellRedirect } from "./shell-script.js";
+import type { ShellWord } from "./shell-words.js";
+
+/** One command as it would finally run: wrappers removed, expansions applied as far as the text fixes them. */
+export interface ResolvedCommand {
+  /** The program's file name (`rm`, never `/bin/rm`). */
+  program: string;
+  args: ShellWord[];
+  redirects: ShellRedirect[];
+  /** Every directory the command may run in; null where a `cd` went somewhere only known at run time. */
+  cwds: ReadonlyArray<string | null>;
+  /** The user's home directory. */
+  home: string;
+}
+
+export interface DestructiveVerdict {
+  category: "hard_stop" | "no_always";
+  reason: string;
+}
+
+const WRITE_OPERATORS = new Set([">", ">>", ">|", "&>", "&>>", "<>", ">&"]);
+const DESTROYING_PROGRAMS = new Set(["rm", "unlink", "shred", "rmdir", "truncate", "dd", "mv", "chmod", "chown", "chgrp", "wipefs"]);
+const DISK_WRITERS = new Set(["wipefs", "blkdiscard", "mke2fs", "mkdosfs", "mkntfs", "mkexfatfs", "mkfs"]);
+const PARTITION_TOOLS = new Set(["fdisk", "sfdisk", "cfdisk", "gdisk", "parted", "sgdisk"]);
+const POWER_PROGRAMS = new Set(["shutdown", "reboot", "poweroff", "halt", "killall5"]);
+const POWER_VERBS = new Set(["poweroff", "reboot", "halt", "kexec", "emergency", "rescue", "soft-reboot"]);
+const POWER_TARGETS = /^(poweroff|reboot|halt|kexec|rescue|emergency|shutdown|runlevel[0156])(\.target)?$/;
+
+interface Options {
+  /** Option names as written: short ones one letter each (`-rf` → `r`, `f`), long ones whole (`--force`). */
+  flags: Set<string>;
+  operands: ShellWord[];
+  /** `--name=value` and `-x value` pairs for the options asked about. */
+  values: Map<string, string>;
+}
+
+/** Splits GNU-style options from operands; `valued` names the options that take the next word. */
+function readOptions(args: readonly ShellWord[], valued: readonly string[] = []): Options {
+  const flags = new Set<string>();
+  const operands: ShellWord[] = [];
+  const values = new Map<string, string>();
+  let onlyOperands = false;
+  for (let i = 0; i < args.length; i += 1) {
+    const word = args[i]!;
+    const text = word.text;
+    if (onlyOperands || !word.static || !text.startsWith("-") || text === "-") {
+      operands.push(word);
+      continue;
+    }
+    if (text === "--") {
+      onlyOperands = true;
+      continue;
+    }
+    if (text.startsWith("--")) {
+      const [name, value] = text.includes("=") ? [text.slice(0, text.indexOf("=")), text.slice(text.indexOf("=") + 1)] : [text, undefined];
+      flags.add(name);
+      if (value !== undefined) values.set(name, value);
+      else if (valued.includes(name) && args[i + 1]) values.set(name, args[++i]!.text);
+      continue;
+    }
+    for (let k = 1; k < text.length; k += 1) {
+      const letter = text[k]!;
+      flags.add(letter);
+      if (valued.includes(`-${letter}`)) {
+        const value = text.slice(k + 1) || args[++i]?.text || "";
+        values.set(`-${letter}`, value);
+        break;
+      }
+    }
+  }
+  return { flags, operands, values };
+}
+
+/** A GNU long option given by any unambiguous prefix (`--rec` is `--recursive`). */
+function hasLong(flags: ReadonlySet<string>, name: string, shortest = 3): boolean {
+  for (const flag of flags) {
+    if (!flag.startsWith("--")) continue;
+    const given = flag.slice(2);
+    if (given.length >= Math.min(shortest, name.length) && name.startsWith(given)) return true;
+  }
+  return false;
+}
+
+function criticalAmong(words: readonly ShellWord[], command: ResolvedCommand, test: (path: string) => string | null): { found: string | null; unknown: boolean } {
+  let unknown = false;
+  for (const word of words) {
+    for (const target of destructiveTargets(word, command.cwds)) {
+      if (target === null) {
+        unknown = true;
+        continue;
+      }
+      const found = test(target);
+      if (found) return { found, unknown };
+    }
+  }
+  return { found: null, unknown };
+}
+
+const criticalDirOrFile = (home: string) => (path: string) => (isCriticalDirectory(path, home) ? (path === "/" ? "the root directory" : path) : isCriticalTarget(path, home));
+
+function hard(reason: string): DestructiveVerdict {
+  return { category: "hard_stop", reason };
+}
+
+/** Writes through redirections to devices and system files. */
+function judgeRedirects(command: ResolvedCommand): DestructiveVerdict | null {
+  for (const redirect of command.redirects) {
+    if (!WRITE_OPERATORS.has(redirect.operator) || !redirect.target) continue;
+    if (redirect.operator === ">&" && /^\d+$|^-$/.test(redirect.target.text)) continue;
+    const { found } = criticalAmong([redirect.target], command, (path) => isCriticalTarget(path, command.home));
+    if (found) return hard(`writes to ${found}`);
+  }
+  return null;
+}
+
+function judgeRemoval(command: ResolvedCommand): DestructiveVerdict | null {
+  const { flags, operands } = readOptions(command.args);
+  const recursive = flags.has("r") || flags.has("R") || hasLong(flags, "recursive", 1);
+  if (hasLong(flags, "no-preserve-root", 2)) return hard("rm --no-preserve-root exists only to delete /");
+  const { found } = criticalAmong(operands, command, recursive ? criticalDirOrFile(command.home) : (path) => isCriticalTarget(path, command.home));
+  if (found) return hard(`${recursive ? "recursively deletes" : "deletes"} ${found}`);
+  return null;
+}
+
+function judgeFind(command: ResolvedCommand): DestructiveVerdict | null {
+  const firstExpression = command.args.findIndex((word) => word.text.startsWith("-") || word.text === "(" || word.text === "!");
+  const starts = firstExpression === -1 ? command.args : command.args.slice(0, firstExpression);
+  const expression = firstExpression === -1 ? [] : command.args.slice(firstExpression);
+  const texts = expression.map((word) => word.text);
+  let destroys = texts.includes("-delete");
+  texts.forEach((text, i) => {
+    if (["-exec", "-execdir", "-ok", "-okdir"].includes(text) && DESTROYING_PROGRAMS.has((texts[i + 1] ?? "").slice((texts[i + 1] ?? "").lastIndexOf("/") + 1))) destroys = true;
+  });
+  if (!destroys) return null;
+  const { found } = criticalAmong(starts.length > 0 ? starts : [{ text: ".", static: true, glob: false }], command, criticalDirOrFile(command.home));
+  return found ? hard(`deletes everything under ${found}`) : null;
+}
+
+function judgePermissions(command: ResolvedCommand): DestructiveVerdict | null {
+  const { flags, operands } = readOptions(command.args);
+  const recursive = flags.has("R") || hasLong(flags, "recursive", 3);
+  // The mode or owner operand (`755`, `u+x`, `me:me`) is judged like a path too: it never names a system folder.
+  const { found } = criticalAmong(operands, command, (path) => (path === "/" ? "the root directory" : recursive && isCriticalDirectory(path, command.home) ? path : !isCriticalDirectory(path, command.home) ? isCriticalTarget(path, command.home) : null));
+  return found ? hard(`changes the ownership or mode of ${found}${recursive ? " recursively" : ""}`) : null;
+}
+
+function judgeCopyOrMove(command: ResolvedCommand): DestructiveVerdict | null {
+  const { operands, values } = readOptions(command.args, ["-t", "--target-directory", "-S", "--suffix", "-m", "--mode", "-o", "--owner", "-g", "--group"]);
+  const target = values.get("-t") ?? values.get("--target-directory");
+  const sources = target !== undefined ? operands : operands.slice(0, -1);
+  const destination = target !== undefined ? { text: target, static: true, glob: false } : operands.at(-1);
+  if (command.program === "mv") {
+    const { found } = criticalAmong(sources, command, criticalDirOrFile(command.home));
+    if (found) return hard(`moves ${found} away`);
+  }
+  if (command.program === "rsync" && command.args.some((word) => word.text.startsWith("--del"))) {
+    const { found } = criticalAmong(destination ? [destination] : [], command, criticalDirOrFile(command.home));
+    if (found) return hard(`makes ${found} a mirror, deleting what is not in the source`);
+  }
+  if (destination) {
+    const { found } = criticalAmong([destination], command, (path) => (isCriticalDirectory(path, command.home) ? null : isCriticalTarget(path, command.home)));
+    if (found) return hard(`overwrites ${found}`);
+  }
+  return null;
+}
+
+function judgeKill(command: ResolvedCommand): DestructiveVerdict | null {
+  const pids: string[] = [];
+  let signalSeen = false;
+  for (let i = 0; i < command.args.length; i += 1) {
+    const text = command.args[i]!.text;
+    if (text === "--") {
+      pids.push(...command.args.slice(i + 1).map((word) => word.text));
+      break;
+    }
+    if (text === "-s" || text === "-n") {
+      signalSeen = true;
+      i += 1;
+      continue;
+    }
+    if (text === "-l" || text === "-L") return null;
+    if (text.startsWith("-") && !signalSeen && i === 0) {
+      signalSeen = true;
+      continue;
+    }
+    pids.push(text);
+  }
+  if (pids.includes("-1")) return hard("signals every process the user may signal (pid -1)");
+  if (pids.includes("1")) return hard("signals init (pid 1)");
+  return null;
+}
+
+function judgeDisks(command: ResolvedCommand): DestructiveVerdict | null {
+  const program = command.program;
+  const texts = command.args.map((word) => word.text);
+  const devices = command.args.filter((word) => destructiveTargets(word, command.cwds).some((target) => target !== null && target.startsWith("/dev/")));
+  if (/^mkfs(\..+)?$/.test(program) || DISK_WRITERS.has(program)) return hard(`${program} erases a file system`);
+  if (program === "mkswap" && devices.length > 0) return hard("mkswap erases a device");
+  if (program === "shred") {
+    const { found } = criticalAmong(readOptions(command.args, ["-n", "--iterations", "-s", "--size", "--random-source"]).operands, command, criticalDirOrFile(command.home));
+    if (found || devices.length > 0) return hard(`shred destroys ${found ?? "a device"}`);
+    return { category: "no_always", reason: "shred destroys files beyond recovery" };
+  }
+  if (PARTITION_TOOLS.has(program)) {
+    const listing = texts.some((text) => ["-l", "--list", "-p", "--print", "print", "-v", "--verify", "-i", "--info", "-L", "--list-types", "-V", "--version", "-h", "--help"].includes(text));
+    const writes = program === "sgdisk" ? texts.some((text) => /^-[ZzodntcgmaeGrsxR]|^--(zap|clear|delete|new|typecode|change-name|mbrtogpt|gpttombr|align-end|randomize|sort|transpose|replicate|move-second-header)/.test(text)) : !listing;
+    if (writes && (devices.length > 0 || program === "sgdisk")) return hard(`${program} rewrites a partition table`);
+    return null;
+  }
+  if (program === "dd") {
+    const output = command.args.find((word) => word.text.startsWith("of="));
+    if (output) {
+      const { found } = criticalAmong([{ ...output, text: output.text.slice(3) }], command, (path) => isCriticalTarget(path, command.home));
+      if (found) return hard(`dd overwrites ${found}`);
+    }
+    return null;
+  }
+  if (program === "badblocks" && texts.some((text) => /^-[a-zA-Z]*[wn]/.test(text))) return hard("badblocks in write mode erases a device");
+  if (program === "hdparm" && texts.some((text) => /^--(security-erase|trim-sector-ranges|write-sector|fwdownload|make-bad-sector|dco-restore)/.test(text))) return hard("hdparm erases or rewrites a disk");
+  if (program === "nvme" && ["format", "sanitize"].includes(texts[0] ?? "")) return hard(`nvme ${texts[0]} erases a disk`);
+  if (program === "cryptsetup" && texts.some((text) => ["luksFormat", "erase", "luksErase", "reencrypt"].includes(text))) return hard("cryptsetup erases a device's keys");
+  if (program === "zpool" && ["destroy", "labelclear"].includes(texts[0] ?? "")) return hard(`zpool ${texts[0]} destroys a pool`);
+  if (program === "mdadm" && texts.includes("--zero-superblock")) return hard("mdadm --zero-superblock erases a RAID member");
+  if (["lvremove", "vgremove", "pvremove"].includes(program)) return hard(`${program} deletes LVM volumes`);
+  if (program === "dmsetup" && texts.includes("remove_all")) return hard("dmsetup remove_all removes every mapped device");
+  if (program === "flashrom" && texts.some((text) => /^(-w|--write|-E|--erase)/.test(text))) return hard("flashrom rewrites firmware");
+  return null;
+}
+
+function judgePower(command: ResolvedCommand): DestructiveVerdict | null {
+  const program = command.program;
+  const texts = command.args.map((word) => word.text);
+  if (POWER_PROGRAMS.has(program)) {
+    if (program === "shutdown" && texts.includes("-c")) return null;
+    if (texts.some((text) => text === "--help" || text === "--version")) return null;
+    return hard(program === "killall5" ? "killall5 signals every process" : `${program} stops the machine`);
+  }
+  if (program === "systemctl" || program === "loginctl") {
+    const verb = texts.find((text) => !text.startsWith("-"));
+    if (verb && POWER_VERBS.has(verb)) return hard(`${program} ${verb} stops the machine`);
+    if (program === "systemctl" && verb === "isolate" && texts.some((text) => POWER_TARGETS.test(text))) return hard("systemctl isolate switches the machine off or to rescue mode");
+  }
+  if ((program === "init" || program === "telinit") && texts.some((text) => /^[016sS]$/.test(text))) return hard(`${program} changes the run level to stop or reboot the machine`);
+  return null;
+}
+
+/**
+ * Whether a command destroys something no one can give back — the system, a disk, a home — judged
+ * on what it means after normalisation (paths, option spellings, globs at `/` or `$HOME`, the
+ * directories a `cd` led to), never on how it is spelt. Returns null when it does not.
+ */
+export function judgeDestructive(command: ResolvedCommand): DestructiveVerdict | null {
+  const byRedirect = judgeRedirects(command);
+  if (byRedirect) return byRedirect;
+  switch (command.program) {
+    case "rm":
+    case "unlink":
+    case "rmdir":
+      return judgeRemoval(command);
+    case "find":
+      return judgeFind(command);
+    case "chmod":
+    case "chown":
+    case "chgrp":
+    case "chattr":
+    case "setfacl":
+      return judgePermissions(command);
+    case "mv":
+    case "cp":
+    case "install":
+    case "ln":
+    case "rsync":
+      return judgeCopyOrMove(command);
+    case "tee":
+    case "truncate": {
+      const { operands } = readOptions(command.args, ["-s", "--size", "-r", "--reference", "-o"]);
+      const { found } = criticalAmong(operands, command, (path) => (isCriticalDirectory(path, command.home) ? null : isCriticalTarget(path, command.home)));
+      return found ? hard(`${command.program} overwrites ${found}`) : null;
+    }
+    case "sed":
+    case "perl": {
+      if (!command.args.some((word) => /^-[a-zA-Z]*i/.test(word.text) || word.text.startsWith("--in-place"))) return null;
+      const { found } = criticalAmong(command.args.filter((word) => !word.text.startsWith("-")), command, (path) => (isCriticalDirectory(path, command.home) ? null : isCriticalTarget(path, command.home)));
+      return found ? hard(`${command.program} -i rewrites ${found}`) : null;
+    }
+    case "kill":
+      return judgeKill(command);
+    case "userdel":
+    case "deluser":
+      return command.args.some((word) => word.text === "root") ? hard("deletes the root account") : null;
+    default:
+      return judgeDisks(command) ?? judgePower(command);
+  }
+}

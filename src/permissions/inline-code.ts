@@ -1,0 +1,188 @@
+import type { ShellWord } from "./shell-words.js";
+
+/** How an interpreter is handed code on its command line. */
+interface InterpreterSpec {
+  /** Options whose value is code (`python3 -c CODE`, `node -e CODE`). */
+  inline: readonly string[];
+  /** Options that take a value which is not code (so it is not mistaken for the script). */
+  withValue?: readonly string[];
+  /** The first operand is the program itself (awk 'BEGIN{…}'), unless a program file is named. */
+  codeOperand?: boolean;
+  /** Options that name a program file instead of inline code. */
+  programFile?: readonly string[];
+  /** A subcommand that takes code (`deno eval CODE`). */
+  evalSubcommand?: string;
+}
+
+const PYTHON: InterpreterSpec = { inline: ["-c"], withValue: ["-W", "-X", "-m", "--check-hash-based-pycs"] };
+const AWK: InterpreterSpec = { inline: [], withValue: ["-v", "-F", "--assign", "--field-separator"], codeOperand: true, programFile: ["-f", "--file", "-E", "--exec"] };
+
+const INTERPRETERS: Record<string, InterpreterSpec> = {
+  python: PYTHON,
+  python2: PYTHON,
+  python3: PYTHON,
+  pypy: PYTHON,
+  pypy3: PYTHON,
+  node: { inline: ["-e", "--eval", "-p", "--print"], withValue: ["-r", "--require", "--import", "--loader", "--input-type"] },
+  nodejs: { inline: ["-e", "--eval", "-p", "--print"], withValue: ["-r", "--require", "--import", "--loader"] },
+  bun: { inline: ["-e", "--eval", "-p", "--print"] },
+  deno: { inline: [], evalSubcommand: "eval" },
+  perl: { inline: ["-e", "-E"], withValue: ["-I", "-M", "-m"] },
+  ruby: { inline: ["-e"], withValue: ["-I", "-r"] },
+  php: { inline: ["-r", "-R", "-B", "-E"] },
+  lua: { inline: ["-e"], withValue: ["-l"] },
+  luajit: { inline: ["-e"], withValue: ["-l"] },
+  Rscript: { inline: ["-e"] },
+  R: { inline: ["-e"] },
+  osascript: { inline: ["-e"] },
+  tclsh: { inline: [] },
+  expect: { inline: ["-c"] },
+  awk: AWK,
+  gawk: AWK,
+  mawk: AWK,
+  nawk: AWK,
+};
+
+export function isInterpreter(program: string): boolean {
+  return Object.hasOwn(INTERPRETERS, program) || /^python\d(\.\d+)?$/.test(program);
+}
+
+export interface InterpreterUse {
+  /** Code given on the command line. */
+  inline: ShellWord[];
+  /** The interpreter reads its program from standard input (`node -`, `python3` with nothing to run). */
+  readsStdin: boolean;
+  /** It runs a program from a file (`python3 script.py`, `node server.js`). */
+  runsFile: boolean;
+  /** Only asks the interpreter about itself (`--version`, `-V`, `--help`). */
+  query: boolean;
+}
+
+/** Reads an interpreter's command line: inline code, a program from standard input, or a file. */
+export function readInterpreter(program: string, args: readonly ShellWord[]): InterpreterUse {
+  const spec = INTERPRETERS[program] ?? PYTHON;
+  const use: InterpreterUse = { inline: [], readsStdin: false, runsFile: false, query: false };
+  const inline = new Set(spec.inline);
+  const withValue = new Set(spec.withValue ?? []);
+  const programFile = new Set(spec.programFile ?? []);
+  let fromFile = false;
+  for (let i = 0; i < args.length; i += 1) {
+    const word = args[i]!;
+    const text = word.text;
+    if (spec.evalSubcommand && i === 0 && text === spec.evalSubcommand) {
+      use.inline.push(...args.slice(1));
+      return use;
+    }
+    if (text === "-") {
+      use.readsStdin = true;
+      return use;
+    }
+    if (text === "--") {
+      if (args[i + 1]) use.runsFile = true;
+      else use.readsStdin = !spec.codeOperand;
+      if (spec.codeOperand && args[i + 1] && !fromFile) use.inline.push(args[i + 1]!);
+      return use;
+    }
+    if (word.static && text.startsWith("-") && text.length > 1) {
+      if (["--version", "-V", "--help", "-h", "-v"].includes(text) && args.length === 1) use.query = true;
+      const name = text.startsWith("--") ? text.split("=", 1)[0]! : text.slice(0, 2);
+      if (text.startsWith("--") && inline.has(name)) {
+        if (text.includes("=")) use.inline.push({ ...word, text: text.slice(text.indexOf("=") + 1) });
+        else if (args[i + 1]) use.inline.push(args[i + 1]!);
+        return use;
+      }
+      // `perl -ne CODE`, `python3 -c'CODE'`: the code option may sit anywhere in a cluster of flags.
+      const at = text.startsWith("--") ? -1 : [...text.slice(1)].findIndex((letter) => inline.has(`-${letter}`));
+      if (at !== -1) {
+        const attached = text.slice(at + 2);
+        if (attached) use.inline.push({ ...word, text: attached });
+        if (args[i + 1]) use.inline.push(args[i + 1]!);
+        return use;
+      }
+      if (programFile.has(name)) {
+        fromFile = true;
+        use.runsFile = true;
+        if (text.length === 2 || (text.startsWith("--") && !text.includes("="))) i += 1;
+        continue;
+      }
+      if (withValue.has(name) && (text.length === 2 || (text.startsWith("--") && !text.includes("=")))) i += 1;
+      if (program.startsWith("python") && name === "-m") {
+        use.runsFile = true;
+        return use;
+      }
+      continue;
+    }
+    if (spec.codeOperand && !fromFile) {
+      use.inline.push(word);
+      return use;
+    }
+    use.runsFile = true;
+    return use;
+  }
+  if (!use.query && !use.runsFile && use.inline.length === 0 && !spec.codeOperand) use.readsStdin = true;
+  return use;
+}
+
+/** The string literals in a piece of code, with simple escapes undone. */
+export function stringLiterals(code: string): string[] {
+  const found: string[] = [];
+  const pattern = /"((?:[^"\\]|\\.)*)"|'((?:[^'\\]|\\.)*)'|`((?:[^`\\]|\\.)*)`/gs;
+  for (const match of code.matchAll(pattern)) {
+    const body = match[1] ?? match[2] ?? match[3] ?? "";
+    found.push(body.replace(/\\(["'`\\])/g, "$1").replace(/\\n/g, "\n").replace(/\\t/g, "\t"));
+  }
+  return found;
+}
+
+/** `["rm", "-rf", "/"]` (an argument vector written as a list) → `rm -rf /`. */
+export function argumentVectors(code: string): string[] {
+  const vectors: string[] = [];
+  for (const match of code.matchAll(/[[(]\s*((?:(?:"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')\s*,\s*)+(?:"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'))\s*,?\s*[\])]/g)) {
+    vectors.push(stringLiterals(match[1]!).map((word) => (/[\s'"]/.test(word) ? `'${word.replace(/'/g, "")}'` : word)).join(" "));
+  }
+  return vectors;
+}
+
+/** Text that decodes as base64 to mostly printable text (`exec(b64decode("…"))`). */
+export function decodedBase64(text: string): string | null {
+  const compact = text.replace(/\s+/g, "");
+  if (compact.length < 8 || !/^[A-Za-z0-9+/_-]+={0,2}$/.test(compact)) return null;
+  const decoded = Buffer.from(compact, compact.includes("-") || compact.includes("_") ? "base64url" : "base64").toString("utf8");
+  const printable = [...decoded].filter((ch) => ch >= " " || ch === "\n" || ch === "\t").length;
+  return decoded.length > 0 && printable / decoded.length > 0.95 ? decoded : null;
+}
+
+// Library calls that delete whole trees, in the languages agents reach for.
+const TREE_DELETION = /\b(rmtree|rmSync|rmdirSync|rm_rf|rm_r|remove_dir_all|remove_tree|removedirs|rimraf|deleteRecursively|FileUtils\.rm|fs\.rm|fs\.promises\.rm|fsPromises\.rm|Deno\.remove|Bun\.\$)\b/;
+// Ways code names the root or a home directory.
+const ROOT_OR_HOME = /(^|[^\w.])(os\.homedir\(\)|homedir\(\)|Path\.home\(\)|expanduser\(\s*["']~["']\s*\)|process\.env\.HOME|process\.env\[["']HOME["']\]|os\.environ\[["']HOME["']\]|os\.environ\.get\(["']HOME["']\)|os\.getenv\(["']HOME["']\)|ENV\[["']HOME["']\]|\$ENV\{HOME\}|Dir\.home)/;
+
+export interface CodeFinding {
+  reason: string;
+}
+
+/**
+ * Looks for destruction inside interpreter code: shell commands in its strings and argument lists,
+ * base64 payloads, and tree-deleting library calls aimed at `/` or a home directory. `judgeShell`
+ * applies the shell judgement to each candidate command line.
+ */
+export function scanCode(code: string, judgeShell: (text: string) => string | null, depth = 0): CodeFinding | null {
+  if (depth > 3) return null;
+  const literals = stringLiterals(code);
+  for (const candidate of [...argumentVectors(code), ...literals, code]) {
+    const reason = judgeShell(candidate);
+    if (reason) return { reason: `its code runs a command that ${reason}` };
+  }
+  for (const literal of [...literals, ...code.split(/[^A-Za-z0-9+/=_-]+/)]) {
+    const decoded = decodedBase64(literal);
+    if (decoded) {
+      const inner = scanCode(decoded, judgeShell, depth + 1);
+      if (inner) return { reason: `a base64 payload in it: ${inner.reason}` };
+    }
+  }
+  if (TREE_DELETION.test(code)) {
+    const critical = literals.find((literal) => /^(\/+\.?|~\/?|\/(bin|boot|etc|home|lib|lib64|opt|root|sbin|srv|usr|var)\/?)$/.test(literal.trim()));
+    if (critical !== undefined || ROOT_OR_HOME.test(code)) return { reason: `deletes ${critical ? `"${critical}"` : "the home directory"} recursively` };
+  }
+  return null;
+}

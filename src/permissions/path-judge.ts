@@ -1,0 +1,147 @@
+import { existsSync, realpathSync } from "node:fs";
+import { posix } from "node:path";
+import type { ShellWord } from "./shell-words.js";
+
+/** What the permission layer knows about where a task may work. */
+export interface PathContext {
+  /** The task's workspace, as an absolute path without links. */
+  workspace: string;
+  /** The user's home directory (for `~` and `$HOME`). */
+  home: string;
+  /** Directories and files no task may touch: DuckLM's home, config and plugin folders. */
+  protectedPaths: readonly string[];
+  /** Resolves links of the deepest existing ancestor; lexical only when absent. */
+  realpath?: (path: string) => string;
+}
+
+export type PathVerdict = "inside" | "outside" | "protected" | "dynamic";
+
+/** `/a/./b/../c//` → `/a/c`; relative paths are resolved against `cwd` first. Purely textual. */
+export function normalisePath(path: string, cwd = "/"): string {
+  return posix.resolve(cwd, path);
+}
+
+function within(root: string, candidate: string): boolean {
+  return candidate === root || candidate.startsWith(root.endsWith("/") ? root : `${root}/`);
+}
+
+/** The literal directory a glob expands under (`src/*.ts` → `src`), or null when `..` may be matched. */
+function globBase(text: string): string | null {
+  const segments = text.split("/");
+  const index = segments.findIndex((segment) => /[*?[]/.test(segment));
+  if (index === -1) return text;
+  // `.*` matched `.` and `..` in older shells: such a glob may climb out.
+  if (segments.slice(index).some((segment) => segment.startsWith(".") && /[*?[]/.test(segment))) return null;
+  const base = segments.slice(0, index).join("/");
+  return base === "" ? (text.startsWith("/") ? "/" : ".") : base;
+}
+
+/** Follows links through the deepest ancestor that exists, so a link inside the workspace cannot lead out. */
+export function realpathOfDeepestAncestor(path: string): string {
+  let existing = path;
+  const rest: string[] = [];
+  while (!existsSync(existing)) {
+    const parent = posix.dirname(existing);
+    if (parent === existing) break;
+    rest.unshift(posix.basename(existing));
+    existing = parent;
+  }
+  try {
+    return posix.join(realpathSync(existing), ...rest);
+  } catch {
+    return path;
+  }
+}
+
+/** Whether an absolute path lies in something no task may read or write: DuckLM's state or `.git` internals. */
+export function isProtectedPath(absolute: string, context: PathContext): boolean {
+  if (context.protectedPaths.some((root) => within(root, absolute))) return true;
+  if (within(context.workspace, absolute)) {
+    const relative = absolute.slice(context.workspace.length).split("/").filter(Boolean);
+    if (relative.includes(".git")) return true;
+  }
+  return false;
+}
+
+/**
+ * Where a path operand of a command points, judged from every directory the command may run in:
+ * inside the workspace, outside it, into protected state, or unknowable from the text.
+ */
+export function judgeWorkspacePath(word: ShellWord, cwds: readonly (string | null)[], context: PathContext): PathVerdict {
+  if (!word.static) return "dynamic";
+  const text = word.glob ? globBase(word.text) : word.text;
+  if (text === null) return "outside";
+  let verdict: PathVerdict = "inside";
+  for (const cwd of cwds) {
+    if (cwd === null && !text.startsWith("/")) return "dynamic";
+    const lexical = normalisePath(text, cwd ?? "/");
+    const real = context.realpath ? context.realpath(lexical) : lexical;
+    for (const candidate of [lexical, real]) {
+      if (isProtectedPath(candidate, context)) return "protected";
+      if (!within(context.workspace, candidate)) verdict = "outside";
+    }
+  }
+  return verdict;
+}
+
+const SYSTEM_DIRS = new Set([
+  "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/proc", "/root", "/run", "/sbin",
+  "/srv", "/sys", "/usr", "/var", "/snap", "/Users", "/System", "/Library", "/Applications", "/private",
+  "/usr/bin", "/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/libexec", "/usr/sbin", "/usr/share", "/usr/include", "/usr/local",
+  "/var/lib", "/private/etc", "/private/var",
+]);
+
+/** A directory whose loss breaks the system or a user's whole home: `/`, system folders, home folders. */
+export function isCriticalDirectory(absolute: string, home: string): boolean {
+  if (absolute === "/" || SYSTEM_DIRS.has(absolute)) return true;
+  if (absolute === home || absolute === "/root") return true;
+  return /^\/(home|Users)\/[^/]+$/.test(absolute);
+}
+
+// Files whose damage locks every user out or stops the machine from booting.
+const CRITICAL_FILES = [
+  /^\/etc\/(passwd|shadow|group|gshadow|sudoers|fstab|crypttab|ld\.so\.preload)$/,
+  /^\/etc\/(sudoers\.d|pam\.d)(\/|$)/,
+  /^\/boot\//,
+  /^\/proc\/sysrq-trigger$/,
+];
+
+const HARMLESS_DEVICES = /^\/dev\/(null|zero|full|random|urandom|stdin|stdout|stderr|tty|ptmx|fd\/\d+|pts\/\d+|shm(\/.*)?)$/;
+
+/** Whether writing to (or removing) this path would damage the system beyond repair by a user. */
+export function isCriticalTarget(absolute: string, home: string): string | null {
+  if (absolute.startsWith("/dev/") && !HARMLESS_DEVICES.test(absolute) && !/^\/dev\/(tcp|udp)\//.test(absolute)) return `the device ${absolute}`;
+  if (CRITICAL_FILES.some((pattern) => pattern.test(absolute))) return `the system file ${absolute}`;
+  if (isCriticalDirectory(absolute, home)) return absolute === "/" ? "the root directory" : `${absolute}`;
+  return null;
+}
+
+/** Bash's network pseudo-files (`> /dev/tcp/host/port`). */
+export function isNetworkPseudoFile(absolute: string): boolean {
+  return /^\/dev\/(tcp|udp)\//.test(absolute);
+}
+
+/**
+ * What a path operand of a destructive command could name, as absolute paths: relative paths from
+ * every directory the command may run in, globs by the directory they expand in (`/*` is `/` itself,
+ * since it expands to everything in it).
+ */
+export function destructiveTargets(word: ShellWord, cwds: readonly (string | null)[]): Array<string | null> {
+  if (!word.static) return [null];
+  const targets: Array<string | null> = [];
+  for (const cwd of cwds) {
+    if (cwd === null && !word.text.startsWith("/")) {
+      targets.push(null);
+      continue;
+    }
+    if (word.glob) {
+      const segments = word.text.split("/");
+      const index = segments.findIndex((segment) => /[*?[]/.test(segment));
+      const base = segments.slice(0, index).join("/") || (word.text.startsWith("/") ? "/" : ".");
+      targets.push(normalisePath(base, cwd ?? "/"));
+    } else {
+      targets.push(normalisePath(word.text, cwd ?? "/"));
+    }
+  }
+  return targets;
+}
