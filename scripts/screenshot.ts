@@ -16,7 +16,7 @@ writeFileSync(join(server.runtime.workspace, "hello.ts"), 'export function greet
 const browser = await launchChromium();
 try {
   const page = await browser.newPage({ viewport: { width: 1280, height: 780 } });
-  await page.goto(`${server.url}/`);
+  await page.goto(server.loginUrl());
   for (const text of ["remember that the pond is north of the barn", "run `ls -la`", "read file hello.ts"]) {
     await page.fill("#input", text);
     await page.keyboard.press("Enter");

@@ -1,7 +1,9 @@
+import { spawn } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
+import { createServer } from "node:http";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { probeBubblewrap } from "../src/tools/shell-sandbox.js";
+import { bubblewrapShell, probeBubblewrap, type ShellSandbox } from "../src/tools/shell-sandbox.js";
 import { createTestRuntime, makeTempDir } from "./helpers/test-runtime.js";
 
 // .ci/run installs bubblewrap; on a machine without it this test says so instead of passing quietly.
@@ -31,6 +33,42 @@ describe("shell commands confined by bubblewrap", () => {
       expect(Date.now() - started).toBeLessThan(10_000);
     } finally {
       await runtime.dispose();
+    }
+  });
+});
+
+/** Runs a command the way shell_exec does and returns what it printed. */
+async function runIn(sandbox: ShellSandbox, command: string, workspace: string, network: boolean): Promise<string> {
+  const launch = await sandbox.launch(command, { workspace, network });
+  return new Promise((resolve) => {
+    const child = spawn(launch.file, launch.args, { cwd: workspace, env: { ...process.env, ...launch.env }, stdio: ["ignore", "pipe", "pipe"] });
+    let output = "";
+    child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
+    child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString()));
+    child.on("close", () => resolve(output));
+  });
+}
+
+describe("the network of a confined command", () => {
+  it("is none at all, unless given; given, it goes through the proxy, which decides where it may go", async () => {
+    const site = createServer((_request, response) => response.end("hello from the site"));
+    await new Promise<void>((resolve) => site.listen(0, "127.0.0.1", () => resolve()));
+    const port = (site.address() as { port: number }).port;
+    const workspace = makeTempDir("ducklm-net-ws-");
+    const fetchSite = `node -e "require('http').get({ host: '127.0.0.1', port: 3128, path: 'http://127.0.0.1:${port}/' }, (r) => r.on('data', (d) => console.log(r.statusCode, String(d)))).on('error', (e) => console.log('ERR', e.code))"`;
+    // Here the test stands in for the internet: loopback plays a public site.
+    const open = bubblewrapShell({ hiddenPaths: [], allowAddress: () => true });
+    const strict = bubblewrapShell({ hiddenPaths: [] });
+    try {
+      expect(await runIn(open, fetchSite, workspace, false)).toMatch(/ERR (ECONNREFUSED|ENETUNREACH)/);
+      expect(await runIn(open, fetchSite, workspace, true)).toContain("200 hello from the site");
+      expect(await runIn(open, "echo $HTTPS_PROXY", workspace, true)).toContain("http://127.0.0.1:3128");
+      // The real rule: this machine is never reachable.
+      expect(await runIn(strict, fetchSite, workspace, true)).toMatch(/403 127\.0\.0\.1 is this machine/);
+    } finally {
+      await open.dispose();
+      await strict.dispose();
+      site.close();
     }
   });
 });

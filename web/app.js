@@ -146,6 +146,7 @@ function handleEvent(event) {
   switch (event.type) {
     case "task-received":
       view.user.textContent = p.text;
+      view.workspace = p.workspace;
       break;
     case "model-output-started":
       if (p.purpose === "directive") view.directive = "";
@@ -190,7 +191,7 @@ function handleEvent(event) {
       break;
     }
     case "permission-requested":
-      queuePermission(event.task_id, p);
+      queuePermission(event.task_id, { ...p, workspace: view.workspace });
       break;
     case "secret-requested":
       queueSecret(event.task_id, p);
@@ -266,7 +267,10 @@ function showNextPermission() {
   if (!next) return;
   const { request } = next;
   $("permission-reason").textContent = request.reason;
-  $("permission-category").textContent = request.category;
+  $("permission-category").textContent = request.category.replace("_", " ");
+  $("permission-network").hidden = !request.network;
+  $("permission-workspace").textContent = request.workspace || "";
+  $("permission-where").hidden = !request.workspace;
   const list = $("permission-commands");
   list.replaceChildren();
   const commands = request.commands.length > 0 ? [...request.commands] : [toolTitle(request.call)];
@@ -298,8 +302,13 @@ function queueSecret(taskId, request) {
   $("secret-prompt").textContent = request.prompt;
   input.value = "";
   dialog.returnValue = "";
+  let secret = "";
+  // Taken out of the field as the form submits, before the dialog closes: it is never left on the page.
+  $("secret-form").onsubmit = () => {
+    secret = input.value;
+    input.value = "";
+  };
   dialog.onclose = async () => {
-    const secret = input.value;
     input.value = "";
     if (dialog.returnValue !== "send" || !secret) return;
     try {
@@ -388,7 +397,20 @@ $("new-chat").addEventListener("click", () => {
   history.replaceState(null, "", "#");
 });
 
+// Nothing works without a session, which only a one-time login link gives: say how to get one.
+async function loggedIn() {
+  const { authenticated } = await api("/session").catch(() => ({ authenticated: false }));
+  if (authenticated) return true;
+  $("login-notice").hidden = false;
+  $("input").disabled = true;
+  $("send").disabled = true;
+  $("connection").textContent = "not logged in";
+  return false;
+}
+
 // After a reload, pick up the task that was open: stored events first, then live, no duplicates.
 const resumeFrom = new URLSearchParams(location.hash.slice(1)).get("task");
-refreshTasks();
-if (resumeFrom) openTask(resumeFrom);
+if (await loggedIn()) {
+  refreshTasks();
+  if (resumeFrom) openTask(resumeFrom);
+}

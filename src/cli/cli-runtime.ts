@@ -32,7 +32,7 @@ export async function openRuntime(options: GlobalOptions, settings: { models?: b
   const plugins = await loadPlugins(pluginFolders(config.dir, home), logger, BUILTIN_TOOL_NAMES);
   for (const failure of plugins.failures) console.error(`warning: plugin ${failure.file} skipped: ${failure.reason}`);
   const workspace = resolveWorkspace(config, options.workspace);
-  const integrations = settings.integrations ? await connectIntegrations(config.integrations, { workspace, logger }) : null;
+  const integrations = settings.integrations ? await connectIntegrations(config.integrations, { workspace, home, logger }) : null;
   for (const failure of integrations?.failures ?? []) console.error(`warning: ${failure.what} left out: ${failure.reason}`);
   const runtime = createRuntime({
     home,
@@ -49,6 +49,8 @@ export async function openRuntime(options: GlobalOptions, settings: { models?: b
     await runtime.close();
     throw error;
   }
+  // Said wherever tasks run: a person must know when commands are not confined.
+  if (settings.integrations && runtime.sandboxWarning) console.error(`warning: ${runtime.sandboxWarning}`);
   return runtime;
 }
 

@@ -1,11 +1,12 @@
-import { accessSync, constants, mkdirSync } from "node:fs";
+import { accessSync, constants, statSync } from "node:fs";
 import { join } from "node:path";
 import { connectIntegrations } from "../integrations/connect-integrations.js";
 import { loadConfig, resolveConfigDir, resolveHomeDir } from "../config/load-config.js";
 import { modelsDirectory } from "../models/create-model-provider.js";
 import { resolveRoles } from "../models/model-roles.js";
 import { CommandClassifier } from "../permissions/command-classifier.js";
-import { pluginFolders, BUILTIN_TOOL_NAMES, resolveWorkspace } from "../runtime/create-runtime.js";
+import { pluginFolders, protectedPathsFor, BUILTIN_TOOL_NAMES, resolveWorkspace } from "../runtime/create-runtime.js";
+import { ensurePrivateDir } from "../storage/private-files.js";
 import { createLogger } from "../runtime/logger.js";
 import { openDatabase } from "../storage/open-database.js";
 import { loadPlugins } from "../tools/plugin-loader.js";
@@ -30,11 +31,12 @@ export async function doctorCommand(globals: GlobalOptions): Promise<number> {
   const home = resolveHomeDir(globals.home);
   const configDir = resolveConfigDir(globals.config);
   const config = loadConfig(configDir);
-  await check("config", () => ["ok", configDir]);
+  await check("config", () => ["ok", `${configDir} (files it lacks come from the bundled defaults)`]);
   await check("data directory", () => {
-    mkdirSync(home, { recursive: true });
+    ensurePrivateDir(home);
     accessSync(home, constants.W_OK);
-    return ["ok", home];
+    const mode = statSync(home).mode & 0o777;
+    return mode & 0o077 ? ["warn", `${home} is readable by other users (mode ${mode.toString(8)}); chmod 700 it`] : ["ok", `${home} (private, mode 700)`];
   });
   await check("database", () => {
     const database = openDatabase(join(home, "ducklm.sqlite3"), { synchronous: config.runtime.storage.synchronous });
@@ -50,7 +52,7 @@ export async function doctorCommand(globals: GlobalOptions): Promise<number> {
     return ["ok", `tree-sitter-bash loaded; ${config.permissions.examples.length} examples hold`];
   });
   await check("shell confinement", () => {
-    const { sandbox, warning } = chooseShellSandbox(config.runtime.sandbox.mode, config.runtime.sandbox.network);
+    const { sandbox, warning } = chooseShellSandbox(config.runtime.sandbox.mode, { hiddenPaths: protectedPathsFor(home, configDir) });
     return warning ? ["warn", warning] : ["ok", sandbox.note];
   });
   await check("models", () => {
@@ -66,7 +68,7 @@ export async function doctorCommand(globals: GlobalOptions): Promise<number> {
     return ["ok", `${loaded.tools.length} plugin tool(s)`];
   });
   await check("integrations (MCP, web)", async () => {
-    const connected = await connectIntegrations(config.integrations, { workspace: resolveWorkspace(config, globals.workspace), logger: createLogger() });
+    const connected = await connectIntegrations(config.integrations, { workspace: resolveWorkspace(config, globals.workspace), home, logger: createLogger() });
     await connected.close();
     const names = connected.tools.map((tool) => tool.name);
     const summary = `${names.length} tool(s)${names.length > 0 ? `: ${names.slice(0, 8).join(", ")}${names.length > 8 ? ", …" : ""}` : ""}`;

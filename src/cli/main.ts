@@ -4,7 +4,7 @@ import { openRuntime, reportError, type GlobalOptions } from "./cli-runtime.js";
 import { doctorCommand } from "./doctor-command.js";
 import { memoryCommand } from "./memory-command.js";
 import { replayCommand } from "./replay-command.js";
-import { serveCommand } from "./serve-command.js";
+import { loginCommand, serveCommand } from "./serve-command.js";
 import { feedbackCommand, permissionsListCommand, permissionsRevokeCommand } from "./permissions-command.js";
 import { modelsBenchCommand, modelsListCommand, modelsPullCommand } from "./models-command.js";
 import { runCommand } from "./run-command.js";
@@ -38,8 +38,8 @@ export function buildProgram(): Command {
   program
     .name("ducklm")
     .description("DuckLM: a local, event-driven, multi-model AI agent runtime")
-    .option("--home <dir>", "data directory (default: $DUCKLM_HOME or ./data)")
-    .option("--config <dir>", "config directory (default: $DUCKLM_CONFIG, ./config, or the bundled one)")
+    .option("--home <dir>", "data directory (default: $DUCKLM_HOME, else $XDG_DATA_HOME/ducklm, i.e. ~/.local/share/ducklm)")
+    .option("--config <dir>", "your config directory, over the bundled defaults (default: $DUCKLM_CONFIG, else ~/.config/ducklm)")
     .option("--workspace <dir>", "directory the tools work in (default: runtime.json workspace)")
     .showHelpAfterError();
 
@@ -50,7 +50,8 @@ export function buildProgram(): Command {
     .option("--json", "print one JSON event per line")
     .option("--session <id>", "conversation id: earlier tasks of it become history")
     .option("--yes", "run commands that no rule covers without asking (no_always is still asked, hard_stop never runs)")
-    .action(async (words: string[], options: { json?: boolean; session?: string; yes?: boolean }) =>
+    .option("--allow-network", "let commands that need the network use it without asking (never DuckLM's own API)")
+    .action(async (words: string[], options: { json?: boolean; session?: string; yes?: boolean; allowNetwork?: boolean }) =>
       withRuntime(program.opts(), (runtime) => runCommand(runtime, words.join(" "), options), TASK_RUNNER),
     );
 
@@ -97,7 +98,14 @@ export function buildProgram(): Command {
     .description("serve the HTTP API, live streaming and the web chat (default http://127.0.0.1:8000/)")
     .option("--host <host>", "address to bind (default 127.0.0.1; anything else is reachable from other machines)")
     .option("--port <port>", "port (default 8000; 0 picks a free one)")
-    .action(async (options: { host?: string; port?: string }) => withRuntime(program.opts(), (runtime) => serveCommand(runtime, options), TASK_RUNNER));
+    .option("--open", "open the one-time login link in the browser")
+    .action(async (options: { host?: string; port?: string; open?: boolean }) => withRuntime(program.opts(), (runtime) => serveCommand(runtime, options), TASK_RUNNER));
+
+  program
+    .command("login")
+    .description("print a new one-time link that logs a browser into the running `ducklm serve`")
+    .option("--open", "open it in the browser")
+    .action(async (options: { open?: boolean }) => withRuntime(program.opts(), (runtime) => loginCommand(runtime, options)));
 
   program
     .command("telegram")

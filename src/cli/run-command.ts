@@ -1,3 +1,4 @@
+import { safeForTerminal } from "./terminal-text.js";
 import { createInterface } from "node:readline/promises";
 import type { DuckEvent } from "../contracts/index.js";
 import type { Runtime } from "../runtime/create-runtime.js";
@@ -11,6 +12,8 @@ export interface RunOptions {
   session?: string;
   /** Pre-approve commands no rule covers. */
   yes?: boolean;
+  /** Pre-approve network use by commands that need it. */
+  allowNetwork?: boolean;
 }
 
 /** Prints events as they happen: one JSON object a line, or a readable transcript. */
@@ -22,7 +25,7 @@ export function createEventPrinter(json: boolean, write: (text: string) => void 
       return;
     }
     if (event.type === "model-output-delta") {
-      write(String(event.payload.text));
+      write(safeForTerminal(String(event.payload.text)));
       streaming = true;
       return;
     }
@@ -32,7 +35,7 @@ export function createEventPrinter(json: boolean, write: (text: string) => void 
       return;
     }
     const line = formatEvent(event);
-    if (line !== null) write(`${line}\n`);
+    if (line !== null) write(`${safeForTerminal(line)}\n`);
   };
 }
 
@@ -41,9 +44,10 @@ async function askPermission(outcome: TaskOutcome): Promise<Array<{ requestId: s
   try {
     const answers: Array<{ requestId: string; answer: PermissionAnswer }> = [];
     for (const request of outcome.pending_permissions) {
-      const what = request.commands.join(" ; ") || `${request.call.tool} ${JSON.stringify(request.call.arguments)}`;
+      const what = safeForTerminal(request.commands.join(" ; ") || `${request.call.tool} ${JSON.stringify(request.call.arguments)}`);
       const always = request.category === "no_always" ? "" : ", allow [a]lways";
-      const reply = (await prompt.question(`Allow ${what} [${request.category}]? [y]es once${always}, [N]o: `)).trim().toLowerCase();
+      const network = request.network ? " (needs the network)" : "";
+      const reply = (await prompt.question(`Allow ${what} [${request.category}]${network}? [y]es once${always}, [N]o: `)).trim().toLowerCase();
       const answer: PermissionAnswer = reply === "y" || reply === "yes" ? "allow" : reply === "a" && always ? "allow_always" : "deny";
       answers.push({ requestId: request.request_id, answer });
     }
@@ -110,7 +114,7 @@ export async function followTask(runtime: Runtime, taskId: string, done: Promise
     while (outcome.state === "awaiting_permission" && process.stdin.isTTY && !options.json) {
       let next: Promise<TaskOutcome> = Promise.resolve(outcome);
       for (const request of outcome.pending_secrets) {
-        const secret = await readHidden(`${request.prompt}\nPassword (not shown, not stored): `);
+        const secret = await readHidden(`${safeForTerminal(request.prompt)}\nPassword (not shown, not stored): `);
         next = runtime.loop.provideSecret(taskId, request.request_id, secret, "cli").done;
       }
       const answers = await askPermission(outcome);
@@ -153,7 +157,7 @@ export async function runCommand(runtime: Runtime, text: string, options: RunOpt
   const handle = runtime.loop.submit({
     text,
     ...(options.session ? { session_id: options.session } : {}),
-    ...(options.yes ? { auto_approve: ["unknown"] } : {}),
+    auto_approve: [...(options.yes ? (["unknown"] as const) : []), ...(options.allowNetwork ? (["network"] as const) : [])],
   });
   const code = await followTask(runtime, handle.taskId, handle.done, options);
   // Closing now would only interrupt them again.

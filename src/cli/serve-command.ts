@@ -1,4 +1,7 @@
+import { spawn } from "node:child_process";
+import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer as createNetServer } from "node:net";
+import { join } from "node:path";
 import { buildServer } from "../server/build-server.js";
 import { loadInstallToken } from "../server/install-token.js";
 import type { Runtime } from "../runtime/create-runtime.js";
@@ -6,8 +9,20 @@ import { resumeLeftovers } from "./run-command.js";
 
 const LOOPBACK = new Set(["127.0.0.1", "localhost", "::1"]);
 
+/** Where a running server says how to reach it, so `ducklm login` can print a link for it. */
+function serverFile(home: string): string {
+  return join(home, "server.json");
+}
+
+function openInBrowser(url: string): void {
+  const opener = process.platform === "darwin" ? "open" : process.platform === "win32" ? "explorer" : "xdg-open";
+  const child = spawn(opener, [url], { stdio: "ignore", detached: true });
+  child.on("error", () => console.error(`could not start ${opener}; open the link yourself`));
+  child.unref();
+}
+
 /** `ducklm serve`: the HTTP API, live streaming and the web chat, on 127.0.0.1:8000 unless told otherwise. */
-export async function serveCommand(runtime: Runtime, options: { host?: string; port?: string }): Promise<number> {
+export async function serveCommand(runtime: Runtime, options: { host?: string; port?: string; open?: boolean }): Promise<number> {
   const host = options.host ?? "127.0.0.1";
   const port = Number(options.port ?? 8000);
   if (!Number.isInteger(port) || port < 0 || port > 65535) {
@@ -16,13 +31,19 @@ export async function serveCommand(runtime: Runtime, options: { host?: string; p
   }
   const token = loadInstallToken(runtime.home);
   if (!LOOPBACK.has(host)) {
-    console.error(`warning: serving on ${host}, reachable from other machines. Every request needs the token in ${runtime.home}/token.`);
+    console.error(`warning: serving on ${host}, reachable from other machines. Every request needs a login or the token in ${runtime.home}/token.`);
   }
   const listenPort = port === 0 ? await freePort(host) : port;
   const app = await buildServer({ runtime, token, port: listenPort, extraHosts: LOOPBACK.has(host) ? [] : [host] });
   await app.listen({ host, port: listenPort });
   const shown = host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host.includes(":") ? `[${host}]` : host;
-  console.log(`DuckLM is serving the chat at http://${shown}:${listenPort}/ (API docs at /docs)`);
+  const base = `http://${shown}:${listenPort}/`;
+  writeFileSync(serverFile(runtime.home), `${JSON.stringify({ url: base, pid: process.pid })}\n`, { mode: 0o600 });
+  const login = `${base}login?code=${runtime.logins.issueCode()}`;
+  console.log(`DuckLM is serving the chat at ${base} (API docs at /docs)`);
+  console.log(`Log in by opening ${login}`);
+  console.log("(the link works once, for 15 minutes; `ducklm login` prints a new one)");
+  if (options.open) openInBrowser(login);
   await resumeLeftovers(runtime);
   await new Promise<void>((resolve) => {
     const stop = () => resolve();
@@ -30,7 +51,31 @@ export async function serveCommand(runtime: Runtime, options: { host?: string; p
     process.once("SIGTERM", stop);
   });
   console.log("stopping: unfinished tasks will resume at the next start");
+  rmSync(serverFile(runtime.home), { force: true });
   await app.close();
+  return 0;
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/** `ducklm login`: a new one-time login link for the server running on this home. */
+export async function loginCommand(runtime: Runtime, options: { open?: boolean }): Promise<number> {
+  const file = serverFile(runtime.home);
+  const running = existsSync(file) ? (JSON.parse(readFileSync(file, "utf8")) as { url?: string; pid?: number }) : null;
+  if (!running?.url || !running.pid || !alive(running.pid)) {
+    console.error(`error: no DuckLM server is running on ${runtime.home}; start one with \`ducklm serve\` (it prints a login link)`);
+    return 1;
+  }
+  const link = `${running.url}login?code=${runtime.logins.issueCode()}`;
+  console.log(link);
+  if (options.open) openInBrowser(link);
   return 0;
 }
 

@@ -1,3 +1,4 @@
+import { safeForTerminal } from "./terminal-text.js";
 import { isTerminalTaskState, TaskStateSchema } from "../contracts/index.js";
 import { outcomeOf } from "../runtime/task-outcome.js";
 import { pruneOptionsFrom } from "../state/task-retention.js";
@@ -23,7 +24,7 @@ export function tasksCommand(runtime: Runtime, options: { state?: string; limit?
   }
   for (const task of tasks) {
     const text = task.text.length > 60 ? `${task.text.slice(0, 57)}…` : task.text;
-    console.log(`${task.id}  ${task.state.padEnd(19)}  ${task.updated_at}  ${text}`);
+    console.log(`${task.id}  ${task.state.padEnd(19)}  ${task.updated_at}  ${safeForTerminal(text)}`);
   }
   return 0;
 }

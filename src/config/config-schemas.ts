@@ -134,8 +134,13 @@ export const RuntimeConfigSchema = z.strictObject({
   sandbox: z.strictObject({
     /** `auto`: confine shell commands with bubblewrap when it works here; `bwrap`: insist; `off`: never. Defaults to `auto`. */
     mode: z.enum(["auto", "bwrap", "off"]).default("auto"),
-    /** Whether confined commands may use the network. Defaults to true. */
-    network: z.boolean().default(true),
+    /**
+     * Whether confined commands may use the network without asking. Defaults to false: a command that
+     * needs the network is asked for as a permission of its own, and even then cannot reach DuckLM's API.
+     */
+    network: z.boolean().default(false),
+    /** Commands given the network may reach private (LAN) addresses; loopback and this machine's own addresses never. Defaults to false. */
+    private_network: z.boolean().default(false),
   }).prefault({}),
   /** Directory the tools work in, relative to where DuckLM starts. Defaults to `.`. */
   workspace: z.string().min(1).default("."),
@@ -144,21 +149,55 @@ export type RuntimeConfig = z.infer<typeof RuntimeConfigSchema>;
 
 const RuleList = z.array(z.string().min(1)).default([]);
 
+const OperandKind = z.string().regex(/^(paths?|text|numbers?|none)(\.\.\.)?$/, "an operand kind: path, text, number or none (\"...\" repeats the last)");
+
+/** A command shape that runs without asking: every word of a matching command is accounted for. */
+export const SafeShapeSchema = z.strictObject({
+  /** The program's file name (`ls`, `git`). */
+  program: z.string().min(1),
+  /** The one subcommand this shape covers (`status` of git). */
+  subcommand: z.string().min(1).optional(),
+  /**
+   * The options it may have: `-l`, `--all`; with a value: `-n <n>`, `--lines=<n>`, `-o <path>`, `--format=<text>`;
+   * `-<n>` for a number written as an option (`head -5`). Nothing else is allowed.
+   */
+  options: z.array(z.string().min(2)).default([]),
+  /** What its operands are: `paths` (inside the workspace), `text`, `numbers`, `none`, or a list by position (`["text", "paths..."]`). Defaults to `paths`. */
+  operands: z.union([OperandKind, z.array(OperandKind).min(1)]).default("paths"),
+  max_operands: z.number().int().nonnegative().optional(),
+  /** Globs that could expand to an option (`*`) are fine: none of the program's options can run or write anything. Defaults to false. */
+  globs: z.boolean().default(false),
+  /** Operands may be only known at run time (`echo "$(date)"`). Defaults to false. */
+  dynamic: z.boolean().default(false),
+  /** Options are whole words after one dash (`find -name`). Defaults to false. */
+  word_options: z.boolean().default(false),
+  /** Commands this shape must allow, checked at start-up. */
+  examples: z.array(z.string().min(1)).default([]),
+  /** Commands this shape must not allow, checked at start-up. */
+  not_examples: z.array(z.string().min(1)).default([]),
+});
+export type SafeShapeConfig = z.infer<typeof SafeShapeSchema>;
+
+const CheckedCategory = z.enum(["normal", "unknown", "no_always", "hard_stop"]);
+
 export const PermissionsConfigSchema = z.strictObject({
   categories: z.strictObject({
-    /** Never run, never approvable. */
+    /**
+     * Never run, never approvable, in addition to what DuckLM judges destructive by meaning (`rm -r /`,
+     * writes to disks, mkfs, poweroff…). A rule matches when the program is the same and its words appear.
+     */
     hard_stop: RuleList,
-    /** Always asked; an approval is never remembered. */
+    /** Always asked; an approval is never remembered. Matched like hard_stop rules. */
     no_always: RuleList,
-    /** Run without asking. */
-    normal: RuleList,
+    /** Run without asking: shapes, or plain strings for one exact command (`node --version`). */
+    normal: z.array(z.union([z.string().min(1), SafeShapeSchema])).default([]),
   }).prefault({}),
+  /** Programs (or `program subcommand`) that use the network: asked as a network permission of their own. */
+  network: RuleList,
   /** What a command that matches no rule gets. Defaults to `ask`. */
   unknown: z.enum(["ask", "deny"]).default("ask"),
   /** Commands with the category they must get; checked at start-up, so a rule change cannot silently break them. */
-  examples: z
-    .array(z.strictObject({ command: z.string().min(1), category: z.enum(["normal", "unknown", "no_always", "hard_stop"]) }))
-    .default([]),
+  examples: z.array(z.strictObject({ command: z.string().min(1), category: CheckedCategory })).default([]),
 });
 export type PermissionsConfig = z.infer<typeof PermissionsConfigSchema>;
 
@@ -171,7 +210,7 @@ export const McpServerConfigSchema = z
     args: z.array(z.string()).default([]),
     /** Variables for a stdio server; `${NAME}` takes NAME from DuckLM's environment, so keys stay out of files. */
     env: z.record(z.string(), z.string()).default({}),
-    /** Working directory of a stdio server. Defaults to the workspace. */
+    /** Working directory of a stdio server. Defaults to DuckLM's home (never the workspace, where a task could plant a program it would start). */
     cwd: z.string().optional(),
     /** A streamable HTTP server: its endpoint URL. */
     url: z.url({ protocol: /^https?$/ }).optional(),
@@ -237,7 +276,10 @@ export type PromptName = (typeof PROMPT_NAMES)[number];
 export type Prompts = Record<PromptName, string>;
 
 export interface DuckConfig {
+  /** The user's config folder (which may not exist yet: everything then comes from the bundled defaults). */
   dir: string;
+  /** Which file each setting came from, by name (`runtime.json`, `prompts/system.md`). */
+  sources?: Record<string, string>;
   models: ModelsConfig;
   runtime: RuntimeConfig;
   permissions: PermissionsConfig;

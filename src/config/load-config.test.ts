@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { makeTempDir } from "../../test/helpers/test-runtime.js";
 import { DuckError } from "../errors/duck-error.js";
-import { BUNDLED_CONFIG_DIR, loadConfig, resolveHomeDir } from "./load-config.js";
+import { BUNDLED_CONFIG_DIR, loadConfig, resolveConfigDir, resolveHomeDir } from "./load-config.js";
 
 function copyOfBundled(): string {
   const dir = makeTempDir("ducklm-config-");
@@ -11,9 +11,9 @@ function copyOfBundled(): string {
   return dir;
 }
 
-function loadError(dir: string): DuckError {
+function loadError(dir: string, fallback?: string | null): DuckError {
   try {
-    loadConfig(dir);
+    loadConfig(dir, fallback === undefined ? {} : { fallback });
   } catch (error) {
     if (DuckError.isInstance(error)) return error;
     throw error;
@@ -55,21 +55,38 @@ describe("loadConfig", () => {
     expect(error.message).toMatch(/not valid JSON/);
   });
 
-  it("fills defaults for a missing JSON file but requires every prompt", () => {
+  it("takes a file the user's folder lacks from the bundled defaults, and says where each came from", () => {
+    const dir = makeTempDir("ducklm-config-");
+    writeFileSync(join(dir, "runtime.json"), JSON.stringify({ retrieval_top_k: 3 }));
+    const config = loadConfig(dir);
+    expect(config.runtime.retrieval_top_k).toBe(3);
+    expect(config.permissions.categories.normal.length).toBeGreaterThan(10);
+    expect(config.sources?.["runtime.json"]).toBe(join(dir, "runtime.json"));
+    expect(config.sources?.["permissions.json"]).toBe(join(BUNDLED_CONFIG_DIR, "permissions.json"));
+    expect(config.sources?.["prompts/system.md"]).toBe(join(BUNDLED_CONFIG_DIR, "prompts", "system.md"));
+  });
+
+  it("fills defaults for a missing JSON file but requires every prompt when there is no fallback", () => {
     const dir = makeTempDir("ducklm-config-");
     mkdirSync(join(dir, "prompts"));
     for (const name of ["thinker", "json_compiler", "coder", "critic", "sys_util", "orchestrator", "planning"]) {
       writeFileSync(join(dir, "prompts", `${name}.md`), name);
     }
-    const error = loadError(dir);
+    const error = loadError(dir, null);
     expect(error.code).toBe("DUCK_ERR_CONFIG_MISSING");
     expect(error.message).toContain("system.md");
     writeFileSync(join(dir, "prompts", "system.md"), "system");
-    expect(loadConfig(dir).runtime.retry.max_step_retries).toBe(2);
+    expect(loadConfig(dir, { fallback: null }).runtime.retry.max_step_retries).toBe(2);
   });
 
-  it("takes the data directory from DUCKLM_HOME, else ./data", () => {
+  it("keeps data and config in the user's own folders, never in the directory it starts in", () => {
     expect(resolveHomeDir(undefined, { DUCKLM_HOME: "/tmp/duck-home" }, "/work")).toBe("/tmp/duck-home");
-    expect(resolveHomeDir(undefined, {}, "/work")).toBe("/work/data");
+    expect(resolveHomeDir(undefined, { HOME: "/home/ann" }, "/work")).toBe("/home/ann/.local/share/ducklm");
+    expect(resolveHomeDir(undefined, { HOME: "/home/ann", XDG_DATA_HOME: "/data/ann" }, "/work")).toBe("/data/ann/ducklm");
+    // A relative XDG value is ignored, as the spec says.
+    expect(resolveHomeDir(undefined, { HOME: "/home/ann", XDG_DATA_HOME: "rel" }, "/work")).toBe("/home/ann/.local/share/ducklm");
+    expect(resolveConfigDir(undefined, { HOME: "/home/ann" }, "/work")).toBe("/home/ann/.config/ducklm");
+    expect(resolveConfigDir(undefined, { HOME: "/home/ann", XDG_CONFIG_HOME: "/cfg" }, "/work")).toBe("/cfg/ducklm");
+    expect(resolveConfigDir(undefined, { DUCKLM_CONFIG: "mine" }, "/work")).toBe("/work/mine");
   });
 });

@@ -1,5 +1,6 @@
 import { existsSync, readFileSync } from "node:fs";
-import { dirname, join, resolve } from "node:path";
+import { homedir } from "node:os";
+import { dirname, isAbsolute, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { z } from "zod";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
@@ -13,22 +14,34 @@ import {
   type Prompts,
 } from "./config-schemas.js";
 
-/** The config folder shipped with DuckLM, used when neither a flag, DUCKLM_CONFIG nor ./config names one. */
+/** The config folder shipped with DuckLM: the defaults under every user's own config. */
 export const BUNDLED_CONFIG_DIR = resolve(dirname(fileURLToPath(import.meta.url)), "../../config");
 
+function xdgDir(env: NodeJS.ProcessEnv, variable: "XDG_DATA_HOME" | "XDG_CONFIG_HOME", fallback: string[]): string {
+  const given = env[variable];
+  // The XDG spec ignores relative values.
+  return given && isAbsolute(given) ? given : join(env.HOME || homedir(), ...fallback);
+}
+
+/**
+ * The user's config folder: `--config`, else DUCKLM_CONFIG, else `$XDG_CONFIG_HOME/ducklm`
+ * (`~/.config/ducklm`). Files missing there come from the bundled config; nothing is read from the
+ * directory DuckLM happens to start in.
+ */
 export function resolveConfigDir(explicit?: string, env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): string {
   if (explicit) return resolve(cwd, explicit);
   if (env.DUCKLM_CONFIG) return resolve(cwd, env.DUCKLM_CONFIG);
-  const local = join(cwd, "config");
-  if (existsSync(join(local, "runtime.json"))) return local;
-  return BUNDLED_CONFIG_DIR;
+  return join(xdgDir(env, "XDG_CONFIG_HOME", [".config"]), "ducklm");
 }
 
-/** The data directory: DUCKLM_HOME, else ./data. */
+/**
+ * The data directory (database, token, logs, models): `--home`, else DUCKLM_HOME, else
+ * `$XDG_DATA_HOME/ducklm` (`~/.local/share/ducklm`) — never inside a workspace by default.
+ */
 export function resolveHomeDir(explicit?: string, env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): string {
   if (explicit) return resolve(cwd, explicit);
   if (env.DUCKLM_HOME) return resolve(cwd, env.DUCKLM_HOME);
-  return resolve(cwd, "data");
+  return join(xdgDir(env, "XDG_DATA_HOME", [".local", "share"]), "ducklm");
 }
 
 function describeIssuePath(path: ReadonlyArray<PropertyKey>): string {
@@ -59,31 +72,55 @@ function readJsonFile<S extends z.ZodType>(file: string, schema: S): z.infer<S> 
   return parsed.data;
 }
 
-function readPrompts(dir: string): Prompts {
+/** The file to read: the user's own if it exists, else the bundled default. */
+function layered(dir: string, fallback: string | null, name: string): string {
+  const own = join(dir, name);
+  if (existsSync(own) || !fallback) return own;
+  return join(fallback, name);
+}
+
+function readPrompts(dir: string, fallback: string | null, sources: Record<string, string>): Prompts {
   const prompts = {} as Prompts;
   for (const name of PROMPT_NAMES) {
-    const file = join(dir, "prompts", `${name}.md`);
+    const file = layered(dir, fallback, join("prompts", `${name}.md`));
     if (!existsSync(file)) {
-      throw new DuckError(ErrorCode.ConfigMissing, `${file}: prompt file missing (every role needs config/prompts/${name}.md)`, {
+      throw new DuckError(ErrorCode.ConfigMissing, `${file}: prompt file missing (every role needs prompts/${name}.md)`, {
         details: { file },
       });
     }
+    sources[`prompts/${name}.md`] = file;
     prompts[name] = readFileSync(file, "utf8").trim();
   }
   return prompts;
 }
 
-/** Reads and validates config/*.json and config/prompts/*.md. Throws DuckError naming the file and field. */
-export function loadConfig(dir: string): DuckConfig {
-  if (!existsSync(dir)) {
+export interface LoadConfigOptions {
+  /** Where files the folder lacks come from. Defaults to the bundled config; null requires every file. */
+  fallback?: string | null;
+}
+
+/**
+ * Reads and validates config/*.json and prompts/*.md from the user's folder, each file that is not
+ * there from the bundled defaults. Throws DuckError naming the file and field.
+ */
+export function loadConfig(dir: string, options: LoadConfigOptions = {}): DuckConfig {
+  const fallback = options.fallback === undefined ? (resolve(dir) === BUNDLED_CONFIG_DIR ? null : BUNDLED_CONFIG_DIR) : options.fallback;
+  if (!fallback && !existsSync(dir)) {
     throw new DuckError(ErrorCode.ConfigMissing, `${dir}: config directory not found`, { details: { file: dir } });
   }
+  const sources: Record<string, string> = {};
+  const json = <S extends z.ZodType>(name: string, schema: S): z.infer<S> => {
+    const file = layered(dir, fallback, name);
+    if (existsSync(file)) sources[name] = file;
+    return readJsonFile(file, schema);
+  };
   return {
     dir,
-    models: readJsonFile(join(dir, "models.json"), ModelsConfigSchema),
-    runtime: readJsonFile(join(dir, "runtime.json"), RuntimeConfigSchema),
-    permissions: readJsonFile(join(dir, "permissions.json"), PermissionsConfigSchema),
-    integrations: readJsonFile(join(dir, "integrations.json"), IntegrationsConfigSchema),
-    prompts: readPrompts(dir),
+    sources,
+    models: json("models.json", ModelsConfigSchema),
+    runtime: json("runtime.json", RuntimeConfigSchema),
+    permissions: json("permissions.json", PermissionsConfigSchema),
+    integrations: json("integrations.json", IntegrationsConfigSchema),
+    prompts: readPrompts(dir, fallback, sources),
   };
 }

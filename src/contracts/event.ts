@@ -21,12 +21,15 @@ export type ModelRole = "thinker" | "json_compiler" | "critic" | "coder" | "sys_
 
 export type PermissionDecisionKind = "allow" | "ask" | "deny";
 export type CommandCategory = "read_only" | "normal" | "no_always" | "hard_stop" | "unknown";
+/** What a user may approve in advance for a task: commands no rule covers, and network use. */
+export type PreApproval = "unknown" | "network";
 
 /** The payload each event type carries. The event store keeps them as JSON. */
 export interface EventPayloads {
-  "task-received": { text: string; session_id: string | null; workspace: string; auto_approve?: CommandCategory[] };
-  "task-started": Record<string, never>;
-  "task-resumed": { from_seq: number; reason: string };
+  "task-received": { text: string; session_id: string | null; workspace: string; auto_approve?: PreApproval[] };
+  /** `confinement` is set when commands of this task are not confined (`none`: no sandbox here; `off`: turned off). */
+  "task-started": { confinement?: "none" | "off" };
+  "task-resumed": { from_seq: number; reason: string; confinement?: "none" | "off" };
   "task-awaiting-permission": { request_id: string; step_id: string };
   "task-completed": { answer: string };
   "task-failed": { code: string; message: string };
@@ -41,7 +44,7 @@ export interface EventPayloads {
   "directive-decided": { directive: ExecutionDirective; source: "model" | "intent-parser" | "no-model" };
   "plan-accepted": { steps: PlanStep[]; order: string[] };
   "step-started": { step_id: string; attempt: number };
-  "step-retrying": { step_id: string; attempt: number; delay_ms: number; reason: string };
+  "step-retrying": { step_id: string; attempt: number; delay_ms: number; reason: string; ask_first?: boolean };
   "step-completed": { step_id: string; attempt: number };
   "step-failed": { step_id: string; attempt: number; recovery: RecoveryAction; reason: string };
   "step-skipped": { step_id: string; reason: string };
@@ -49,7 +52,7 @@ export interface EventPayloads {
   "tool-called": { step_id: string; attempt: number; call: ToolCall; effect: "read-only" | "side-effecting" };
   "tool-result": { step_id: string; attempt: number; result: ToolResult };
   "critic-scored": { step_id: string; attempt: number; score: CriticScore; source: "model" | "heuristic" };
-  "permission-requested": { request_id: string; step_id: string; call: ToolCall; category: CommandCategory; reason: string; commands: string[] };
+  "permission-requested": { request_id: string; step_id: string; call: ToolCall; category: CommandCategory; reason: string; commands: string[]; network?: boolean };
   "permission-resolved": { request_id: string; step_id: string; decision: PermissionDecisionKind | "allow_always"; by: string };
   "approval-granted": { approval_id: string; command: string; cwd: string; category: CommandCategory; expires_at: string | null };
   "approval-used": { approval_id: string; step_id: string; command: string };

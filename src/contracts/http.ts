@@ -10,7 +10,7 @@ export const ChatRequestSchema = z.strictObject({
   /** Wait for the task to finish (or to need the user) before answering. Defaults to false. */
   wait: z.boolean().default(false),
   /** Run commands no rule covers without asking (never no_always or hard_stop). */
-  auto_approve: z.array(z.literal("unknown")).max(1).default([]),
+  auto_approve: z.array(z.enum(["unknown", "network"])).max(2).default([]),
 });
 
 export const TaskIdParamsSchema = z.strictObject({ id: Id });

@@ -29,7 +29,7 @@ export const UserTaskSchema = z.object({
    * Command categories approved in advance, for unattended runs. Only `unknown` (commands no rule
    * covers) can be: no_always is always asked and hard_stop never runs.
    */
-  auto_approve: z.array(z.literal("unknown")).max(1).default([]),
+  auto_approve: z.array(z.enum(["unknown", "network"])).max(2).default([]),
 });
 export type UserTask = z.infer<typeof UserTaskSchema>;
 

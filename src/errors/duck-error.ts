@@ -19,6 +19,7 @@ export const ErrorCode = {
   WebContentType: "DUCK_ERR_WEB_CONTENT_TYPE",
   ModelServerFailed: "DUCK_ERR_MODEL_SERVER",
   PathOutsideWorkspace: "DUCK_ERR_PATH_OUTSIDE_WORKSPACE",
+  PathProtected: "DUCK_ERR_PATH_PROTECTED",
   PermissionDenied: "DUCK_ERR_PERMISSION_DENIED",
   PermissionRequestUnknown: "DUCK_ERR_PERMISSION_REQUEST_UNKNOWN",
   HardStop: "DUCK_ERR_HARD_STOP",

@@ -12,7 +12,7 @@ export interface Integrations {
 }
 
 /** The tools integrations.json adds: web_fetch, web_search, and every MCP server's. */
-export async function connectIntegrations(config: IntegrationsConfig, options: { workspace: string; logger: Logger; env?: NodeJS.ProcessEnv }): Promise<Integrations> {
+export async function connectIntegrations(config: IntegrationsConfig, options: { workspace: string; home: string; logger: Logger; env?: NodeJS.ProcessEnv }): Promise<Integrations> {
   const mcp = await connectMcpServers(config.mcp, options);
   return {
     tools: [...createWebTools(config.web), ...mcp.tools],

@@ -61,7 +61,7 @@ export class McpSession {
   constructor(
     readonly name: string,
     private readonly server: McpServerConfig,
-    private readonly options: { workspace: string; env: NodeJS.ProcessEnv; connectTimeoutMs: number; logger: Logger },
+    private readonly options: { workspace: string; home: string; env: NodeJS.ProcessEnv; connectTimeoutMs: number; logger: Logger },
   ) {}
 
   /** The connected client, connecting (again) first when there is none. */
@@ -86,7 +86,7 @@ export class McpSession {
   private async connect(): Promise<Client> {
     const client = new Client({ name: "ducklm", version: "0.1.0" });
     try {
-      const transport = transportFor(this.name, this.server, this.options.workspace, this.options.env, this.options.logger);
+      const transport = transportFor(this.name, this.server, this.options.home, this.options.env, this.options.logger);
       await withTimeout(client.connect(transport), this.options.connectTimeoutMs, `connecting to MCP server ${this.name}`);
     } catch (error) {
       await client.close().catch(() => undefined);
@@ -117,7 +117,11 @@ export interface McpConnectResult {
   close(): Promise<void>;
 }
 
-function transportFor(name: string, server: McpServerConfig, workspace: string, env: NodeJS.ProcessEnv, logger: Logger): Transport {
+/**
+ * A stdio server starts in DuckLM's home unless told otherwise: in the workspace, `npx` or a relative
+ * program name would find what a task put there and run it unconfined.
+ */
+function transportFor(name: string, server: McpServerConfig, home: string, env: NodeJS.ProcessEnv, logger: Logger): Transport {
   if (server.command !== undefined) {
     const transport = new StdioClientTransport({
       command: server.command,
@@ -125,7 +129,7 @@ function transportFor(name: string, server: McpServerConfig, workspace: string, 
       // Only what a program needs to start, plus what the user configured: DuckLM's own environment
       // (keys for other services) is not handed to every server.
       env: { ...getDefaultEnvironment(), ...expandAll(server.env, env, `mcp.servers.${name}.env`) },
-      cwd: server.cwd ?? workspace,
+      cwd: server.cwd ?? home,
       stderr: "pipe",
     });
     // Read, or a chatty server would block once the pipe is full; kept in the log for diagnosis.
@@ -190,14 +194,14 @@ function toolsOf(session: McpSession, server: McpServerConfig, listed: Array<{ n
  * Connects to every enabled MCP server in integrations.json and lists its tools. A server that fails
  * is reported and left out; the others still work.
  */
-export async function connectMcpServers(config: IntegrationsConfig["mcp"], options: { workspace: string; logger: Logger; env?: NodeJS.ProcessEnv }): Promise<McpConnectResult> {
+export async function connectMcpServers(config: IntegrationsConfig["mcp"], options: { workspace: string; home: string; logger: Logger; env?: NodeJS.ProcessEnv }): Promise<McpConnectResult> {
   const env = options.env ?? process.env;
   const connections: McpConnection[] = [];
   const failures: Array<{ server: string; reason: string }> = [];
   const entries = Object.entries(config.servers).filter(([, server]) => server.enabled);
   await Promise.all(
     entries.map(async ([name, server]) => {
-      const session = new McpSession(name, server, { workspace: options.workspace, env, connectTimeoutMs: config.connect_timeout_ms, logger: options.logger });
+      const session = new McpSession(name, server, { workspace: options.workspace, home: options.home, env, connectTimeoutMs: config.connect_timeout_ms, logger: options.logger });
       try {
         const client = await session.connected();
         const listed: Array<{ name: string; description?: string; inputSchema: unknown }> = [];

@@ -1,42 +1,22 @@
-import { lookup as dnsLookup, type LookupAddress } from "node:dns";
 import http, { type IncomingMessage } from "node:http";
 import https from "node:https";
-import { isIP, type LookupFunction } from "node:net";
-import ipaddr from "ipaddr.js";
+import { isIP } from "node:net";
 import TurndownService from "turndown";
 import { z } from "zod";
 import type { IntegrationsConfig } from "../config/config-schemas.js";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import { defineTool, type AnyToolDefinition, type ToolOutput } from "../tools/tool-definition.js";
+import { guardedLookup, isPublicAddress } from "../utils/network-addresses.js";
 import { scopedSignal } from "../utils/scoped-signal.js";
+
+export { isPublicAddress };
 
 type FetchConfig = IntegrationsConfig["web"]["fetch"];
 type SearchConfig = IntegrationsConfig["web"]["search"];
 
-/**
- * Whether an address is on the public internet. Loopback, private, link-local, carrier-grade NAT,
- * multicast, reserved and unspecified ranges are not, and neither are IPv6 forms that embed them.
- */
-export function isPublicAddress(address: string): boolean {
-  if (!ipaddr.isValid(address)) return false;
-  let parsed = ipaddr.parse(address);
-  if (parsed.kind() === "ipv6" && (parsed as ipaddr.IPv6).isIPv4MappedAddress()) parsed = (parsed as ipaddr.IPv6).toIPv4Address();
-  return parsed.range() === "unicast";
-}
-
-/** A DNS lookup that refuses non-public answers: the check and the connection use the same address. */
-function guardedLookup(allowPrivate: boolean): LookupFunction {
-  return (hostname, options, callback) => {
-    dnsLookup(hostname, { ...options, all: true }, (error, addresses: LookupAddress[]) => {
-      if (error) return callback(error, "", 0);
-      const usable = allowPrivate ? addresses : addresses.filter((entry) => isPublicAddress(entry.address));
-      if (usable.length === 0) {
-        return callback(new DuckError(ErrorCode.WebAddressBlocked, `${hostname} resolves to ${addresses.map((entry) => entry.address).join(", ")}, which is not a public address`) as unknown as NodeJS.ErrnoException, "", 0);
-      }
-      if (options.all) return (callback as unknown as (error: null, addresses: LookupAddress[]) => void)(null, usable);
-      callback(null, usable[0]!.address, usable[0]!.family);
-    });
-  };
+/** A DNS lookup for fetches: public addresses only, unless private ones are allowed. */
+function fetchLookup(allowPrivate: boolean) {
+  return guardedLookup((address) => allowPrivate || isPublicAddress(address));
 }
 
 const TEXT_TYPES = /^(text\/|application\/(json|xml|xhtml\+xml|rss\+xml|atom\+xml|ld\+json|javascript)\b)/i;
@@ -69,7 +49,7 @@ function requestOnce(url: URL, options: FetchOptions, signal: AbortSignal): Prom
   return new Promise((resolve, reject) => {
     const request = client.get(url, {
       headers: { "user-agent": options.userAgent, accept: options.accept ?? "text/html,text/plain,text/markdown,application/json;q=0.9,*/*;q=0.5" },
-      lookup: guardedLookup(options.allowPrivateNetwork),
+      lookup: fetchLookup(options.allowPrivateNetwork),
       signal,
     });
     request.once("response", resolve);

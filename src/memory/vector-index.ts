@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { existsSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import hnswlib from "hnswlib-node";
 
 const { HierarchicalNSW } = hnswlib;
@@ -110,8 +110,10 @@ export class VectorIndex {
     if (!this.file) return;
     const meta: IndexMeta = { count: this.ids.size, checksum: indexChecksum([...this.ids], this.model, this.dimension), dimension: this.dimension, space: this.space, model: this.model };
     this.index.writeIndexSync(`${this.file}.tmp`);
+    // Memory is the user's own text: as private as the database it is derived from.
+    chmodSync(`${this.file}.tmp`, 0o600);
     renameSync(`${this.file}.tmp`, this.file);
-    writeFileSync(`${this.file}.json.tmp`, JSON.stringify(meta));
+    writeFileSync(`${this.file}.json.tmp`, JSON.stringify(meta), { mode: 0o600 });
     renameSync(`${this.file}.json.tmp`, `${this.file}.json`);
   }
 

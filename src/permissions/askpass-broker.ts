@@ -1,37 +1,12 @@
 import { randomBytes, timingSafeEqual } from "node:crypto";
-import { accessSync, chmodSync, constants, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
-import { delimiter, join } from "node:path";
-
-// The helper sudo runs (SUDO_ASKPASS): it proves itself with the token and prints what the broker sends.
-const CLIENT_SOURCE = `
-const net = require("node:net");
-const socket = net.connect(process.env.DUCKLM_ASKPASS_SOCKET);
-let answer = "";
-socket.on("connect", () => socket.write(process.env.DUCKLM_ASKPASS_TOKEN + "\\n"));
-socket.on("data", (chunk) => (answer += chunk));
-socket.on("end", () => { if (!answer) process.exit(1); process.stdout.write(answer + "\\n"); });
-socket.on("error", () => process.exit(1));
-`;
-
-function findProgram(name: string, exclude: string): string | null {
-  for (const dir of (process.env.PATH ?? "").split(delimiter)) {
-    if (!dir || dir === exclude) continue;
-    const candidate = join(dir, name);
-    try {
-      accessSync(candidate, constants.X_OK);
-      return candidate;
-    } catch {
-      // Not here.
-    }
-  }
-  return null;
-}
+import { join } from "node:path";
 
 export interface AskpassSession {
-  /** Environment to add to the command: a `sudo` that asks through the helper, and how to reach us. */
-  env: Record<string, string>;
+  /** The helper sudo runs (SUDO_ASKPASS): given to the sudo process alone. */
+  helper: string;
   /** The private folder holding the socket and the helper. */
   folder: string;
   /** Closes the socket, removes the helper folder and drops the password. */
@@ -39,10 +14,10 @@ export interface AskpassSession {
 }
 
 /**
- * Hands a sudo password to one command without putting it in argv, the environment, a file, an event
- * or a log: a `sudo` shim runs the real sudo with `-A`; sudo runs the askpass helper, which connects to
- * a unix socket in a private 0700 folder, proves itself with a one-time token, and receives the
- * password once.
+ * Hands a sudo password to sudo without putting it in argv, an environment, a file, an event or a log:
+ * sudo runs the askpass helper, which connects to a unix socket in a private 0700 folder, proves
+ * itself with a one-time token and receives the password once. The folder is never visible to a
+ * confined command, and only the sudo process itself is told where the helper is.
  */
 export function openAskpassSession(password: string): AskpassSession {
   const dir = mkdtempSync(join(tmpdir(), "ducklm-askpass-"));
@@ -51,13 +26,20 @@ export function openAskpassSession(password: string): AskpassSession {
   const token = randomBytes(32).toString("hex");
   let secret: Buffer | null = Buffer.from(password, "utf8");
   const client = join(dir, "askpass-client.cjs");
-  writeFileSync(client, CLIENT_SOURCE, { mode: 0o600 });
+  writeFileSync(
+    client,
+    `const net = require("node:net");
+const socket = net.connect(${JSON.stringify(socketPath)});
+let answer = "";
+socket.on("connect", () => socket.write(${JSON.stringify(token)} + "\\n"));
+socket.on("data", (chunk) => (answer += chunk));
+socket.on("end", () => { if (!answer) process.exit(1); process.stdout.write(answer + "\\n"); });
+socket.on("error", () => process.exit(1));
+`,
+    { mode: 0o600 },
+  );
   const helper = join(dir, "askpass");
   writeFileSync(helper, `#!/bin/sh\nexec "${process.execPath}" "${client}"\n`, { mode: 0o700 });
-  const shims = join(dir, "bin");
-  const realSudo = findProgram("sudo", shims);
-  mkdirSync(shims, { mode: 0o700 });
-  writeFileSync(join(shims, "sudo"), `#!/bin/sh\nexec "${realSudo ?? "sudo-not-installed"}" -A "$@"\n`, { mode: 0o700 });
 
   const server: Server = createServer((socket) => {
     let received = "";
@@ -75,12 +57,7 @@ export function openAskpassSession(password: string): AskpassSession {
   server.listen(socketPath);
   server.unref();
   return {
-    env: {
-      PATH: `${shims}${delimiter}${process.env.PATH ?? ""}`,
-      SUDO_ASKPASS: helper,
-      DUCKLM_ASKPASS_SOCKET: socketPath,
-      DUCKLM_ASKPASS_TOKEN: token,
-    },
+    helper,
     folder: dir,
     dispose() {
       if (secret) secret.fill(0);

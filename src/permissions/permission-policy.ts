@@ -1,4 +1,4 @@
-import type { CommandCategory, PermissionDecisionKind, ToolCall, ToolEffect } from "../contracts/index.js";
+import type { CommandCategory, PermissionDecisionKind, PreApproval, ToolCall, ToolEffect } from "../contracts/index.js";
 import type { Approval } from "./approval-store.js";
 import type { CommandClassification } from "./command-classifier.js";
 
@@ -9,6 +9,8 @@ export interface PermissionDecision {
   commands: string[];
   /** Set when a remembered approval allowed the call. */
   approval_id?: string;
+  /** The command may use the network when it runs (it needs it, and that was allowed). */
+  network: boolean;
 }
 
 export interface PermissionInput {
@@ -20,10 +22,17 @@ export interface PermissionInput {
   approval: Approval | null;
   /** What config/permissions.json says for commands no rule covers. */
   unknownDecision: "ask" | "deny";
-  /** Categories the user pre-approved for this task (never no_always or hard_stop). */
-  preApproved: readonly CommandCategory[];
+  /** What the user pre-approved for this task: `unknown` commands, `network` use (never no_always or hard_stop). */
+  preApproved: readonly PreApproval[];
   /** The category a tool other than shell_exec declares for its calls (MCP tools, per server). */
   toolCategory?: CommandCategory;
+  /**
+   * How shell commands run here. `confined`: in the sandbox. `none`: no sandbox could be started, so
+   * nothing runs unattended. `off`: runtime.json turned confinement off.
+   */
+  confinement: "confined" | "none" | "off";
+  /** runtime.json lets confined commands use the network without asking. */
+  networkAllowed: boolean;
 }
 
 /**
@@ -57,28 +66,48 @@ export const CODE_APPLY_TOOL = "code_apply";
 export function decidePermission(input: PermissionInput): PermissionDecision {
   const { call, classification } = input;
   if (call.tool === "shell_exec" || (call.tool === CODE_APPLY_TOOL && classification)) {
-    const c = classification ?? { category: "unknown" as const, reason: "not classified", commands: [] };
-    return decideCategory(input, { category: c.category, reason: c.reason, commands: c.commands });
+    const c = classification ?? { category: "unknown" as const, reason: "not classified", commands: [], network: false };
+    return decideCommand(input, { category: c.category, reason: c.reason, commands: c.commands }, c.network);
   }
   if (input.toolCategory) return decideCategory(input, { category: input.toolCategory, reason: `${call.tool} is ${input.toolCategory.replace("_", " ")} by configuration`, commands: [] });
-  if (input.effect === "read-only") return { decision: "allow", category: "read_only", reason: "read-only tool", commands: [] };
-  return { decision: "allow", category: "normal", reason: "side-effecting tool confined to the workspace", commands: [] };
+  if (input.effect === "read-only") return { decision: "allow", category: "read_only", reason: "read-only tool", commands: [], network: false };
+  return { decision: "allow", category: "normal", reason: "side-effecting tool confined to the workspace", commands: [], network: false };
+}
+
+/**
+ * A shell command: its category decides first; then a command that needs the network runs with it
+ * only when the user allowed that (a remembered approval of the exact command, the task's
+ * pre-approval, or runtime.json), else it is asked; and where commands cannot be confined, nothing
+ * runs without the user's say, however safe its shape.
+ */
+function decideCommand(input: PermissionInput, base: { category: CommandCategory; reason: string; commands: string[] }, needsNetwork: boolean): PermissionDecision {
+  const decided = decideCategory(input, base);
+  if (decided.decision !== "allow") return { ...decided, network: needsNetwork };
+  const remembered = decided.approval_id !== undefined;
+  if (needsNetwork) {
+    const networkGiven = remembered || input.networkAllowed || input.preApproved.includes("network");
+    if (!networkGiven) return { ...base, decision: "ask", reason: `${base.reason}; it needs the network, which is a permission of its own`, network: true };
+  }
+  if (input.confinement === "none" && !remembered) {
+    return { ...base, decision: "ask", reason: `commands cannot be confined here (no bubblewrap), so every command is asked: ${base.reason}`, network: needsNetwork };
+  }
+  return { ...decided, network: needsNetwork };
 }
 
 function decideCategory(input: PermissionInput, base: { category: CommandCategory; reason: string; commands: string[] }): PermissionDecision {
   switch (base.category) {
     case "hard_stop":
-      return { ...base, decision: "deny" };
+      return { ...base, decision: "deny", network: false };
     case "no_always":
-      return { ...base, decision: "ask" };
+      return { ...base, decision: "ask", network: false };
     case "normal":
     case "read_only":
-      return { ...base, decision: "allow" };
+      return { ...base, decision: "allow", network: false };
     default:
       if (input.approval) {
-        return { ...base, decision: "allow", reason: `remembered approval ${input.approval.id} (${input.approval.created_at})`, approval_id: input.approval.id };
+        return { ...base, decision: "allow", reason: `remembered approval ${input.approval.id} (${input.approval.created_at})`, approval_id: input.approval.id, network: false };
       }
-      if (input.preApproved.includes(base.category)) return { ...base, decision: "allow", reason: `pre-approved for this task: ${base.reason}` };
-      return { ...base, decision: input.unknownDecision };
+      if (input.preApproved.includes("unknown")) return { ...base, decision: "allow", reason: `pre-approved for this task: ${base.reason}`, network: false };
+      return { ...base, decision: input.unknownDecision, network: false };
   }
 }

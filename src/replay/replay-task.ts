@@ -91,7 +91,8 @@ export async function replayTask(recorded: readonly DuckEvent[], config: DuckCon
       registry,
       memorySearch: (): MemoryHit[] => recalls.shift() ?? [],
       sleep: async () => undefined,
-      sandbox: unconfinedShell,
+      // No command runs in a replay; decisions follow the confinement the recording says it had.
+      sandbox: { ...unconfinedShell, confinement: (recorded.find((event) => event.type === "task-started")?.payload as EventPayloads["task-started"] | undefined)?.confinement ?? "confined" },
       skipRetention: true,
     });
     await runtime.ready();

@@ -1,8 +1,7 @@
-import { mkdirSync } from "node:fs";
 import { join, resolve } from "node:path";
 import type { Logger } from "pino";
 import type { DuckConfig } from "../config/config-schemas.js";
-import { loadConfig, resolveConfigDir, resolveHomeDir } from "../config/load-config.js";
+import { BUNDLED_CONFIG_DIR, loadConfig, resolveConfigDir, resolveHomeDir } from "../config/load-config.js";
 import { Router } from "../decisions/router.js";
 import { EventBus } from "../events/event-bus.js";
 import { EventStore } from "../events/event-store.js";
@@ -12,8 +11,11 @@ import { isEmbeddingProvider, type ModelProvider } from "../models/model-provide
 import { ApprovalStore } from "../permissions/approval-store.js";
 import { CommandClassifier } from "../permissions/command-classifier.js";
 import { openDatabase, type SqliteDatabase } from "../storage/open-database.js";
+import { ensurePrivateDir } from "../storage/private-files.js";
+import { realpathOfDeepestAncestor } from "../permissions/path-judge.js";
 import { pruneOptionsFrom } from "../state/task-retention.js";
 import { TaskStore, type Clock } from "../state/task-store.js";
+import { LoginStore } from "../state/login-store.js";
 import { codeApplyTool } from "../tools/builtin/code-apply.js";
 import { fileListTool } from "../tools/builtin/file-list.js";
 import { fileReadTool } from "../tools/builtin/file-read.js";
@@ -72,8 +74,14 @@ export interface Runtime {
   loop: RuntimeLoop;
   logger: Logger;
   approvals: ApprovalStore;
+  /** One-time login codes and browser sessions of the web chat. */
+  logins: LoginStore;
   classifier: CommandClassifier;
   sandbox: ShellSandbox;
+  /** Why commands are not confined, when they are not (said at start, in doctor and /health). */
+  sandboxWarning: string | null;
+  /** DuckLM's own state (home, config, plugins): no task may read or write it. */
+  protectedPaths: readonly string[];
   /**
    * Tasks an earlier process left unfinished (received or running): with runtime.json `resume` `auto`
    * they are driven on (each records `task-resumed`); otherwise only listed. Tasks waiting for the user
@@ -88,9 +96,18 @@ export interface Runtime {
 
 export const BUILTIN_TOOL_NAMES: ReadonlySet<string> = new Set(["file_read", "file_write", "file_list", "shell_exec", "code_apply", "memory_insert", "memory_search", "memory_list", "web_fetch", "web_search"]);
 
-/** Where tool plugins are looked for: `plugins/` beside the config folder, then `<home>/plugins`. */
+/** Where tool plugins are looked for: `plugins/` in the user's config folder, then `<home>/plugins`. */
 export function pluginFolders(configDir: string, home: string): string[] {
-  return [join(configDir, "..", "plugins"), join(home, "plugins")];
+  return [join(configDir, "plugins"), join(home, "plugins")];
+}
+
+/**
+ * What tasks may never touch: DuckLM's home (database, token, logs, models), the user's config
+ * folder, the bundled defaults under it and the plugin folders — each as given and through its links.
+ */
+export function protectedPathsFor(home: string, configDir: string): string[] {
+  const paths = [home, configDir, BUNDLED_CONFIG_DIR, ...pluginFolders(configDir, home)].map((path) => resolve(path));
+  return [...new Set([...paths, ...paths.map(realpathOfDeepestAncestor)])];
 }
 
 /** Where tools work: the explicit folder, else runtime.json's `workspace`, from the current directory. */
@@ -102,7 +119,7 @@ export function resolveWorkspace(config: DuckConfig, explicit?: string): string 
 export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
   const home = resolveHomeDir(options.home);
   const config = options.config ?? loadConfig(resolveConfigDir(options.configDir));
-  mkdirSync(home, { recursive: true });
+  ensurePrivateDir(home);
   const logger = options.logger ?? createLogger({ file: join(home, "logs", "ducklm.log") });
   const database = openDatabase(options.databaseFile ?? join(home, "ducklm.sqlite3"), { synchronous: config.runtime.storage.synchronous });
   const db = database.db;
@@ -128,8 +145,10 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
   }
   for (const tool of options.tools ?? []) tools.register(tool);
   const workspace = resolveWorkspace(config, options.workspace);
-  const classifier = new CommandClassifier(config.permissions);
+  const protectedPaths = protectedPathsFor(home, config.dir);
+  const classifier = new CommandClassifier(config.permissions, { protectedPaths, realpath: realpathOfDeepestAncestor });
   const approvals = new ApprovalStore(db, options.clock);
+  const logins = new LoginStore(db, options.clock);
   const ready = (async () => {
     await classifier.checkExamples(config.permissions.examples);
     await memory.open();
@@ -137,7 +156,9 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
   })();
   // A failure here is reported by `ready()`; tasks see it too, through the loop.
   ready.catch(() => undefined);
-  const { sandbox, warning } = options.sandbox ? { sandbox: options.sandbox, warning: null } : chooseShellSandbox(config.runtime.sandbox.mode, config.runtime.sandbox.network);
+  const { sandbox, warning } = options.sandbox
+    ? { sandbox: options.sandbox, warning: null }
+    : chooseShellSandbox(config.runtime.sandbox.mode, { hiddenPaths: protectedPaths, allowPrivateNetwork: config.runtime.sandbox.private_network, logger });
   if (warning) logger.warn(warning);
   const loop = new RuntimeLoop({
     store,
@@ -148,6 +169,7 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
     classifier,
     approvals,
     sandbox,
+    protectedPaths,
     config,
     logger,
     workspace,
@@ -167,8 +189,11 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
     loop,
     logger,
     approvals,
+    logins,
     classifier,
     sandbox,
+    sandboxWarning: warning,
+    protectedPaths,
     ready: () => ready,
     resumeUnfinished() {
       const mode = config.runtime.resume;
@@ -183,6 +208,7 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
       await loop.close();
       for (const release of options.onClose ?? []) await release().catch((error: unknown) => logger.warn({ err: error }, "could not release an integration"));
       memory.close();
+      await sandbox.dispose();
       await models?.dispose();
       database.close();
     },

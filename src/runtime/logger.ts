@@ -1,6 +1,6 @@
-import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import pino, { type Logger } from "pino";
+import { ensurePrivateDir, ensurePrivateFile } from "../storage/private-files.js";
 
 export interface LoggerOptions {
   /** Log file; without it, logs go nowhere. */
@@ -13,6 +13,7 @@ export interface LoggerOptions {
 export function createLogger(options: LoggerOptions = {}): Logger {
   const level = options.level ?? process.env.DUCKLM_LOG_LEVEL ?? "info";
   if (!options.file) return pino({ level: "silent" });
-  mkdirSync(dirname(options.file), { recursive: true });
+  ensurePrivateDir(dirname(options.file));
+  ensurePrivateFile(options.file);
   return pino({ level, redact: ["*.password", "*.secret", "*.token"] }, pino.destination({ dest: options.file, sync: true }));
 }

@@ -2,6 +2,7 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { createTestRuntime, makeTempDir, useTestRuntimes } from "../../test/helpers/test-runtime.js";
+import { unconfinedShell } from "../tools/shell-sandbox.js";
 
 const setup = useTestRuntimes(afterEach);
 
@@ -60,7 +61,7 @@ describe("without any model (IntentParser mode)", () => {
 describe("permission requests pause a task", () => {
   it("waits for an unknown command, then finishes when allowed", async () => {
     const runtime = setup();
-    const handle = runtime.loop.submit({ text: "run `printf 'a%sb' x > made.txt`" });
+    const handle = runtime.loop.submit({ text: "run `awk 'BEGIN{printf \"a%sb\", \"x\"}' > made.txt`" });
     const paused = await handle.done;
     expect(paused.state).toBe("awaiting_permission");
     expect(runtime.store.getTask(handle.taskId)?.state).toBe("awaiting_permission");
@@ -77,7 +78,7 @@ describe("permission requests pause a task", () => {
 
   it("fails the step without running it when denied", async () => {
     const runtime = setup();
-    const handle = runtime.loop.submit({ text: "run `touch denied.txt; echo done`" });
+    const handle = runtime.loop.submit({ text: "run `cp /dev/null denied.txt; echo done`" });
     const paused = await handle.done;
     const outcome = await runtime.loop.resolvePermission(handle.taskId, paused.pending_permissions[0]!.request_id, "deny").done;
     expect(outcome.state).toBe("failed");
@@ -107,7 +108,7 @@ describe("permission requests pause a task", () => {
     const home = makeTempDir();
     const workspace = makeTempDir("ducklm-ws-");
     const first = createTestRuntime({ home, workspace });
-    const handle = first.loop.submit({ text: "run `echo resumed > after-restart.txt`" });
+    const handle = first.loop.submit({ text: "run `awk 'BEGIN{print \"resumed\"}' > after-restart.txt`" });
     const paused = await handle.done;
     const requestId = paused.pending_permissions[0]!.request_id;
     await first.close();
@@ -121,11 +122,50 @@ describe("permission requests pause a task", () => {
     expect(seqs).toEqual(seqs.map((_, index) => index + 1));
   });
 
+  it("asks before running again a command that timed out part-way, instead of re-running it", async () => {
+    const runtime = setup({ runtime: { timeouts: { step_ms: 800 }, retry: { max_step_retries: 1 } } });
+    const handle = runtime.loop.submit({ text: "run `cp /dev/null started.txt; sleep 5; cp /dev/null finished.txt`", auto_approve: ["unknown"] });
+    const outcome = await handle.done;
+    expect(outcome.state).toBe("awaiting_permission");
+    expect(outcome.pending_permissions[0]?.reason).toMatch(/timed out and may have done part of its work/);
+    const types = runtime.store.listEvents(handle.taskId).map((event) => event.type);
+    expect(types.filter((type) => type === "tool-called")).toHaveLength(1);
+    expect(existsSync(join(runtime.workspace, "started.txt"))).toBe(true);
+    expect(existsSync(join(runtime.workspace, "finished.txt"))).toBe(false);
+    runtime.loop.cancel(handle.taskId);
+  });
+
+  it("re-runs a timed-out command of a safe shape without asking", async () => {
+    const runtime = setup({ runtime: { timeouts: { step_ms: 500 }, retry: { max_step_retries: 1 } } });
+    const outcome = await runtime.loop.submit({ text: "run `sleep 3`" }).done;
+    expect(outcome.state).toBe("failed");
+    expect(runtime.store.listEvents(outcome.task_id).filter((event) => event.type === "tool-called")).toHaveLength(2);
+  });
+
   it("cancels a task that waits for permission", async () => {
     const runtime = setup();
     const handle = runtime.loop.submit({ text: "run `cp a.txt b.txt`" });
     await handle.done;
     runtime.loop.cancel(handle.taskId);
     expect(runtime.store.getTask(handle.taskId)?.state).toBe("cancelled");
+  });
+});
+
+describe("where commands cannot be confined", () => {
+  it("asks before every command, however safe its shape, and records why", async () => {
+    const runtime = setup({ sandbox: unconfinedShell });
+    const outcome = await runtime.loop.submit({ text: "run `ls`" }).done;
+    expect(outcome.state).toBe("awaiting_permission");
+    expect(outcome.pending_permissions[0]?.reason).toMatch(/cannot be confined here \(no bubblewrap\)/);
+    const started = runtime.store.listEvents(outcome.task_id).find((event) => event.type === "task-started");
+    expect(started?.payload).toEqual({ confinement: "none" });
+    // Pre-approval does not make it unattended either.
+    expect((await runtime.loop.submit({ text: "run `cp a b`", auto_approve: ["unknown"] }).done).state).toBe("awaiting_permission");
+  });
+
+  it("runs commands of a safe shape when confinement was turned off on purpose", async () => {
+    const runtime = setup({ sandbox: { ...unconfinedShell, confinement: "off" } });
+    const outcome = await runtime.loop.submit({ text: "run `ls`" }).done;
+    expect(outcome.state).toBe("completed");
   });
 });

@@ -45,6 +45,8 @@ export interface RuntimeLoopDeps {
   classifier: CommandClassifier;
   approvals: ApprovalStore;
   sandbox: ShellSandbox;
+  /** DuckLM's own state: refused to file tools, hidden from commands. */
+  protectedPaths?: readonly string[];
   config: DuckConfig;
   logger: Logger;
   /** Where tools work when a task names no workspace. */
@@ -134,6 +136,7 @@ export class RuntimeLoop {
       approvals: deps.approvals,
       secrets: this.secrets,
       sandbox: deps.sandbox,
+      protectedPaths: deps.protectedPaths ?? [],
       config: deps.config,
       logger: deps.logger,
       sinkFor: (taskId) => this.sinkFor(taskId),
@@ -173,7 +176,7 @@ export class RuntimeLoop {
   resume(taskId: string, reason: string): Promise<TaskOutcome> {
     const projection = this.deps.store.projection(taskId);
     if (isTerminalTaskState(projection.state)) return Promise.resolve(outcomeOf(projection));
-    if (!this.active.has(taskId)) this.deps.store.append(taskId, "task-resumed", { from_seq: projection.seq, reason });
+    if (!this.active.has(taskId)) this.deps.store.append(taskId, "task-resumed", { from_seq: projection.seq, reason, ...this.confinementMark() });
     return this.drive(taskId);
   }
 
@@ -333,16 +336,16 @@ export class RuntimeLoop {
     let projection = store.projection(taskId);
     if (isTerminalTaskState(projection.state)) return;
     if (!projection.started) {
-      const hardStop = this.deps.classifier.findHardStop(projection.text);
       await this.deps.ready;
+      const hardStop = await this.deps.classifier.findHardStop(projection.text, projection.workspace);
       if (hardStop) {
         store.append(taskId, "task-failed", {
           code: ErrorCode.HardStop,
-          message: `the task contains a command that is never run: "${hardStop}" (config/permissions.json hard_stop)`,
+          message: `the task contains a command that is never run: ${hardStop}`,
         });
         return;
       }
-      store.append(taskId, "task-started", {});
+      store.append(taskId, "task-started", this.confinementMark());
     }
     signal.throwIfAborted();
     projection = store.projection(taskId);
@@ -559,6 +562,12 @@ export class RuntimeLoop {
       store.append(taskId, "task-completed", { answer });
     });
     for (const { entry, plan } of applied) memory.indexWrite(entry, plan);
+  }
+
+  /** Recorded with the task when its commands are not confined, so every decision (and its replay) knows. */
+  private confinementMark(): { confinement?: "none" | "off" } {
+    const confinement = this.deps.sandbox.confinement;
+    return confinement === "confined" ? {} : { confinement };
   }
 
   private sinkFor(taskId: string): ModelStreamSink {

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import type { Logger } from "pino";
-import { CoderProposalSchema, CriticScoreSchema, type CoderPlanStep, type CoderProposal, type CriticScore, type ToolCall, type ToolResult } from "../contracts/index.js";
+import { CoderProposalSchema, CriticScoreSchema, type CommandCategory, type CoderPlanStep, type CoderProposal, type CriticScore, type ToolCall, type ToolResult } from "../contracts/index.js";
 import type { DuckConfig } from "../config/config-schemas.js";
 import { criticPrompt, heuristicScore } from "../decisions/critic-policy.js";
 import { decideRecovery } from "../decisions/recovery-policy.js";
@@ -9,7 +9,8 @@ import { reportedModelCall, type ModelStreamSink } from "../decisions/model-stre
 import { describeError, ErrorCode, isShutdown } from "../errors/duck-error.js";
 import type { ModelProvider } from "../models/model-provider.js";
 import type { ApprovalStore } from "../permissions/approval-store.js";
-import { openAskpassSession } from "../permissions/askpass-broker.js";
+import { openSudoRelay } from "../permissions/sudo-relay.js";
+import { scrubEnvironment } from "../tools/builtin/shell-exec.js";
 import type { SecretVault } from "../permissions/secret-vault.js";
 import type { CommandClassifier } from "../permissions/command-classifier.js";
 import { approvalSubjectOf, CODE_APPLY_TOOL, decidePermission } from "../permissions/permission-policy.js";
@@ -28,6 +29,7 @@ export interface StepRunnerDeps {
   approvals: ApprovalStore;
   secrets: SecretVault;
   sandbox: ShellSandbox;
+  protectedPaths: readonly string[];
   config: DuckConfig;
   logger: Logger;
   sinkFor(taskId: string): ModelStreamSink;
@@ -38,9 +40,9 @@ export interface StepRunnerDeps {
 export type StepTurn = "settled" | "waiting" | "retry";
 
 /** A file's text as the coder should see it, bounded; a missing file is said to be new. */
-async function currentContent(workspace: string, path: string): Promise<string> {
+async function currentContent(workspace: string, path: string, protectedPaths: readonly string[]): Promise<string> {
   try {
-    const text = await readFile(resolveInWorkspace(workspace, path), "utf8");
+    const text = await readFile(resolveInWorkspace(workspace, path, protectedPaths), "utf8");
     return text.length > 20_000 ? `${text.slice(0, 20_000)}\n[…cut]` : text;
   } catch {
     return "(does not exist yet)";
@@ -138,11 +140,20 @@ export class StepRunner {
           ? plan.arguments.test_command
           : null;
     const classification =
-      command !== null ? await this.deps.classifier.classify(command) : plan.tool === "shell_exec" ? { category: "unknown" as const, reason: "no command given", commands: [] } : null;
+      command !== null
+        ? await this.deps.classifier.classify(command, { workspace: projection.workspace })
+        : plan.tool === "shell_exec"
+          ? { category: "unknown" as const, reason: "no command given", commands: [], network: false, sudo: [] }
+          : null;
+    let network = step.permission_granted && (classification?.network ?? false);
     if (!step.permission_granted) {
       if (step.tool_called && effect === "side-effecting") {
         // Started before a crash and no result was recorded: it may or may not have happened.
-        this.requestPermission(taskId, plan.id, shownCall, "unknown", "its earlier run was interrupted and its outcome is unknown; run it again?", []);
+        this.requestPermission(taskId, plan.id, shownCall, "unknown", "its earlier run was interrupted and its outcome is unknown; run it again?", [], classification?.network ?? false);
+        return "waiting";
+      }
+      if (step.ask_before_retry) {
+        this.requestPermission(taskId, plan.id, shownCall, "unknown", "its previous attempt timed out and may have done part of its work; run it again?", classification?.commands ?? [], classification?.network ?? false);
         return "waiting";
       }
       const subject = approvalSubjectOf(call);
@@ -157,6 +168,8 @@ export class StepRunner {
         approval,
         unknownDecision: this.deps.config.permissions.unknown,
         preApproved: projection.auto_approve,
+        confinement: projection.confinement,
+        networkAllowed: this.deps.config.runtime.sandbox.network,
       });
       if (decision.approval_id) {
         store.append(taskId, "approval-used", { approval_id: decision.approval_id, step_id: plan.id, command: subject });
@@ -168,9 +181,10 @@ export class StepRunner {
         return "done";
       }
       if (decision.decision === "ask") {
-        this.requestPermission(taskId, plan.id, shownCall, decision.category, decision.reason, decision.commands);
+        this.requestPermission(taskId, plan.id, shownCall, decision.category, decision.reason, decision.commands, decision.network);
         return "waiting";
       }
+      network = decision.network;
     }
 
     // sudo asks for a password: it comes from the user through the secrets API, never from a store.
@@ -188,7 +202,10 @@ export class StepRunner {
     // result means "may have happened", and the user is asked. A read-only call may simply run again.
     store.append(taskId, "tool-called", { step_id: plan.id, attempt: step.attempt, call: shownCall, effect }, { durable: effect === "side-effecting" });
     const { runtime } = this.deps.config;
-    const askpass = secret !== null ? openAskpassSession(secret) : null;
+    // The command line runs confined as any other; only its `sudo` runs outside, through the relay,
+    // and only with the argument vectors the approved text contains.
+    const relay =
+      secret !== null ? openSudoRelay({ password: secret, allowed: classification?.sudo ?? [], workspace: projection.workspace, env: scrubEnvironment(process.env) }) : null;
     let result: ToolResult;
     try {
       result = await withScopedSignal([signal], runtime.timeouts.step_ms, `step ${plan.id}`, (stepSignal) =>
@@ -201,12 +218,14 @@ export class StepRunner {
           taskId,
           stepId: plan.id,
           attempt: step.attempt,
-          // sudo needs privileges a confined process cannot gain; it is asked every time instead.
-          ...(askpass ? { extraEnv: askpass.env, redact: [secret!] } : { sandbox: this.deps.sandbox }),
+          network,
+          protectedPaths: this.deps.protectedPaths,
+          sandbox: this.deps.sandbox,
+          ...(relay ? { extraEnv: { PATH: `${relay.binDir}:${process.env.PATH ?? ""}` }, extraReadable: [relay.folder], redact: [secret!] } : {}),
         }),
       );
     } finally {
-      askpass?.dispose();
+      relay?.dispose();
       // A password serves one run; a retry asks again.
       if (secret !== null) this.deps.secrets.forget(taskId, plan.id);
     }
@@ -222,11 +241,12 @@ export class StepRunner {
     taskId: string,
     stepId: string,
     call: { tool: string; arguments: Record<string, unknown> },
-    category: "unknown" | "no_always" | "normal" | "read_only" | "hard_stop",
+    category: CommandCategory,
     reason: string,
     commands: string[],
+    network: boolean,
   ): void {
-    this.deps.store.append(taskId, "permission-requested", { request_id: randomUUID(), step_id: stepId, call, category, reason, commands });
+    this.deps.store.append(taskId, "permission-requested", { request_id: randomUUID(), step_id: stepId, call, category, reason, commands, ...(network ? { network: true } : {}) });
   }
 
   /**
@@ -242,7 +262,7 @@ export class StepRunner {
       return { failure: deniedResult(CODE_APPLY_TOOL, ErrorCode.ModelUnavailable, "no coder model is configured (config/models.json, role coder)") };
     }
     const projection = this.deps.store.projection(taskId);
-    const current = await Promise.all(plan.coder.files.map(async (path) => `### ${path}\n${await currentContent(projection.workspace, path)}`));
+    const current = await Promise.all(plan.coder.files.map(async (path) => `### ${path}\n${await currentContent(projection.workspace, path, this.deps.protectedPaths)}`));
     const previous = this.deps.store
       .listEvents(taskId)
       .filter((event) => event.type === "tool-result" && event.payload.step_id === plan.id && (event.payload.attempt as number) < step.attempt)
@@ -310,6 +330,14 @@ export class StepRunner {
     }
   }
 
+  /** A shell command whose every word is a safe shape may simply run again; anything else may not. */
+  private async rerunsSafely(step: StepProjection, taskId: string): Promise<boolean> {
+    const plan = step.step;
+    if (plan.kind !== "tool" || plan.tool !== "shell_exec" || typeof plan.arguments.command !== "string") return false;
+    const classification = await this.deps.classifier.classify(plan.arguments.command, { workspace: this.deps.store.projection(taskId).workspace });
+    return classification.category === "normal";
+  }
+
   private async recover(taskId: string, step: StepProjection, signal: AbortSignal): Promise<StepTurn> {
     const score = step.score!;
     const code = step.result?.error?.code;
@@ -321,7 +349,9 @@ export class StepRunner {
       return "settled";
     }
     if (decision.action === "retry") {
-      this.deps.store.append(taskId, "step-retrying", { step_id: stepId, attempt: step.attempt, delay_ms: decision.delay_ms, reason: decision.reason });
+      // A command stopped by its time limit may have done part of its work: like a crash, it is asked about.
+      const askFirst = code === ErrorCode.ToolTimeout && step.tool_called && (this.deps.tools.get(step.result?.tool ?? "")?.effect ?? "side-effecting") === "side-effecting" && !(await this.rerunsSafely(step, taskId));
+      this.deps.store.append(taskId, "step-retrying", { step_id: stepId, attempt: step.attempt, delay_ms: decision.delay_ms, reason: decision.reason, ...(askFirst ? { ask_first: true } : {}) });
       await this.deps.sleep(decision.delay_ms, signal);
       return "retry";
     }

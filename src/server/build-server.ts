@@ -27,7 +27,8 @@ import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import type { Runtime } from "../runtime/create-runtime.js";
 import { outcomeOf } from "../runtime/task-outcome.js";
 import { streamTask, type StreamOptions } from "./event-stream.js";
-import { createRequestGuard, TOKEN_COOKIE } from "./request-guard.js";
+import { callerOf, cookieValue, createRequestGuard, SESSION_COOKIE } from "./request-guard.js";
+import { loginPage } from "./login-page.js";
 
 export const WEB_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../../web");
 
@@ -54,7 +55,8 @@ const STATUS_BY_CODE: Partial<Record<string, number>> = {
 };
 
 const WEB_ASSETS = ["app.js", "answer-stream.js", "style.css", "favicon.svg"];
-const PUBLIC_PATHS = new Set(["/", "/index.html", "/health", ...WEB_ASSETS.map((asset) => `/${asset}`)]);
+const PUBLIC_PATHS = new Set(["/", "/index.html", "/health", "/login", "/session", ...WEB_ASSETS.map((asset) => `/${asset}`)]);
+const PAGE_CSP = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'";
 
 function badUtf8(buffer: Buffer): boolean {
   try {
@@ -105,7 +107,8 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
     void reply.code(404).send({ error: { code: "DUCK_ERR_NOT_FOUND", message: `no route ${request.method} ${request.url.split("?")[0]}` } });
   });
 
-  app.addHook("onRequest", createRequestGuard({ token: options.token, port: options.port, extraHosts: options.extraHosts ?? [], publicPaths: (path) => PUBLIC_PATHS.has(path) }));
+  const checkSession = (session: string) => runtime.logins.checkSession(session);
+  app.addHook("onRequest", createRequestGuard({ token: options.token, port: options.port, extraHosts: options.extraHosts ?? [], publicPaths: (path) => PUBLIC_PATHS.has(path), checkSession }));
   app.addHook("onSend", async (_request, reply, payload) => {
     reply.header("x-content-type-options", "nosniff");
     reply.header("referrer-policy", "no-referrer");
@@ -120,13 +123,37 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
   await app.register(fastifyWebsocket, { options: { maxPayload: 64 * 1024 } });
   if (existsSync(WEB_ROOT)) await app.register(fastifyStatic, { root: WEB_ROOT, serve: false });
 
-  // The page: served without a token, it hands the token to the browser as an HttpOnly cookie.
+  // The page itself holds nothing secret; everything it does needs the session a login link gives.
   app.get("/", { schema: { hide: true } }, async (_request, reply) => {
-    const cookie = `${TOKEN_COOKIE}=${options.token}; HttpOnly; SameSite=Strict; Path=/`;
-    reply.header("set-cookie", cookie);
-    reply.header("content-security-policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'");
+    reply.header("content-security-policy", PAGE_CSP);
     reply.header("cache-control", "no-store");
     return reply.type("text/html; charset=utf-8").send(readFileSync(join(WEB_ROOT, "index.html")));
+  });
+
+  // A one-time link (printed by `ducklm serve` and `ducklm login`) becomes an HttpOnly session cookie;
+  // the redirect drops the code from the address bar. The install token never reaches a browser.
+  app.get("/login", { schema: { hide: true, querystring: z.strictObject({ code: z.string().max(200).optional() }) } }, async (request, reply) => {
+    reply.header("content-security-policy", PAGE_CSP).header("cache-control", "no-store").header("referrer-policy", "no-referrer");
+    const code = request.query.code;
+    if (code) {
+      const session = runtime.logins.redeemCode(code);
+      if (session) {
+        reply.header("set-cookie", `${SESSION_COOKIE}=${session}; HttpOnly; SameSite=Strict; Path=/; Max-Age=${30 * 24 * 3600}`);
+        return reply.code(303).header("location", "/").send();
+      }
+      return reply.code(401).type("text/html; charset=utf-8").send(loginPage("This login link has been used or has expired."));
+    }
+    return reply.type("text/html; charset=utf-8").send(loginPage(null));
+  });
+  app.get("/session", { schema: { summary: "Whether this client is logged in (a browser session or the install token)" } }, async (request) => {
+    const caller = callerOf(request, { token: options.token, checkSession });
+    return { authenticated: caller !== null, via: caller };
+  });
+  app.post("/logout", { schema: { summary: "End this browser's session" } }, async (request, reply) => {
+    const session = cookieValue(request.headers.cookie, SESSION_COOKIE);
+    if (session) runtime.logins.endSession(session);
+    reply.header("set-cookie", `${SESSION_COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0`);
+    return { logged_out: true };
   });
   for (const asset of WEB_ASSETS) {
     app.get(`/${asset}`, { schema: { hide: true } }, async (_request, reply) => reply.sendFile(asset));
@@ -137,7 +164,7 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
     version: "0.1.0",
     uptime_s: Math.round(process.uptime()),
     tools: runtime.tools.names(),
-    sandbox: runtime.sandbox.note,
+    sandbox: { confined: runtime.sandbox.kind === "bwrap", note: runtime.sandbox.note, warning: runtime.sandboxWarning },
   }));
 
   app.get("/events", { schema: { summary: "The newest events of all tasks", querystring: RecentEventsQuerySchema } }, async (request) => ({

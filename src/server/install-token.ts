@@ -6,7 +6,7 @@ import { join } from "node:path";
 export function loadInstallToken(home: string): string {
   const file = join(home, "token");
   if (!existsSync(file)) {
-    mkdirSync(home, { recursive: true });
+    mkdirSync(home, { recursive: true, mode: 0o700 });
     writeFileSync(file, `${randomBytes(32).toString("hex")}\n`, { mode: 0o600 });
   }
   chmodSync(file, 0o600);

@@ -2,15 +2,29 @@ import { hostname } from "node:os";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { tokensEqual } from "./install-token.js";
 
-export const TOKEN_COOKIE = "ducklm_token";
+/** The browser's session cookie, set only by visiting a one-time login link. */
+export const SESSION_COOKIE = "ducklm_session";
 
 export interface GuardOptions {
   token: string;
   port: number;
   /** Extra host names accepted in the Host header (when serving beyond loopback). */
   extraHosts: readonly string[];
-  /** Paths served without a token (the page that hands out the cookie, its assets, /health). */
+  /** Paths served without a token or session (the page, its assets, the login page, /health). */
   publicPaths: (path: string) => boolean;
+  /** Whether a session cookie's value is a live session. */
+  checkSession: (session: string) => boolean;
+}
+
+/** What a request proves about who sent it. */
+export type Caller = "token" | "session" | null;
+
+/** The caller of a request the guard let through: the install token (CLI, scripts) or a browser session. */
+export function callerOf(request: FastifyRequest, options: Pick<GuardOptions, "token" | "checkSession">): Caller {
+  const authorization = request.headers.authorization;
+  if (authorization?.startsWith("Bearer ")) return tokensEqual(authorization.slice(7).trim(), options.token) ? "token" : null;
+  const session = cookieValue(request.headers.cookie, SESSION_COOKIE);
+  return session && options.checkSession(session) ? "session" : null;
 }
 
 const LOOPBACK_HOSTS = new Set(["localhost", "127.0.0.1", "[::1]", "::1"]);
@@ -24,7 +38,7 @@ export function hostOf(header: string | undefined): { host: string; port: string
   return { host: match[1].toLowerCase(), port: match[2] ?? null };
 }
 
-function cookieValue(header: string | undefined, name: string): string | null {
+export function cookieValue(header: string | undefined, name: string): string | null {
   if (!header) return null;
   for (const part of header.split(";")) {
     const [key, ...rest] = part.trim().split("=");
@@ -40,10 +54,10 @@ function refuse(reply: FastifyReply, status: number, code: string, message: stri
 }
 
 /**
- * Every request and WebSocket upgrade passes here first: the Host must be this machine (DNS
- * rebinding), a state-changing request or upgrade from a browser must come from this origin, and
- * everything but the page itself needs the install token (Authorization: Bearer, or the page's
- * HttpOnly SameSite=Strict cookie; never a query string).
+ * Every request and WebSocket upgrade passes here first: one Host header, naming this machine (DNS
+ * rebinding); a state-changing request or upgrade from a browser must come from this origin; and
+ * everything but the page itself needs the install token (Authorization: Bearer) or a browser
+ * session (an HttpOnly SameSite=Strict cookie that only a one-time login link sets; never a query string).
  */
 export function createRequestGuard(options: GuardOptions) {
   const allowedHosts = new Set([...LOOPBACK_HOSTS, ...options.extraHosts.map((host) => host.toLowerCase())]);
@@ -53,6 +67,12 @@ export function createRequestGuard(options: GuardOptions) {
     const raw = request.raw;
     if (!raw.url || !raw.url.startsWith("/")) {
       await refuse(reply, 403, "DUCK_ERR_FORBIDDEN_HOST", "absolute-form request targets are not accepted");
+      return;
+    }
+    let hostHeaders = 0;
+    for (let i = 0; i < raw.rawHeaders.length; i += 2) if (raw.rawHeaders[i]!.toLowerCase() === "host") hostHeaders += 1;
+    if (hostHeaders > 1) {
+      await refuse(reply, 400, "DUCK_ERR_FORBIDDEN_HOST", "a request may carry one Host header, not several");
       return;
     }
     const host = hostOf(request.headers.host);
@@ -79,14 +99,24 @@ export function createRequestGuard(options: GuardOptions) {
     const path = raw.url.split("?")[0] ?? "/";
     if (options.publicPaths(path) && SAFE_METHODS.has(request.method) && !upgrade) return;
     const authorization = request.headers.authorization;
-    const offered = authorization?.startsWith("Bearer ") ? authorization.slice(7).trim() : cookieValue(request.headers.cookie, TOKEN_COOKIE);
-    if (!offered) {
-      await refuse(reply, 401, "DUCK_ERR_UNAUTHORIZED", "a token is required: open the page DuckLM prints at start, or send Authorization: Bearer <token> (the token is in <home>/token)");
+    if (authorization?.startsWith("Bearer ")) {
+      if (!tokensEqual(authorization.slice(7).trim(), options.token)) await refuse(reply, 401, "DUCK_ERR_UNAUTHORIZED", "the token is wrong");
       return;
     }
-    if (!tokensEqual(offered, options.token)) {
-      await refuse(reply, 401, "DUCK_ERR_UNAUTHORIZED", "the token is wrong");
+    const session = cookieValue(request.headers.cookie, SESSION_COOKIE);
+    if (session && options.checkSession(session)) return;
+    // A person opening the API docs in a browser is sent to log in, not shown an error.
+    if (request.method === "GET" && !upgrade && (path === "/docs" || path.startsWith("/docs/"))) {
+      await reply.code(302).header("location", "/login").header("cache-control", "no-store").send();
       return;
     }
+    await refuse(
+      reply,
+      401,
+      "DUCK_ERR_UNAUTHORIZED",
+      session
+        ? "this browser's session has ended: run `ducklm login` and open the link it prints"
+        : "log in first: open the link `ducklm serve` printed (or run `ducklm login` for a new one), or send Authorization: Bearer <token> (the token is in <home>/token)",
+    );
   };
 }

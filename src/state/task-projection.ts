@@ -1,6 +1,6 @@
 import type {
   CoderProposal,
-  CommandCategory,
+  PreApproval,
   CriticScore,
   DuckEvent,
   EventPayloads,
@@ -25,6 +25,8 @@ export interface StepProjection {
   permission_granted: boolean;
   /** The user denied the latest attempt's request. */
   permission_denied: boolean;
+  /** The previous attempt timed out part-way through a side effect: ask before running it again. */
+  ask_before_retry?: boolean;
   /** The open permission request of this step, as it was shown to the user. */
   permission_request: EventPayloads["permission-requested"] | null;
   /** The open request for a secret (a sudo password) for this step. */
@@ -53,7 +55,9 @@ export interface TaskProjection {
   error: { code: string; message: string } | null;
   memory_writes: number;
   /** Categories the user approved in advance for this task. */
-  auto_approve: CommandCategory[];
+  auto_approve: PreApproval[];
+  /** How its commands run, as the process that drives it said when it started or resumed it. */
+  confinement: "confined" | "none" | "off";
 }
 
 export function emptyStep(step: PlanStep): StepProjection {
@@ -93,12 +97,14 @@ function updateStep(p: TaskProjection, stepId: string, change: (s: StepProjectio
 // Reducers change a shallow copy made by applyEvent and replace (never mutate) anything nested, which
 // keeps each one short, the whole pure, and avoids a deep copy per event.
 const reducers: { [T in EventTypeName]?: Reducer<T> } = {
-  "task-started": (p) => {
+  "task-started": (p, e) => {
     p.started = true;
     p.state = "running";
+    p.confinement = e.confinement ?? "confined";
   },
-  "task-resumed": (p) => {
+  "task-resumed": (p, e) => {
     if (p.state !== "awaiting_permission") p.state = "running";
+    p.confinement = e.confinement ?? "confined";
   },
   "directive-decided": (p, e) => {
     p.directive = e.directive;
@@ -134,6 +140,7 @@ const reducers: { [T in EventTypeName]?: Reducer<T> } = {
       s.permission_request = null;
       s.permission_granted = e.decision === "allow" || e.decision === "allow_always";
       s.permission_denied = e.decision === "deny";
+      s.ask_before_retry = false;
       s.status = "running";
     });
     runIfNothingWaits(p);
@@ -162,6 +169,7 @@ const reducers: { [T in EventTypeName]?: Reducer<T> } = {
     updateStep(p, e.step_id, (s) => {
       s.status = "pending";
       s.failure_reason = e.reason;
+      s.ask_before_retry = e.ask_first === true;
     }),
   "step-completed": (p, e) => updateStep(p, e.step_id, (s) => (s.status = "succeeded")),
   "step-failed": (p, e) =>
@@ -212,6 +220,7 @@ export function initialProjection(event: DuckEvent): TaskProjection {
     error: null,
     memory_writes: 0,
     auto_approve: payload.auto_approve ?? [],
+    confinement: "confined",
   };
 }
 

@@ -39,14 +39,14 @@ export function pruneFinishedTasks(db: SqliteDatabase, options: PruneOptions): P
   const doomed = finished.filter((task, index) => (cutoff !== null && task.updated_at < cutoff) || (options.keepNewest !== null && index >= options.keepNewest)).map((task) => task.id);
   if (doomed.length === 0) return { pruned: [], archivedTo: null };
   if (options.action === "archive") {
-    mkdirSync(options.archiveDir, { recursive: true });
+    mkdirSync(options.archiveDir, { recursive: true, mode: 0o700 });
     const taskRow = db.prepare("SELECT * FROM tasks WHERE id = ?");
     const events = db.prepare("SELECT task_id, seq, type, time, payload FROM events WHERE task_id = ? ORDER BY seq");
     for (const id of doomed) {
       const rows = (events.all(id) as Array<{ task_id: string; seq: number; type: string; time: string; payload: string }>).map((row) =>
         JSON.stringify({ ...row, payload: JSON.parse(row.payload) }),
       );
-      writeFileSync(join(options.archiveDir, `${id}.jsonl`), `${JSON.stringify({ task: taskRow.get(id) })}\n${rows.join("\n")}\n`);
+      writeFileSync(join(options.archiveDir, `${id}.jsonl`), `${JSON.stringify({ task: taskRow.get(id) })}\n${rows.join("\n")}\n`, { mode: 0o600 });
     }
   }
   const remove = db.prepare("DELETE FROM tasks WHERE id = ?");

@@ -3,7 +3,7 @@ import { randomUUID } from "node:crypto";
 import {
   EventType,
   type Checkpoint,
-  type CommandCategory,
+  type PreApproval,
   type DuckEvent,
   type EventPayloads,
   type EventTypeName,
@@ -120,7 +120,7 @@ export class TaskStore {
    * `durable` when the caller is about to acknowledge the task to someone outside this process.
    */
   createTask(
-    input: { text: string; session_id?: string | undefined; workspace: string; id?: string; auto_approve?: CommandCategory[] },
+    input: { text: string; session_id?: string | undefined; workspace: string; id?: string; auto_approve?: PreApproval[] },
     options: AppendOptions = {},
   ): TaskProjection {
     this.throwIfBroken();

@@ -88,6 +88,18 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; description: string; s
       CREATE INDEX memories_by_weight ON memories(pinned, weight);
     `,
   },
+  {
+    version: 4,
+    description: "web logins: one-time login codes and browser sessions, stored as hashes",
+    sql: `
+      CREATE TABLE web_logins (
+        hash TEXT PRIMARY KEY,
+        kind TEXT NOT NULL CHECK (kind IN ('code', 'session')),
+        created_at TEXT NOT NULL,
+        expires_at TEXT NOT NULL
+      ) WITHOUT ROWID;
+    `,
+  },
 ];
 
 export function migrate(db: Database): number {

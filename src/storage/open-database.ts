@@ -1,8 +1,8 @@
 import Database from "better-sqlite3";
-import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import { migrate } from "./migrations.js";
+import { ensurePrivateDir, ensurePrivateFile, makePrivate } from "./private-files.js";
 
 export type SqliteDatabase = Database.Database;
 
@@ -24,9 +24,13 @@ export interface DuckDatabase {
 
 /** Opens (creating if needed) the one DuckLM database file, or `:memory:`, and applies migrations. */
 export function openDatabase(file: string, options: OpenDatabaseOptions = {}): DuckDatabase {
-  if (file !== ":memory:") mkdirSync(dirname(file), { recursive: true });
   let db: SqliteDatabase;
   try {
+    if (file !== ":memory:") {
+      ensurePrivateDir(dirname(file));
+      // SQLite gives the WAL and shared-memory files the database file's mode: 0600 for all three.
+      ensurePrivateFile(file);
+    }
     db = new Database(file);
   } catch (error) {
     throw new DuckError(ErrorCode.StorageFailed, `cannot open database ${file}: ${(error as Error).message}`, { cause: error });
@@ -38,6 +42,7 @@ export function openDatabase(file: string, options: OpenDatabaseOptions = {}): D
   // A checkpoint inside a commit stalls that commit on fsync; a timer does the same work off the path.
   db.pragma("wal_autocheckpoint = 0");
   migrate(db);
+  if (file !== ":memory:") for (const suffix of ["-wal", "-shm"]) makePrivate(`${file}${suffix}`);
   const timer = setInterval(() => {
     try {
       db.pragma("wal_checkpoint(PASSIVE)");

@@ -1,47 +1,151 @@
 import { spawnSync } from "node:child_process";
+import { existsSync, mkdirSync, realpathSync, statSync } from "node:fs";
+import { join } from "node:path";
+import type { Logger } from "pino";
+import { DuckError, ErrorCode } from "../errors/duck-error.js";
+import { SANDBOX_PROXY_PORT, startNetworkProxy, type NetworkProxy } from "./network-proxy.js";
 
 export interface SandboxLaunch {
   file: string;
   args: string[];
+  /** Variables the command gets besides DuckLM's scrubbed environment (the proxy's address). */
+  env: Record<string, string>;
 }
 
-/** How a shell command is started: confined by bubblewrap, or as a plain `/bin/sh -c`. */
+export interface ShellLaunchOptions {
+  workspace: string;
+  /** The command may use the network (through the filtering proxy when confined). */
+  network: boolean;
+  /** Folders a confined command may write besides the workspace. */
+  extraWritable?: readonly string[];
+  /** Folders a confined command may read although they are hidden otherwise (the sudo relay's socket). */
+  extraReadable?: readonly string[];
+}
+
+/** How a shell command is started: confined by bubblewrap, or as a plain `bash -c`. */
 export interface ShellSandbox {
   readonly kind: "bwrap" | "none";
-  /** Why there is no confinement, when there is none. */
+  /** What commands run under: confined, unconfined because no sandbox works here, or turned off. */
+  readonly confinement: Confinement;
+  /** What confinement there is, or why there is none. */
   readonly note: string;
-  launch(command: string, workspace: string, extraWritable: readonly string[]): SandboxLaunch;
+  launch(command: string, options: ShellLaunchOptions): Promise<SandboxLaunch>;
+  /** Stops what the sandbox started (the network proxy). */
+  dispose(): Promise<void>;
 }
+
+/** How shell commands run: in the sandbox, without one (nothing runs unattended), or with confinement turned off. */
+export type Confinement = "confined" | "none" | "off";
+
+/** Commands are parsed as bash, so they run in bash (sh where a system has no bash). */
+export const SHELL = existsSync("/bin/bash") ? "/bin/bash" : "/bin/sh";
 
 export const unconfinedShell: ShellSandbox = {
   kind: "none",
+  confinement: "none",
   note: "shell commands run unconfined",
-  launch: (command) => ({ file: "/bin/sh", args: ["-c", command] }),
+  launch: async (command) => ({ file: SHELL, args: ["-c", command], env: {} }),
+  dispose: async () => undefined,
 };
 
+// Sockets of services that would run a command for the caller outside the sandbox (systemd and
+// D-Bus activation, container engines): hidden from every confined command.
+const SERVICE_SOCKET_DIRS = ["/run/user", "/run/dbus", "/var/run/dbus", "/run/containerd", "/run/podman", "/run/systemd/private"];
+const SERVICE_SOCKET_FILES = ["/run/docker.sock", "/var/run/docker.sock", "/run/snapd.socket"];
+
+function realOrNull(path: string): string | null {
+  try {
+    return realpathSync(path);
+  } catch {
+    return null;
+  }
+}
+
+function isDirectory(path: string): boolean {
+  return statSync(path, { throwIfNoEntry: false })?.isDirectory() ?? false;
+}
+
+/** `.git` parts that make git run code (config, hooks): read-only to confined commands, so a task cannot plant them. */
+function gitInternals(workspace: string): { readOnly: string[] } {
+  const git = join(workspace, ".git");
+  if (!isDirectory(git)) return { readOnly: [] };
+  const hooks = join(git, "hooks");
+  // A missing hooks folder could be created by the task and used by the user's next `git commit`.
+  if (!existsSync(hooks)) mkdirSync(hooks, { recursive: true });
+  return { readOnly: ["config", "config.worktree", "hooks", "modules", "info", "commondir"].map((name) => join(git, name)).filter((path) => existsSync(path)) };
+}
+
+export interface BubblewrapOptions {
+  /** DuckLM's home, config and plugin folders: hidden from every command. */
+  hiddenPaths: readonly string[];
+  /** Commands given the network may reach private (LAN) addresses. Defaults to false. */
+  allowPrivateNetwork?: boolean;
+  /** Which addresses commands given the network may reach, instead of public ones only (tests). */
+  allowAddress?: (address: string) => boolean;
+  binary?: string;
+  logger?: Logger;
+}
+
 /**
- * bubblewrap: the whole filesystem read-only, the workspace (and any extra folder, such as the askpass
- * socket's) writable, a private /tmp, /dev and /proc of its own, killed with its parent.
+ * bubblewrap: the whole filesystem read-only, the workspace writable (its `.git` config and hooks
+ * read-only), DuckLM's own state and service sockets hidden, a private /tmp, /dev and /proc, no
+ * capabilities, a new session (no terminal injection), and no network: a command given the network
+ * reaches it only through a proxy that refuses this machine, so DuckLM's API stays out of reach.
  */
-export function bubblewrapShell(options: { network: boolean; binary?: string }): ShellSandbox {
+export function bubblewrapShell(options: BubblewrapOptions): ShellSandbox {
   const binary = options.binary ?? "bwrap";
+  let proxy: Promise<NetworkProxy> | null = null;
+  const hidden = [...new Set(options.hiddenPaths.map((path) => realOrNull(path)).filter((path): path is string => path !== null))];
   return {
     kind: "bwrap",
-    note: "shell commands can write only inside the workspace (bubblewrap)",
-    launch(command, workspace, extraWritable) {
+    confinement: "confined",
+    note: "shell commands can write only inside the workspace, cannot see DuckLM's own files and have no network unless allowed (bubblewrap)",
+    async launch(command, launch) {
       const args = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"];
-      for (const path of [workspace, ...extraWritable]) args.push("--bind", path, path);
-      args.push("--chdir", workspace, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts");
-      if (!options.network) args.push("--unshare-net");
-      args.push("/bin/sh", "-c", command);
-      return { file: binary, args };
+      const hide = (path: string) => (isDirectory(path) ? args.push("--tmpfs", path) : args.push("--ro-bind", "/dev/null", path));
+      // Later mounts cover earlier ones: a hidden folder that holds the workspace is hidden first, one
+      // inside the workspace after the workspace is bound.
+      const holdsWorkspace = (path: string) => launch.workspace === path || launch.workspace.startsWith(`${path}/`);
+      for (const path of hidden.filter(holdsWorkspace)) hide(path);
+      for (const path of [launch.workspace, ...(launch.extraWritable ?? [])]) args.push("--bind", path, path);
+      for (const path of gitInternals(launch.workspace).readOnly) args.push("--ro-bind", path, path);
+      for (const path of hidden.filter((candidate) => !holdsWorkspace(candidate))) hide(path);
+      for (const path of SERVICE_SOCKET_DIRS) if (isDirectory(path) && realOrNull(path) === path) args.push("--tmpfs", path);
+      for (const path of SERVICE_SOCKET_FILES) if (existsSync(path) && realOrNull(path) === path) args.push("--ro-bind", "/dev/null", path);
+      for (const path of launch.extraReadable ?? []) args.push("--ro-bind", path, path);
+      args.push("--chdir", launch.workspace, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--unshare-net");
+      // As root, the sandbox would otherwise keep root's capabilities (remounting / among them).
+      if (process.getuid?.() === 0) args.push("--cap-drop", "ALL");
+      const env: Record<string, string> = {};
+      if (launch.network) {
+        proxy ??= startNetworkProxy({
+          allowPrivate: options.allowPrivateNetwork ?? false,
+          ...(options.allowAddress ? { allowAddress: options.allowAddress } : {}),
+          ...(options.logger ? { logger: options.logger } : {}),
+        });
+        const started = await proxy;
+        args.push("--ro-bind", started.folder, started.folder);
+        const address = `http://127.0.0.1:${SANDBOX_PROXY_PORT}`;
+        for (const name of ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"]) env[name] = address;
+        env.NO_PROXY = "";
+        env.no_proxy = "";
+        args.push(process.execPath, started.bridgePath, started.socketPath, String(SANDBOX_PROXY_PORT), SHELL, "-c", command);
+      } else {
+        args.push(SHELL, "-c", command);
+      }
+      return { file: binary, args, env };
+    },
+    async dispose() {
+      const started = proxy;
+      proxy = null;
+      if (started) await (await started).close();
     },
   };
 }
 
 /** Whether bubblewrap is installed and can start a confined process here (it cannot in some containers). */
 export function probeBubblewrap(binary = "bwrap"): { usable: boolean; reason: string } {
-  const probe = spawnSync(binary, ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "--die-with-parent", "/bin/true"], {
+  const probe = spawnSync(binary, ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "--unshare-net", "--die-with-parent", "/bin/true"], {
     timeout: 5_000,
     stdio: ["ignore", "ignore", "pipe"],
     encoding: "utf8",
@@ -51,12 +155,26 @@ export function probeBubblewrap(binary = "bwrap"): { usable: boolean; reason: st
   return { usable: true, reason: "bubblewrap works" };
 }
 
-/** The sandbox runtime.json asks for: `auto` uses bubblewrap when it works, `bwrap` insists, `off` never. */
-export function chooseShellSandbox(mode: "auto" | "bwrap" | "off", network: boolean): { sandbox: ShellSandbox; warning: string | null } {
-  if (mode === "off") return { sandbox: { ...unconfinedShell, note: "confinement is off (runtime.json sandbox.mode)" }, warning: "shell commands are not confined: runtime.json sets sandbox.mode off" };
-  const probe = probeBubblewrap();
-  if (probe.usable) return { sandbox: bubblewrapShell({ network }), warning: null };
-  const note = `shell commands are not confined: ${probe.reason}`;
-  if (mode === "bwrap") throw new Error(`runtime.json sandbox.mode is bwrap, but ${probe.reason}`);
-  return { sandbox: { ...unconfinedShell, note }, warning: `${note}; install bubblewrap (apt-get install bubblewrap) to confine writes to the workspace` };
+export interface SandboxChoice {
+  sandbox: ShellSandbox;
+  /** Said at start, in `doctor` and in `/health` when commands are not confined. */
+  warning: string | null;
+}
+
+/**
+ * The sandbox runtime.json asks for. `auto` uses bubblewrap when it works; without it nothing runs
+ * unattended (every command is asked). `bwrap` insists. `off` is the explicit, loud opt-out.
+ */
+export function chooseShellSandbox(mode: "auto" | "bwrap" | "off", options: BubblewrapOptions): SandboxChoice {
+  if (mode === "off") {
+    return {
+      sandbox: { ...unconfinedShell, confinement: "off", note: "confinement is OFF (runtime.json sandbox.mode off): commands can read and write anything you can, DuckLM's own files and network included" },
+      warning: "shell commands are NOT confined: runtime.json sets sandbox.mode off, so a command can read and write anything you can, including DuckLM's own files",
+    };
+  }
+  const probe = probeBubblewrap(options.binary);
+  if (probe.usable) return { sandbox: bubblewrapShell(options), warning: null };
+  if (mode === "bwrap") throw new DuckError(ErrorCode.ConfigInvalid, `runtime.json sandbox.mode is bwrap, but ${probe.reason}`);
+  const note = `shell commands cannot be confined: ${probe.reason}; every command is asked before it runs`;
+  return { sandbox: { ...unconfinedShell, note }, warning: `${note}. Install bubblewrap (apt-get install bubblewrap) to confine commands to the workspace` };
 }

@@ -22,10 +22,16 @@ export interface ToolContext {
   extraEnv?: Record<string, string>;
   /** Values that must never appear in a result: replaced before the result is stored or shown. */
   redact?: readonly string[];
-  /** How shell commands are started (confined or not). Defaults to an unconfined `/bin/sh -c`. */
+  /** How shell commands are started (confined or not). Defaults to an unconfined `bash -c`. */
   sandbox?: ShellSandbox;
-  /** Folders a confined command may write besides the workspace (the askpass socket's). */
+  /** Folders a confined command may write besides the workspace. */
   extraWritable?: readonly string[];
+  /** Folders a confined command may read although they are hidden otherwise (the sudo relay's socket). */
+  extraReadable?: readonly string[];
+  /** The command may use the network (it needs it and the user allowed it). Defaults to false. */
+  network?: boolean;
+  /** DuckLM's own state (home, config, plugins): file tools refuse it, as they refuse `.git` internals. */
+  protectedPaths?: readonly string[];
 }
 
 export interface ToolOutput {

@@ -12,9 +12,31 @@ export interface ToolCatalogueEntry {
 
 const REDACTED = "[redacted]";
 
+/** The part of a base64 stream fixed by `secret` alone when it starts `offset` bytes into a 3-byte group. */
+function base64Core(secret: Buffer, offset: number): string {
+  const encoded = Buffer.concat([Buffer.alloc(offset), secret, Buffer.alloc(2)]).toString("base64");
+  return encoded.slice(Math.ceil((8 * offset) / 6), Math.floor((8 * (offset + secret.length)) / 6));
+}
+
+/**
+ * A secret as it may show up in output: as written, reversed, URL-encoded, in hex and in base64 at
+ * each of the three alignments a stream can put it at (standard and URL-safe alphabets).
+ */
+export function secretSpellings(secret: string): string[] {
+  const bytes = Buffer.from(secret, "utf8");
+  const spellings = new Set([secret, [...secret].reverse().join(""), encodeURIComponent(secret), bytes.toString("hex"), bytes.toString("hex").toUpperCase()]);
+  for (const offset of [0, 1, 2]) {
+    const core = base64Core(bytes, offset);
+    spellings.add(core);
+    spellings.add(core.replace(/\+/g, "-").replace(/\//g, "_"));
+  }
+  // Very short derived forms would redact ordinary text; the secret itself is always redacted.
+  return [...spellings].filter((spelling) => spelling === secret || spelling.length >= 4).sort((a, b) => b.length - a.length);
+}
+
 function redactText(text: string, secrets: readonly string[]): string {
   let out = text;
-  for (const secret of secrets) if (secret) out = out.split(secret).join(REDACTED);
+  for (const secret of secrets) for (const spelling of secretSpellings(secret)) out = out.split(spelling).join(REDACTED);
   return out;
 }
 

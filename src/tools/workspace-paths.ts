@@ -20,16 +20,29 @@ function lstatOrNull(path: string) {
   }
 }
 
+/** DuckLM's own state, or the workspace's `.git` internals (hooks and config make git run code). */
+export function protectedReason(root: string, real: string, protectedPaths: readonly string[]): string | null {
+  if (protectedPaths.some((path) => isWithin(path, real))) return "it is DuckLM's own state (home, config or plugins)";
+  if (isWithin(root, real) && relative(root, real).split(sep).includes(".git")) return "it is inside .git, whose hooks and config make git run code";
+  return null;
+}
+
+function refuseProtected(requested: string, reason: string | null): void {
+  if (reason) throw new DuckError(ErrorCode.PathProtected, `${requested} is off limits to tasks: ${reason}`, { details: { path: requested } });
+}
+
 /**
  * Resolves a path the user or a model gave against the workspace, following symlinks through the
- * deepest existing ancestor, and refuses anything that lands outside it, a NUL byte, and a link as the
- * final component (dangling or not): the file a tool touches is always a real file in the workspace.
+ * deepest existing ancestor, and refuses anything that lands outside it, a NUL byte, a link as the
+ * final component (dangling or not), `.git` internals and DuckLM's own state: the file a tool touches
+ * is always a real file in the workspace that a task may touch.
  */
-export function resolveInWorkspace(workspace: string, requested: string): string {
+export function resolveInWorkspace(workspace: string, requested: string, protectedPaths: readonly string[] = []): string {
   if (requested.includes("\0")) throw outside(requested, "path contains a NUL byte");
   const root = realpathSync(workspace);
   const absolute = resolve(root, requested);
   if (!isWithin(root, absolute)) throw outside(requested, `${requested} is outside the workspace ${root}`);
+  refuseProtected(requested, protectedReason(root, absolute, protectedPaths));
   if (lstatOrNull(absolute)?.isSymbolicLink()) throw outside(requested, `${requested} is a symbolic link; DuckLM does not read or write through a link`);
 
   // Walk up to the deepest ancestor that exists and resolve it through its links.
@@ -44,6 +57,7 @@ export function resolveInWorkspace(workspace: string, requested: string): string
   }
   const real = resolve(realpathSync(existing), ...rest);
   if (!isWithin(root, real)) throw outside(requested, `${requested} resolves to ${real}, outside the workspace ${root}`);
+  refuseProtected(requested, protectedReason(root, real, protectedPaths));
   return real;
 }
 
@@ -61,7 +75,7 @@ function openedPath(handle: FileHandle): string | null {
  * opened file really is. A directory swapped for a link between the check and the open is caught here;
  * a file this call created outside the workspace is removed again.
  */
-export async function openInWorkspace(workspace: string, resolvedPath: string, flags: number, mode = 0o644): Promise<FileHandle> {
+export async function openInWorkspace(workspace: string, resolvedPath: string, flags: number, mode = 0o644, protectedPaths: readonly string[] = []): Promise<FileHandle> {
   const root = realpathSync(workspace);
   const handle = await open(resolvedPath, flags | constants.O_NOFOLLOW, mode).catch((error: NodeJS.ErrnoException) => {
     if (error.code === "ELOOP") throw outside(resolvedPath, `${resolvedPath} became a symbolic link; refusing`);
@@ -69,10 +83,10 @@ export async function openInWorkspace(workspace: string, resolvedPath: string, f
   });
   const actual = openedPath(handle);
   const check = actual ?? realpathSync(dirname(resolvedPath));
-  if (!isWithin(root, check)) {
+  if (!isWithin(root, check) || protectedReason(root, check, protectedPaths)) {
     await handle.close();
     if (actual && flags & constants.O_CREAT) await unlink(actual).catch(() => undefined);
-    throw outside(resolvedPath, `${resolvedPath} was moved outside the workspace while it was being opened; nothing was kept`);
+    throw outside(resolvedPath, `${resolvedPath} was moved outside the workspace (or into protected state) while it was being opened; nothing was kept`);
   }
   return handle;
 }

@@ -43,7 +43,7 @@ async function openChat(viewport = { width: 1200, height: 800 }): Promise<Page> 
   const page = await browser.newPage({ viewport });
   const errors: string[] = [];
   page.on("pageerror", (error) => errors.push(error.message));
-  await page.goto(`${server.url}/`);
+  await page.goto(server.loginUrl());
   Object.assign(page, { errors });
   return page;
 }
@@ -99,7 +99,7 @@ describe("the web chat in Chromium", () => {
   });
 
   it("asks for permission in a dialog and runs the command when allowed", async () => {
-    directive = { kind: "tool", tool: "shell_exec", arguments: { command: "printf 'made by the browser test' > from-browser.txt && cat from-browser.txt" }, reason: "" };
+    directive = { kind: "tool", tool: "shell_exec", arguments: { command: "awk 'BEGIN{print \"made by the browser test\"}' > from-browser.txt && cat from-browser.txt" }, reason: "" };
     const page = await openChat();
     await send(page, "make a file");
     await page.waitForSelector("#permission-dialog[open]");
@@ -111,7 +111,7 @@ describe("the web chat in Chromium", () => {
   });
 
   it("fails the step when permission is denied", async () => {
-    directive = { kind: "tool", tool: "shell_exec", arguments: { command: "touch denied-in-browser.txt" }, reason: "" };
+    directive = { kind: "tool", tool: "shell_exec", arguments: { command: "cp /dev/null denied-in-browser.txt" }, reason: "" };
     const page = await openChat();
     await send(page, "make another file");
     await page.waitForSelector("#permission-dialog[open]");
@@ -217,12 +217,57 @@ describe("the web chat in Chromium", () => {
     await page.waitForSelector("#secret-dialog[open]");
     expect(await page.getAttribute("#secret-input", "type")).toBe("password");
     await page.fill("#secret-input", "hunter2-browser");
+    const posted = page.waitForRequest((request) => request.url().endsWith("/secrets/resolve"));
     await page.click("#secret-send");
     await page.waitForFunction(() => !document.querySelector("#secret-dialog[open]"));
     expect(await page.inputValue("#secret-input")).toBe("");
+    await posted;
     expect(received.join("")).toContain("hunter2-browser");
     expect(await page.content()).not.toContain("hunter2-browser");
     await page.close();
+  });
+});
+
+describe("logging in", () => {
+  it("takes a one-time link; the page alone gives nothing, and without the session nothing can be approved", async () => {
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    await page.goto(`${server.url}/`);
+    await page.waitForSelector("#login-notice:not([hidden])");
+    expect(await page.isDisabled("#input")).toBe(true);
+    expect(await context.cookies()).toEqual([]);
+    // Without a session the page's own requests are refused: it cannot approve a waiting command.
+    directive = { kind: "tool", tool: "shell_exec", arguments: { command: "cp /dev/null waiting.txt" }, reason: "" };
+    const waiting = await server.runtime.loop.submit({ text: "make a file" }).done;
+    const request = waiting.pending_permissions[0]!;
+    const status = await page.evaluate(
+      async (body) => (await fetch("/permissions/resolve", { method: "POST", headers: { "content-type": "application/json" }, body })).status,
+      JSON.stringify({ task_id: waiting.task_id, request_id: request.request_id, decision: "allow" }),
+    );
+    expect(status).toBe(401);
+    expect(server.runtime.store.getTask(waiting.task_id)?.state).toBe("awaiting_permission");
+    server.runtime.loop.cancel(waiting.task_id);
+
+    const link = server.loginUrl();
+    await page.goto(link);
+    expect(new URL(page.url()).search).toBe("");
+    expect(page.url()).not.toContain("code=");
+    const [cookie] = await context.cookies();
+    expect(cookie).toMatchObject({ name: "ducklm_session", httpOnly: true, sameSite: "Strict" });
+    expect(cookie!.value).not.toBe(server.token);
+    expect(await page.isHidden("#login-notice")).toBe(true);
+    expect(await page.isDisabled("#input")).toBe(false);
+    expect(await page.evaluate(() => document.cookie)).toBe("");
+
+    // The same link in another browser: used up.
+    const other = await browser.newContext();
+    const second = await other.newPage();
+    const response = await second.goto(link);
+    expect(response?.status()).toBe(401);
+    expect(await second.textContent("body")).toContain("used or has expired");
+    expect(await other.cookies()).toEqual([]);
+    await other.close();
+    await context.close();
   });
 });
 
@@ -249,7 +294,7 @@ describe("a page from another origin", () => {
   it("can neither submit tasks nor open the event stream, even after the user opened the chat", async () => {
     const context = await browser.newContext();
     const chat = await context.newPage();
-    await chat.goto(`${server.url}/`);
+    await chat.goto(server.loginUrl());
     const before = server.runtime.store.listTasks({ limit: 500 }).length;
     const page = await context.newPage();
     await page.goto(evilUrl);

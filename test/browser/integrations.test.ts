@@ -1,3 +1,4 @@
+import { tmpdir } from "node:os";
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
@@ -28,7 +29,7 @@ let directive: ExecutionDirective;
 
 beforeAll(async () => {
   workspace = makeTempDir("ducklm-browser-mcp-");
-  mcp = await connectMcpServers(IntegrationsConfigSchema.parse({ mcp: { servers: { files: { command: process.execPath, args: [FILESYSTEM_SERVER, workspace] } } } }).mcp, { workspace, logger: pino({ level: "silent" }) });
+  mcp = await connectMcpServers(IntegrationsConfigSchema.parse({ mcp: { servers: { files: { command: process.execPath, args: [FILESYSTEM_SERVER, workspace] } } } }).mcp, { workspace, home: tmpdir(), logger: pino({ level: "silent" }) });
   const models = new ScriptedModelProvider()
     .always("thinker", "use the MCP tool")
     .always("json_compiler", (request) =>
@@ -49,7 +50,7 @@ describe("an MCP tool in the web chat", () => {
     const target = join(workspace, "from-the-browser.txt");
     directive = { kind: "tool", tool: "mcp__files__write_file", arguments: { path: target, content: "written over MCP" }, reason: "" };
     const page = await browser.newPage();
-    await page.goto(`${server.url}/`);
+    await page.goto(server.loginUrl());
     await page.fill("#input", "write a file through MCP");
     await page.keyboard.press("Enter");
     await page.waitForSelector("#permission-dialog[open]");

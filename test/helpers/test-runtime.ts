@@ -5,6 +5,7 @@ import { RuntimeConfigSchema, type DuckConfig } from "../../src/config/config-sc
 import { BUNDLED_CONFIG_DIR, loadConfig } from "../../src/config/load-config.js";
 import type { ModelProvider } from "../../src/models/model-provider.js";
 import { createRuntime, type Runtime } from "../../src/runtime/create-runtime.js";
+import type { ShellSandbox } from "../../src/tools/shell-sandbox.js";
 import type { AnyToolDefinition } from "../../src/tools/tool-definition.js";
 
 export interface TestRuntimeOptions {
@@ -15,6 +16,10 @@ export interface TestRuntimeOptions {
   home?: string;
   workspace?: string;
   databaseFile?: string;
+  /** A config folder of the user's (over the bundled defaults) instead of the bundled config alone. */
+  configDir?: string;
+  /** How commands are started, instead of what runtime.json chooses. */
+  sandbox?: ShellSandbox;
 }
 
 export interface TestRuntime extends Runtime {
@@ -40,8 +45,8 @@ export function makeTempDir(prefix = "ducklm-test-"): string {
 }
 
 /** The bundled config with runtime.json overrides (fast retries by default, so tests stay quick). */
-export function testConfig(runtimeOverrides: Record<string, unknown> = {}): DuckConfig {
-  const config = loadConfig(BUNDLED_CONFIG_DIR);
+export function testConfig(runtimeOverrides: Record<string, unknown> = {}, configDir = BUNDLED_CONFIG_DIR): DuckConfig {
+  const config = loadConfig(configDir);
   const runtime = RuntimeConfigSchema.parse(merge(merge(config.runtime as unknown as Record<string, unknown>, { retry: { backoff_ms: 1 } }), runtimeOverrides));
   return { ...config, runtime };
 }
@@ -51,11 +56,12 @@ export function createTestRuntime(options: TestRuntimeOptions = {}): TestRuntime
   const workspace = options.workspace ?? makeTempDir("ducklm-ws-");
   const runtime = createRuntime({
     home,
-    config: testConfig(options.runtime),
+    config: testConfig(options.runtime, options.configDir),
     workspace,
     models: options.models ?? null,
     ...(options.tools ? { tools: options.tools } : {}),
     ...(options.databaseFile ? { databaseFile: options.databaseFile } : {}),
+    ...(options.sandbox ? { sandbox: options.sandbox } : {}),
   });
   return {
     ...runtime,

@@ -10,6 +10,8 @@ export interface TestServer {
   token: string;
   port: number;
   url: string;
+  /** A one-time login link, the way `ducklm serve` and `ducklm login` print one. */
+  loginUrl(): string;
   close(): Promise<void>;
 }
 
@@ -29,6 +31,7 @@ export async function startTestServer(options: TestRuntimeOptions & { stream?: {
     token,
     port,
     url: `http://127.0.0.1:${port}`,
+    loginUrl: () => `http://127.0.0.1:${port}/login?code=${runtime.logins.issueCode()}`,
     async close() {
       await app.close();
       await runtime.dispose();

@@ -1,3 +1,4 @@
+import { tmpdir } from "node:os";
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { cpSync, readFileSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
@@ -57,7 +58,7 @@ beforeAll(async () => {
       connect_timeout_ms: 20_000,
     },
   }).mcp;
-  mcp = await connectMcpServers(config, { workspace, logger });
+  mcp = await connectMcpServers(config, { workspace, home: tmpdir(), logger });
 }, 60_000);
 
 afterAll(async () => {

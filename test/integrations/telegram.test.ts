@@ -53,7 +53,7 @@ describe("the Telegram bot against a loopback Bot API", () => {
   });
 
   it("asks for permission with inline buttons and runs the command when allowed", async () => {
-    api.sendText(OWNER, "run `printf from-telegram > tg.txt`");
+    api.sendText(OWNER, "run `cp /dev/null tg.txt && printf from-telegram > tg.txt`");
     const ask = await api.waitFor(() => api.sent(OWNER).find((message) => message.text.startsWith("Permission needed")));
     expect(ask.text).toContain("[unknown]");
     expect(ask.text).toContain("printf from-telegram > tg.txt");
@@ -74,10 +74,10 @@ describe("the Telegram bot against a loopback Bot API", () => {
   });
 
   it("shows requests that were waiting before the bot saw them on /pending, with working buttons", async () => {
-    const waiting = await runtime.loop.submit({ text: "run `touch waited.txt`" }).done;
+    const waiting = await runtime.loop.submit({ text: "run `cp /dev/null waited.txt`" }).done;
     expect(waiting.state).toBe("awaiting_permission");
     api.sendText(OWNER, "/pending");
-    const ask = await api.waitFor(() => api.sent(OWNER).find((message) => message.text.includes("touch waited.txt")));
+    const ask = await api.waitFor(() => api.sent(OWNER).find((message) => message.text.includes("cp /dev/null waited.txt")));
     api.press(OWNER, ask.reply_markup!.inline_keyboard.flat().find((button) => button.text === "Allow once")!.callback_data);
     await api.waitFor(() => existsSync(join(runtime.workspace, "waited.txt")));
     await api.waitFor(() => runtime.store.getTask(waiting.task_id)?.state === "completed");
@@ -86,7 +86,7 @@ describe("the Telegram bot against a loopback Bot API", () => {
   });
 
   it("fails the step when the user denies, and lists tasks on /tasks", async () => {
-    api.sendText(OWNER, "run `touch denied-by-telegram.txt`");
+    api.sendText(OWNER, "run `cp /dev/null denied-by-telegram.txt`");
     const asks = () => api.sent(OWNER).filter((message) => message.text.startsWith("Permission needed"));
     const ask = await api.waitFor(() => asks().find((message) => message.text.includes("denied-by-telegram")));
     api.press(OWNER, ask.reply_markup!.inline_keyboard.flat().find((button) => button.text === "Deny")!.callback_data);

@@ -1,9 +1,10 @@
+import { realpathSync } from "node:fs";
 import { readdir, stat } from "node:fs/promises";
 import { join, relative } from "node:path";
 import { z } from "zod";
 import { DuckError, ErrorCode } from "../../errors/duck-error.js";
 import { defineTool } from "../tool-definition.js";
-import { resolveInWorkspace } from "../workspace-paths.js";
+import { protectedReason, resolveInWorkspace } from "../workspace-paths.js";
 
 const SKIPPED = new Set([".git", "node_modules", ".venv", "__pycache__", "dist", ".cache"]);
 
@@ -19,7 +20,9 @@ export const fileListTool = defineTool({
   inputSchema: FileListInputSchema,
   effect: "read-only",
   async execute(input, context) {
-    const root = resolveInWorkspace(context.workspace, input.path);
+    const protectedPaths = context.protectedPaths ?? [];
+    const root = resolveInWorkspace(context.workspace, input.path, protectedPaths);
+    const workspaceRoot = realpathSync(context.workspace);
     const top = await stat(root).catch(() => null);
     if (!top) throw new DuckError(ErrorCode.FileNotFound, `${input.path}: no such directory in the workspace`);
     if (!top.isDirectory()) throw new DuckError(ErrorCode.ToolInputInvalid, `${input.path} is not a directory`);
@@ -34,6 +37,8 @@ export const fileListTool = defineTool({
         }
         context.signal.throwIfAborted();
         const full = join(dir, child.name);
+        // DuckLM's own state is not shown at all; `.git` is listed but never entered.
+        if (protectedPaths.length > 0 && protectedReason(workspaceRoot, full, protectedPaths) && child.name !== ".git") continue;
         const type = child.isSymbolicLink() ? "link" : child.isDirectory() ? "dir" : child.isFile() ? "file" : "other";
         const size = type === "file" ? (await stat(full).catch(() => null))?.size ?? null : null;
         entries.push({ path: relative(root, full) || ".", type, size });

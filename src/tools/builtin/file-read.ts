@@ -21,8 +21,9 @@ export const fileReadTool = defineTool({
   inputSchema: FileReadInputSchema,
   effect: "read-only",
   async execute(input, context) {
-    const path = resolveInWorkspace(context.workspace, input.path);
-    const handle = await openInWorkspace(context.workspace, path, constants.O_RDONLY).catch((error: NodeJS.ErrnoException) => {
+    const protectedPaths = context.protectedPaths ?? [];
+    const path = resolveInWorkspace(context.workspace, input.path, protectedPaths);
+    const handle = await openInWorkspace(context.workspace, path, constants.O_RDONLY, 0o644, protectedPaths).catch((error: NodeJS.ErrnoException) => {
       if (error.code === "ENOENT") throw new DuckError(ErrorCode.FileNotFound, `${input.path}: no such file in the workspace`);
       if (DuckError.isInstance(error)) throw error;
       throw new DuckError(ErrorCode.ToolFailed, `cannot read ${input.path}: ${error.message}`);

@@ -22,10 +22,10 @@ const DIFF_CAP = 20_000;
  * it (opened without following links, and checked to really be in the workspace), then renamed over
  * it, so a reader never sees half a file and nothing lands outside even if a directory is swapped.
  */
-export async function writeFileAtomically(workspace: string, path: string, content: string): Promise<void> {
+export async function writeFileAtomically(workspace: string, path: string, content: string, protectedPaths: readonly string[] = []): Promise<void> {
   await mkdir(dirname(path), { recursive: true });
   const temporary = join(dirname(path), `.${basename(path)}.${randomBytes(6).toString("hex")}.tmp`);
-  const handle = await openInWorkspace(workspace, temporary, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o644);
+  const handle = await openInWorkspace(workspace, temporary, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o644, protectedPaths);
   try {
     await handle.writeFile(content);
     await handle.sync();
@@ -37,7 +37,7 @@ export async function writeFileAtomically(workspace: string, path: string, conte
   await handle.close();
   try {
     // Re-check the target right before the rename: a link put there meanwhile is refused.
-    resolveInWorkspace(workspace, path);
+    resolveInWorkspace(workspace, path, protectedPaths);
     await rename(temporary, path);
   } catch (error) {
     await rm(temporary, { force: true });
@@ -51,13 +51,14 @@ export const fileWriteTool = defineTool({
   inputSchema: FileWriteInputSchema,
   effect: "side-effecting",
   async execute(input, context) {
-    const path = resolveInWorkspace(context.workspace, input.path);
+    const protectedPaths = context.protectedPaths ?? [];
+    const path = resolveInWorkspace(context.workspace, input.path, protectedPaths);
     const existing = await lstat(path).catch(() => null);
     if (existing && !existing.isFile()) throw new DuckError(ErrorCode.ToolFailed, `${input.path} exists and is not a regular file`);
     if (existing && input.mode === "create") throw new DuckError(ErrorCode.ToolFailed, `${input.path} already exists (mode create)`);
     const before = existing ? await readFile(path, "utf8") : null;
     const after = input.mode === "append" && before !== null ? before + input.content : input.content;
-    await writeFileAtomically(context.workspace, path, after);
+    await writeFileAtomically(context.workspace, path, after, protectedPaths);
     const verb = before === null ? "created" : input.mode === "append" ? "appended to" : "overwrote";
     let diff = createTwoFilesPatch(before === null ? "/dev/null" : `a/${input.path}`, `b/${input.path}`, before ?? "", after, undefined, undefined, { context: 3 });
     const diffTruncated = diff.length > DIFF_CAP;

@@ -9,11 +9,15 @@ export const ShellExecInputSchema = z.object({
 
 // Names whose values are credentials in common setups; they never reach a command the model wrote.
 const SECRET_ENV = /(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|PRIVATE_KEY|CREDENTIAL|SESSION|COOKIE)/i;
+// Addresses of agents and buses that would act for the command outside its sandbox, and proxy
+// settings of DuckLM's own process (a confined command gets its own when it may use the network).
+const SERVICE_ENV = new Set(["SSH_AUTH_SOCK", "GPG_AGENT_INFO", "DBUS_SESSION_BUS_ADDRESS", "DBUS_SYSTEM_BUS_ADDRESS", "DOCKER_HOST", "SUDO_ASKPASS", "KRB5CCNAME", "DISPLAY", "WAYLAND_DISPLAY", "XAUTHORITY"]);
 
 export function scrubEnvironment(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   const clean: NodeJS.ProcessEnv = {};
   for (const [key, value] of Object.entries(env)) {
-    if (!SECRET_ENV.test(key) && !key.startsWith("DUCKLM_")) clean[key] = value;
+    if (SECRET_ENV.test(key) || key.startsWith("DUCKLM_") || SERVICE_ENV.has(key) || /^(https?|all|no)_proxy$/i.test(key)) continue;
+    clean[key] = value;
   }
   return clean;
 }
@@ -45,14 +49,19 @@ export const shellExecTool = defineTool({
   description: "Run a shell command in the workspace and return its output and exit code.",
   inputSchema: ShellExecInputSchema,
   effect: "side-effecting",
-  execute(input, context) {
+  async execute(input, context) {
+    const launch = await (context.sandbox ?? unconfinedShell).launch(input.command, {
+      workspace: context.workspace,
+      network: context.network ?? false,
+      ...(context.extraWritable ? { extraWritable: context.extraWritable } : {}),
+      ...(context.extraReadable ? { extraReadable: context.extraReadable } : {}),
+    });
     return new Promise((resolvePromise) => {
       // Own process group, so a timeout or cancel kills everything the command started.
-      const launch = (context.sandbox ?? unconfinedShell).launch(input.command, context.workspace, context.extraWritable ?? []);
       const child = spawn(launch.file, launch.args, {
         cwd: context.workspace,
         detached: true,
-        env: { ...scrubEnvironment(process.env), ...(context.extraEnv ?? {}) },
+        env: { ...scrubEnvironment(process.env), ...launch.env, ...(context.extraEnv ?? {}) },
         stdio: ["ignore", "pipe", "pipe"],
       });
       const stdout = new CappedBuffer(context.outputCapBytes);

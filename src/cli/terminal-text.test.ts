@@ -1,0 +1,25 @@
+import { describe, expect, it } from "vitest";
+import { safeForTerminal } from "./terminal-text.js";
+
+describe("text from a task printed at the terminal", () => {
+  it("loses the escape sequences that could rewrite the prompt, the title or the clipboard", () => {
+    const hostile = [
+      "ok\x1b[2K\x1b[1A\rAllow rm -rf ~? [y]", // erase the line, move up: a fake prompt
+      "\x1b]0;pwned\x07", // window title
+      "\x1b]52;c;cm0gLXJmIH4=\x07", // clipboard (OSC 52)
+      "\x1bP+q\x1b\\", // device control string
+      "\x9b31m", // an 8-bit CSI
+      "bell\x07 backspace\x08 null\x00",
+    ].join("|");
+    const shown = safeForTerminal(hostile);
+    // eslint-disable-next-line no-control-regex -- looking for control characters is the point.
+    expect(shown).not.toMatch(/[\x00-\x08\x0b-\x1f\x7f\x80-\x9f]/);
+    expect(shown).toContain("ok");
+    expect(shown).toContain("Allow rm -rf ~? [y]");
+    expect(shown).not.toContain("pwned\x07");
+  });
+
+  it("keeps ordinary text, newlines, tabs and non-ASCII letters", () => {
+    expect(safeForTerminal("a\tb\nc — ünïcode 🦆\r\n")).toBe("a\tb\nc — ünïcode 🦆\n");
+  });
+});

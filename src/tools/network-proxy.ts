@@ -1,0 +1,149 @@
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import http from "node:http";
+import { connect, isIP, type Socket } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { Logger } from "pino";
+import { addressAllowed, guardedLookup, ownAddresses } from "../utils/network-addresses.js";
+
+/** The port the bridge listens on inside a sandbox's own network namespace. */
+export const SANDBOX_PROXY_PORT = 3128;
+
+// Runs inside the sandbox, whose only network is its own loopback: it listens there and carries each
+// connection to the proxy's unix socket outside, then runs the command and exits with its status.
+const BRIDGE_SOURCE = `"use strict";
+const net = require("node:net");
+const { spawn } = require("node:child_process");
+const [socketPath, port, ...command] = process.argv.slice(2);
+const server = net.createServer((client) => {
+  const upstream = net.connect(socketPath);
+  const end = () => { client.destroy(); upstream.destroy(); };
+  client.on("error", end); upstream.on("error", end); client.on("close", end); upstream.on("close", end);
+  client.pipe(upstream); upstream.pipe(client);
+});
+server.on("error", (error) => { process.stderr.write("ducklm network bridge: " + error.message + "\\n"); process.exit(125); });
+server.listen(Number(port), "127.0.0.1", () => {
+  const child = spawn(command[0], command.slice(1), { stdio: "inherit" });
+  for (const signal of ["SIGTERM", "SIGINT", "SIGHUP"]) process.on(signal, () => child.kill(signal));
+  child.on("error", (error) => { process.stderr.write(error.message + "\\n"); process.exit(127); });
+  child.on("exit", (code, signal) => process.exit(code ?? (signal ? 128 : 1)));
+});
+`;
+
+export interface NetworkProxy {
+  /** The folder holding the socket and the bridge script (bound into a sandbox that may use the network). */
+  folder: string;
+  socketPath: string;
+  bridgePath: string;
+  close(): Promise<void>;
+}
+
+export interface NetworkProxyOptions {
+  /** Private (LAN) addresses may be reached; loopback and this machine's own addresses never. Defaults to false. */
+  allowPrivate?: boolean;
+  /** Decides which addresses may be reached, instead of the rule above (tests point it at loopback). */
+  allowAddress?: (address: string) => boolean;
+  logger?: Logger;
+}
+
+function refuse(socket: Socket, status: number, message: string): void {
+  socket.end(`HTTP/1.1 ${status} ${message}\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n${message}\n`);
+}
+
+/**
+ * The only way out of a sandbox that was given the network: an HTTP proxy (CONNECT and plain
+ * requests) on a unix socket, which refuses loopback, this machine's own addresses and — unless
+ * allowed — private ones, resolving each name once so the check and the connection agree. DuckLM's
+ * own API is on loopback, so a confined command can never reach it.
+ */
+export async function startNetworkProxy(options: NetworkProxyOptions = {}): Promise<NetworkProxy> {
+  const folder = mkdtempSync(join(tmpdir(), "ducklm-net-"));
+  chmodSync(folder, 0o700);
+  const socketPath = join(folder, "proxy.sock");
+  const bridgePath = join(folder, "bridge.cjs");
+  writeFileSync(bridgePath, BRIDGE_SOURCE, { mode: 0o600 });
+  const own = ownAddresses();
+  const allowed = options.allowAddress ?? ((address: string) => addressAllowed(address, options.allowPrivate ?? false, own));
+  const lookup = guardedLookup(allowed);
+  // Node does not ask the lookup about an address written as such: those are checked here.
+  const refusedLiteral = (host: string) => (isIP(host) !== 0 && !allowed(host) ? `${host} is this machine or a private address; the sandbox may not reach it` : null);
+  const sockets = new Set<Socket>();
+
+  const server = http.createServer((request, response) => {
+    let target: URL;
+    try {
+      target = new URL(request.url ?? "");
+    } catch {
+      response.writeHead(400).end("the proxy takes absolute http:// URLs or CONNECT\n");
+      return;
+    }
+    if (target.protocol !== "http:") {
+      response.writeHead(400).end("only http:// is proxied this way; https goes through CONNECT\n");
+      return;
+    }
+    const literal = refusedLiteral(target.hostname.replace(/^\[|\]$/g, ""));
+    if (literal) {
+      response.writeHead(403).end(`${literal}\n`);
+      return;
+    }
+    const upstream = http.request(
+      { host: target.hostname.replace(/^\[|\]$/g, ""), port: target.port || 80, path: `${target.pathname}${target.search}`, method: request.method, headers: request.headers, lookup },
+      (answer) => {
+        response.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(response);
+      },
+    );
+    upstream.on("error", (error) => {
+      options.logger?.info({ target: target.host, err: error.message }, "sandbox network request refused or failed");
+      if (!response.headersSent) response.writeHead(403).end(`${error.message}\n`);
+      else response.destroy();
+    });
+    request.pipe(upstream);
+  });
+
+  server.on("connect", (request, client: Socket, head: Buffer) => {
+    sockets.add(client);
+    client.on("close", () => sockets.delete(client));
+    client.on("error", () => client.destroy());
+    const match = /^\[?([^\]]+?)\]?:(\d{1,5})$/.exec(request.url ?? "");
+    if (!match) {
+      refuse(client, 400, "CONNECT needs host:port");
+      return;
+    }
+    const literal = refusedLiteral(match[1]!);
+    if (literal) {
+      refuse(client, 403, literal);
+      return;
+    }
+    const upstream = connect({ host: match[1]!, port: Number(match[2]), lookup });
+    sockets.add(upstream);
+    upstream.on("close", () => sockets.delete(upstream));
+    upstream.once("connect", () => {
+      client.write("HTTP/1.1 200 Connection Established\r\n\r\n");
+      if (head.length > 0) upstream.write(head);
+      upstream.pipe(client);
+      client.pipe(upstream);
+    });
+    upstream.on("error", (error) => {
+      options.logger?.info({ target: request.url, err: error.message }, "sandbox network connection refused or failed");
+      if (!client.destroyed) refuse(client, 403, error.message.replace(/[\r\n]+/g, " "));
+      upstream.destroy();
+    });
+  });
+
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(socketPath, () => resolve());
+  });
+  server.unref();
+  return {
+    folder,
+    socketPath,
+    bridgePath,
+    async close() {
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      rmSync(folder, { recursive: true, force: true });
+    },
+  };
+}
