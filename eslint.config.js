@@ -23,12 +23,25 @@ export default tseslint.config(
     rules: { "no-console": "off" },
   },
   {
-    // Deciders return data: they must not reach storage, events, tools or the server.
+    // Deciders return data: they must not reach models, storage, events, tools, the network or the
+    // file system. Types may be imported (a tool catalogue entry, a projection), code may not.
     files: ["src/decisions/**", "src/context/**"],
     rules: {
-      "no-restricted-imports": ["error", { patterns: [
-        { group: ["**/storage/**", "**/events/event-store*", "**/events/event-bus*", "**/server/**", "**/runtime/**", "**/tools/builtin/**"], message: "Deciders return data; only the runtime performs effects." },
-      ] }],
+      "no-restricted-imports": ["error", {
+        paths: ["node:fs", "node:fs/promises", "fs", "node:child_process", "child_process", "node:net", "node:http", "node:https", "node:dns"].map((name) => ({ name, message: "Deciders return data; only the runtime's executors perform effects." })),
+        patterns: [
+          { group: ["**/models/**", "**/storage/**", "**/state/**", "**/events/**", "**/server/**", "**/runtime/**", "**/tools/**", "**/memory/**", "**/integrations/**", "**/permissions/**"], allowTypeImports: true, message: "Deciders return data; only the runtime's executors perform effects." },
+        ],
+      }],
+      "no-restricted-globals": ["error", { name: "fetch", message: "Deciders do not reach the network." }],
+    },
+  },
+  {
+    // Only the stores and the composition root hold the database.
+    files: ["src/**"],
+    ignores: ["src/state/**", "src/storage/**", "src/memory/**", "src/runtime/create-runtime.ts", "src/permissions/approval-store.ts", "src/decisions/**", "src/context/**", "**/*.test.ts"],
+    rules: {
+      "no-restricted-imports": ["error", { patterns: [{ group: ["**/storage/open-database*", "better-sqlite3"], allowTypeImports: true, message: "Reach the database through a store, not directly." }] }],
     },
   },
   {

@@ -90,8 +90,8 @@ describe("coder steps", () => {
   });
 
   it("fails the step clearly without a coder model, and a plan cannot call code_apply by name", async () => {
+    // No coder and no Thinker to stand in for it (ROLE_FALLBACKS): only the JSON compiler.
     const models = new ScriptedModelProvider()
-      .always("thinker", "x")
       .always("json_compiler", (request) => (isDirectiveRequest(request) ? addStep() : request.prompt.startsWith("Should long-term memory") ? { recall: false, query: "" } : { correctness: 0, usefulness: 0, safety: 1, verdict: "fail", reason: "no" }));
     const runtime = newRuntime({ models });
     const outcome = await runtime.loop.submit({ text: "write add" }).done;

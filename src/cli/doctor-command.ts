@@ -8,7 +8,7 @@ import { CommandClassifier } from "../permissions/command-classifier.js";
 import { pluginFolders, protectedPathsFor, BUILTIN_TOOL_NAMES, resolveWorkspace } from "../runtime/create-runtime.js";
 import { ensurePrivateDir } from "../storage/private-files.js";
 import { createLogger } from "../runtime/logger.js";
-import { openDatabase } from "../storage/open-database.js";
+import { checkDatabaseIntegrity } from "../storage/database-check.js";
 import { loadPlugins } from "../tools/plugin-loader.js";
 import { chooseShellSandbox } from "../tools/shell-sandbox.js";
 import type { GlobalOptions } from "./cli-runtime.js";
@@ -39,13 +39,8 @@ export async function doctorCommand(globals: GlobalOptions): Promise<number> {
     return mode & 0o077 ? ["warn", `${home} is readable by other users (mode ${mode.toString(8)}); chmod 700 it`] : ["ok", `${home} (private, mode 700)`];
   });
   await check("database", () => {
-    const database = openDatabase(join(home, "ducklm.sqlite3"), { synchronous: config.runtime.storage.synchronous });
-    try {
-      const integrity = database.db.pragma("integrity_check", { simple: true });
-      return integrity === "ok" ? ["ok", `integrity ok, synchronous=${config.runtime.storage.synchronous}`] : ["fail", `integrity_check: ${String(integrity)}`];
-    } finally {
-      database.close();
-    }
+    const integrity = checkDatabaseIntegrity(join(home, "ducklm.sqlite3"), { synchronous: config.runtime.storage.synchronous });
+    return integrity === "ok" ? ["ok", `integrity ok, synchronous=${config.runtime.storage.synchronous}`] : ["fail", `integrity_check: ${integrity}`];
   });
   await check("shell parser and permission examples", async () => {
     await new CommandClassifier(config.permissions).checkExamples(config.permissions.examples);

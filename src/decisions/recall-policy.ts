@@ -11,3 +11,8 @@ export function heuristicRecall(text: string): RecallDecision {
   if (words.length === 0) return { recall: false, query: "" };
   return { recall: true, query: words.slice(0, 24).join(" ") };
 }
+
+/** What a model is asked when it decides about recall. */
+export function recallPrompt(taskText: string): string {
+  return `Should long-term memory be searched for this task, and with which query?\n\nTask: ${taskText}`;
+}

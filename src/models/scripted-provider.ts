@@ -3,6 +3,7 @@ import type { ModelRole } from "../contracts/index.js";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import { parseModelJson } from "./model-output.js";
 import { estimateTokens, type JsonRequest, type JsonResult, type ModelProvider, type TextRequest } from "./model-provider.js";
+import { ROLE_FALLBACKS } from "./model-roles.js";
 
 /** One scripted answer: text (or a value serialised to JSON), or a function of the request. */
 export type ScriptedReply =
@@ -49,8 +50,22 @@ export class ScriptedModelProvider implements ModelProvider {
     return this;
   }
 
-  hasRole(role: ModelRole): boolean {
+  private scripted(role: ModelRole): boolean {
     return (this.queues.get(role)?.length ?? 0) > 0 || this.fallbacks.has(role);
+  }
+
+  /** The role whose script answers: the role itself, else its fallback (`ROLE_FALLBACKS`), as a configured model would. */
+  private servedBy(role: ModelRole): ModelRole | null {
+    const seen = new Set<ModelRole>();
+    for (let candidate: ModelRole | undefined = role; candidate && !seen.has(candidate); candidate = ROLE_FALLBACKS[candidate]) {
+      if (this.scripted(candidate)) return candidate;
+      seen.add(candidate);
+    }
+    return null;
+  }
+
+  hasRole(role: ModelRole): boolean {
+    return this.servedBy(role) !== null;
   }
 
   async generateText(request: TextRequest): Promise<string> {
@@ -76,7 +91,8 @@ export class ScriptedModelProvider implements ModelProvider {
   private async next(request: TextRequest | JsonRequest<unknown>, kind: "text" | "json"): Promise<string | object> {
     request.signal?.throwIfAborted();
     this.calls.push({ role: request.role, kind, prompt: request.prompt, system: request.system });
-    const reply = this.queues.get(request.role)?.shift() ?? this.fallbacks.get(request.role);
+    const role = this.servedBy(request.role) ?? request.role;
+    const reply = this.queues.get(role)?.shift() ?? this.fallbacks.get(role);
     if (reply === undefined) {
       throw new DuckError(ErrorCode.ModelUnavailable, `no scripted reply left for role ${request.role}`);
     }

@@ -1,6 +1,7 @@
 import type { DuckEvent, EventPayloads, ModelRole } from "../contracts/index.js";
 import { DuckError, ErrorCode, type ErrorCodeName } from "../errors/duck-error.js";
 import { estimateTokens, type JsonRequest, type JsonResult, type ModelProvider, type TextRequest } from "../models/model-provider.js";
+import { ROLE_FALLBACKS } from "../models/model-roles.js";
 import type { ReplayProgress } from "./replay-progress.js";
 
 interface RecordedCall {
@@ -39,8 +40,15 @@ export class ReplayModelProvider implements ModelProvider {
     }
   }
 
+  /** The roles a request for `role` may have been recorded under: itself, then its fallbacks. */
+  private candidates(role: ModelRole): ModelRole[] {
+    const chain: ModelRole[] = [];
+    for (let candidate: ModelRole | undefined = role; candidate && !chain.includes(candidate); candidate = ROLE_FALLBACKS[candidate]) chain.push(candidate);
+    return chain;
+  }
+
   hasRole(role: ModelRole): boolean {
-    return this.roles.has(role);
+    return this.candidates(role).some((candidate) => this.roles.has(candidate));
   }
 
   async generateText(request: TextRequest): Promise<string> {
@@ -59,7 +67,8 @@ export class ReplayModelProvider implements ModelProvider {
   async dispose(): Promise<void> {}
 
   private async play(request: TextRequest | JsonRequest<unknown>): Promise<string> {
-    const key = `${request.role}|${request.purpose ?? ""}`;
+    // Logs recorded before roles were resolved by the provider name the fallback role itself.
+    const key = this.candidates(request.role).map((role) => `${role}|${request.purpose ?? ""}`).find((candidate) => (this.calls.get(candidate)?.length ?? 0) > 0) ?? `${request.role}|${request.purpose ?? ""}`;
     const call = this.calls.get(key)?.shift();
     if (!call) throw new DuckError(ErrorCode.ModelUnavailable, `the recording has no further ${request.role} output for ${request.purpose ?? "(no purpose)"}`);
     for (const delta of call.deltas) {

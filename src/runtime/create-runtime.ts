@@ -2,7 +2,6 @@ import { join, resolve } from "node:path";
 import type { Logger } from "pino";
 import type { DuckConfig } from "../config/config-schemas.js";
 import { BUNDLED_CONFIG_DIR, loadConfig, resolveConfigDir, resolveHomeDir } from "../config/load-config.js";
-import { Router } from "../decisions/router.js";
 import { EventBus } from "../events/event-bus.js";
 import { EventStore } from "../events/event-store.js";
 import { MemoryService, type MemoryEmbedder } from "../memory/memory-service.js";
@@ -26,7 +25,11 @@ import type { AnyToolDefinition } from "../tools/tool-definition.js";
 import { chooseShellSandbox, type ShellSandbox } from "../tools/shell-sandbox.js";
 import { ToolRegistry } from "../tools/tool-registry.js";
 import { createLogger } from "./logger.js";
-import { RuntimeLoop, type MemorySearch } from "./runtime-loop.js";
+import { RuntimeLoop } from "./runtime-loop.js";
+import type { ExecutorContext, MemorySearch } from "./executor-context.js";
+import { setTimeout as delay } from "node:timers/promises";
+import { createExecutionDirectiveSchema, ExecutionDirectiveSchema } from "../contracts/index.js";
+import { SecretVault } from "../permissions/secret-vault.js";
 import type { TaskOutcome } from "./task-outcome.js";
 
 export interface CreateRuntimeOptions {
@@ -160,23 +163,23 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
     ? { sandbox: options.sandbox, warning: null }
     : chooseShellSandbox(config.runtime.sandbox.mode, { hiddenPaths: protectedPaths, allowPrivateNetwork: config.runtime.sandbox.private_network, logger });
   if (warning) logger.warn(warning);
-  const loop = new RuntimeLoop({
+  const context: ExecutorContext = {
     store,
     tools,
     memory,
     models,
-    router: new Router(models, config.prompts, tools.names()),
     classifier,
     approvals,
+    secrets: new SecretVault(),
     sandbox,
     protectedPaths,
     config,
     logger,
-    workspace,
-    ready,
-    ...(options.memorySearch ? { memorySearch: options.memorySearch } : {}),
-    ...(options.sleep ? { sleep: options.sleep } : {}),
-  });
+    memorySearch: options.memorySearch ?? ((query, limit) => memory.recall(query, limit)),
+    sleep: options.sleep ?? ((ms, signal) => (ms > 0 ? delay(ms, undefined, { signal }) : Promise.resolve())),
+    directiveSchema: tools.names().length > 0 ? createExecutionDirectiveSchema(tools.names()) : ExecutionDirectiveSchema,
+  };
+  const loop = new RuntimeLoop(context, { workspace, ready });
   let closed = false;
   return {
     home,

@@ -149,17 +149,18 @@ export class TaskStore {
     return projection;
   }
 
-  /** Appends one event (see `appendAll`). */
-  append<T extends EventTypeName>(taskId: string, type: T, payload: EventPayloads[T], options: AppendOptions = {}): DuckEvent {
-    return this.appendAll(taskId, [{ type, payload } as PendingEvent], options)[0]!;
+  /** Appends one event (see `appendAll`) and returns the task's state after it. */
+  append<T extends EventTypeName>(taskId: string, type: T, payload: EventPayloads[T], options: AppendOptions = {}): TaskProjection {
+    return this.appendAll(taskId, [{ type, payload } as PendingEvent], options);
   }
 
   /**
    * Appends events with the state change they cause. They join the open batch, which commits as one
    * transaction (events, task rows, checkpoints) at the end of the current turn of the event loop, or
-   * at once with `durable`; subscribers see them only after that commit.
+   * at once with `durable`; subscribers see them only after that commit. Returns the task's state
+   * after them, so the caller never needs to read it back.
    */
-  appendAll(taskId: string, pending: readonly PendingEvent[], options: AppendOptions = {}): DuckEvent[] {
+  appendAll(taskId: string, pending: readonly PendingEvent[], options: AppendOptions = {}): TaskProjection {
     this.throwIfBroken();
     let projection = this.projection(taskId);
     const time = this.clock().toISOString();
@@ -176,7 +177,7 @@ export class TaskStore {
     batch.rows.set(taskId, time);
     this.projections.set(taskId, projection);
     if (options.durable) this.flush();
-    return written;
+    return projection;
   }
 
   /**

@@ -65,3 +65,4 @@ export function openDatabase(file: string, options: OpenDatabaseOptions = {}): D
     },
   };
 }
+

@@ -1,0 +1,73 @@
+import { randomUUID } from "node:crypto";
+import type { ToolCall, ToolResult } from "../contracts/index.js";
+import { isShutdown } from "../errors/duck-error.js";
+import { openSudoRelay } from "../permissions/sudo-relay.js";
+import type { StepProjection, TaskProjection } from "../state/task-projection.js";
+import { scrubEnvironment } from "../tools/builtin/shell-exec.js";
+import { withScopedSignal } from "../utils/scoped-signal.js";
+import type { ExecutorContext } from "./executor-context.js";
+import { permitCall } from "./permit-call.js";
+
+/** How a call's turn ended: its result is recorded, or it waits for the user. */
+export type CallTurn = "done" | "waiting";
+
+/**
+ * Permission, secret and the run of one call, each step of the way recorded so that it resumes:
+ * a side-effecting call is on disk before it runs, so after a crash a recorded start without a
+ * result means "may have happened" and the user is asked. `shownCall` is what people see and events
+ * record (a coder step's file names instead of their contents).
+ */
+export async function callTool(context: ExecutorContext, projection: TaskProjection, step: StepProjection, call: ToolCall, shownCall: ToolCall, signal: AbortSignal): Promise<CallTurn> {
+  const { store, config } = context;
+  const taskId = projection.task_id;
+  const stepId = step.step.id;
+  const permit = await permitCall(context, projection, step, call, shownCall);
+  if (permit.kind === "refused") return "done";
+  if (permit.kind === "waiting") return "waiting";
+
+  // sudo asks for a password: it comes from the user through the secrets API, never from a store.
+  const usesSudo = permit.classification?.commands.some((simple) => simple === "sudo" || simple.startsWith("sudo ")) ?? false;
+  let secret: string | null = null;
+  if (usesSudo) {
+    secret = context.secrets.get(taskId, stepId);
+    if (secret === null) {
+      store.append(taskId, "secret-requested", { request_id: randomUUID(), step_id: stepId, kind: "sudo_password", prompt: `sudo password to run: ${permit.command ?? ""}` });
+      return "waiting";
+    }
+  }
+
+  const effect = context.tools.get(call.tool)?.effect ?? "side-effecting";
+  store.append(taskId, "tool-called", { step_id: stepId, attempt: step.attempt, call: shownCall, effect }, { durable: effect === "side-effecting" });
+  // The command line runs confined as any other; only its `sudo` runs outside, through the relay,
+  // and only with the argument vectors the approved text contains.
+  const relay = secret !== null ? openSudoRelay({ password: secret, allowed: permit.classification?.sudo ?? [], workspace: projection.workspace, env: scrubEnvironment(process.env) }) : null;
+  let result: ToolResult;
+  try {
+    result = await withScopedSignal([signal], config.runtime.timeouts.step_ms, `step ${stepId}`, (stepSignal) =>
+      context.tools.run(call.tool, call.arguments, {
+        signal: stepSignal,
+        workspace: projection.workspace,
+        timeoutMs: config.runtime.timeouts.step_ms,
+        outputCapBytes: config.runtime.tools.output_cap_bytes,
+        fileReadMaxBytes: config.runtime.tools.file_read_max_bytes,
+        taskId,
+        stepId,
+        attempt: step.attempt,
+        network: permit.network,
+        protectedPaths: context.protectedPaths,
+        sandbox: context.sandbox,
+        ...(relay ? { extraEnv: { PATH: `${relay.binDir}:${process.env.PATH ?? ""}` }, extraReadable: [relay.folder], redact: [secret!] } : {}),
+      }),
+    );
+  } finally {
+    relay?.dispose();
+    // A password serves one run; a retry asks again.
+    if (secret !== null) context.secrets.forget(taskId, stepId);
+  }
+  // Stopped by a shutdown: like a crash, the outcome stays unknown, and the next start decides.
+  if (signal.aborted && isShutdown(signal.reason)) throw signal.reason;
+  store.append(taskId, "tool-result", { step_id: stepId, attempt: step.attempt, result });
+  // The run is recorded; a cancelled task stops here rather than scoring a half-run step.
+  signal.throwIfAborted();
+  return "done";
+}

@@ -1,0 +1,51 @@
+import type { Logger } from "pino";
+import type { z } from "zod";
+import type { ExecutionDirective, MemoryHit } from "../contracts/index.js";
+import type { DuckConfig } from "../config/config-schemas.js";
+import type { ModelStreamSink } from "./model-stream-sink.js";
+import type { MemoryService } from "../memory/memory-service.js";
+import type { ModelProvider } from "../models/model-provider.js";
+import type { ApprovalStore } from "../permissions/approval-store.js";
+import type { CommandClassifier } from "../permissions/command-classifier.js";
+import type { SecretVault } from "../permissions/secret-vault.js";
+import type { TaskStore } from "../state/task-store.js";
+import type { ShellSandbox } from "../tools/shell-sandbox.js";
+import type { ToolRegistry } from "../tools/tool-registry.js";
+
+export type MemorySearch = (query: string, limit: number, taskId: string) => Promise<MemoryHit[]> | MemoryHit[];
+
+/**
+ * What every executor works with: the stores it writes through, the adapters it calls, and the
+ * settings it follows. The composition root builds one; executors never reach for anything else.
+ */
+export interface ExecutorContext {
+  store: TaskStore;
+  tools: ToolRegistry;
+  memory: MemoryService;
+  models: ModelProvider | null;
+  classifier: CommandClassifier;
+  approvals: ApprovalStore;
+  /** Passwords handed over for one step; memory only. */
+  secrets: SecretVault;
+  sandbox: ShellSandbox;
+  /** DuckLM's own state: refused to file tools, hidden from commands. */
+  protectedPaths: readonly string[];
+  config: DuckConfig;
+  logger: Logger;
+  /** How memory is searched for a task (replay serves recorded hits). */
+  memorySearch: MemorySearch;
+  /** The wait before a retry (replay passes none). */
+  sleep(ms: number, signal: AbortSignal): Promise<void>;
+  /** The directive schema with the registered tool names, built once so a provider can cache its grammar. */
+  directiveSchema: z.ZodType<ExecutionDirective>;
+}
+
+/** Where a model call's output goes: events of the task it serves. */
+export function sinkFor(store: TaskStore, taskId: string): ModelStreamSink {
+  return {
+    started: (role, purpose) => store.append(taskId, "model-output-started", { role, purpose }),
+    delta: (role, purpose, text) => store.append(taskId, "model-output-delta", { role, purpose, text }),
+    completed: (role, purpose, text) => store.append(taskId, "model-output-completed", { role, purpose, text }),
+    failed: (role, purpose, error) => store.append(taskId, "model-output-failed", { role, purpose, code: error.code, message: error.message }),
+  };
+}

@@ -1,0 +1,88 @@
+import { randomUUID } from "node:crypto";
+import type { CommandCategory, ToolCall, ToolResult } from "../contracts/index.js";
+import { ErrorCode } from "../errors/duck-error.js";
+import type { CommandClassification } from "../permissions/command-classifier.js";
+import { approvalSubjectOf, CODE_APPLY_TOOL, decidePermission } from "../permissions/permission-policy.js";
+import type { StepProjection, TaskProjection } from "../state/task-projection.js";
+import type { ExecutorContext } from "./executor-context.js";
+
+/** A refusal recorded as the step's result: the tool never ran. */
+export function deniedResult(tool: string, code: string, message: string): ToolResult {
+  return { tool, ok: false, output: "", error: { code, message }, truncated: false, duration_ms: 0 };
+}
+
+/** What the permission check left the call with. */
+export type Permit =
+  | { kind: "run"; network: boolean; classification: CommandClassification | null; command: string | null }
+  /** Refused, recorded as the step's result. */
+  | { kind: "refused" }
+  /** A question for the user is recorded; the step waits. */
+  | { kind: "waiting" };
+
+/** The command a call runs, if it runs one: a shell command, or a coder step's test. */
+export function commandOf(call: ToolCall): string | null {
+  const args = call.arguments;
+  if (call.tool === "shell_exec" && typeof args.command === "string") return args.command;
+  if (call.tool === CODE_APPLY_TOOL && typeof args.test_command === "string") return args.test_command;
+  return null;
+}
+
+function ask(context: ExecutorContext, taskId: string, stepId: string, call: ToolCall, category: CommandCategory, reason: string, commands: string[], network: boolean): Permit {
+  context.store.append(taskId, "permission-requested", { request_id: randomUUID(), step_id: stepId, call, category, reason, commands, ...(network ? { network: true } : {}) });
+  return { kind: "waiting" };
+}
+
+/**
+ * Whether a call may run now. Once granted for this attempt it runs; a side-effecting call whose
+ * earlier run was cut off (a crash, a time-out part-way) is asked about first; otherwise the
+ * PermissionService decides — allow, ask (recorded as a request) or deny (recorded as the result).
+ */
+export async function permitCall(context: ExecutorContext, projection: TaskProjection, step: StepProjection, call: ToolCall, shownCall: ToolCall): Promise<Permit> {
+  const { store } = context;
+  const taskId = projection.task_id;
+  const stepId = step.step.id;
+  const tool = context.tools.get(call.tool);
+  const effect = tool?.effect ?? "side-effecting";
+  if (step.permission_denied) {
+    store.append(taskId, "tool-result", { step_id: stepId, attempt: step.attempt, result: deniedResult(call.tool, ErrorCode.PermissionDenied, "the user denied permission") });
+    return { kind: "refused" };
+  }
+  const command = commandOf(call);
+  const classification =
+    command !== null
+      ? await context.classifier.classify(command, { workspace: projection.workspace })
+      : call.tool === "shell_exec"
+        ? { category: "unknown" as const, reason: "no command given", commands: [], network: false, sudo: [] }
+        : null;
+  const needsNetwork = classification?.network ?? false;
+  if (step.permission_granted) return { kind: "run", network: needsNetwork, classification, command };
+  if (step.tool_called && effect === "side-effecting") {
+    // Started before a crash and no result was recorded: it may or may not have happened.
+    return ask(context, taskId, stepId, shownCall, "unknown", "its earlier run was interrupted and its outcome is unknown; run it again?", [], needsNetwork);
+  }
+  if (step.ask_before_retry) {
+    return ask(context, taskId, stepId, shownCall, "unknown", "its previous attempt timed out and may have done part of its work; run it again?", classification?.commands ?? [], needsNetwork);
+  }
+  const subject = approvalSubjectOf(call);
+  // Only a command or a tool with a permission category can be covered by a remembered approval.
+  const approval = command !== null || tool?.permission !== undefined ? context.approvals.findActive(subject, projection.workspace) : null;
+  const decision = decidePermission({
+    call,
+    effect,
+    classification,
+    ...(tool?.permission ? { toolCategory: tool.permission } : {}),
+    approval,
+    unknownDecision: context.config.permissions.unknown,
+    preApproved: projection.auto_approve,
+    confinement: projection.confinement,
+    networkAllowed: context.config.runtime.sandbox.network,
+  });
+  if (decision.approval_id) store.append(taskId, "approval-used", { approval_id: decision.approval_id, step_id: stepId, command: subject });
+  if (decision.decision === "deny") {
+    const code = decision.category === "hard_stop" ? ErrorCode.HardStop : ErrorCode.PermissionDenied;
+    store.append(taskId, "tool-result", { step_id: stepId, attempt: step.attempt, result: deniedResult(call.tool, code, `refused: ${decision.reason}`) });
+    return { kind: "refused" };
+  }
+  if (decision.decision === "ask") return ask(context, taskId, stepId, shownCall, decision.category, decision.reason, decision.commands, decision.network);
+  return { kind: "run", network: decision.network, classification, command };
+}

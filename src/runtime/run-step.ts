@@ -1,0 +1,107 @@
+import type { ToolCall } from "../contracts/index.js";
+import { decideRecovery } from "../decisions/recovery-policy.js";
+import { ErrorCode } from "../errors/duck-error.js";
+import { CODE_APPLY_TOOL } from "../permissions/permission-policy.js";
+import type { StepProjection, TaskProjection } from "../state/task-projection.js";
+import { callTool } from "./call-tool.js";
+import type { ExecutorContext } from "./executor-context.js";
+import { deniedResult } from "./permit-call.js";
+import { proposeCode } from "./propose-code.js";
+import { scoreStep } from "./score-step.js";
+
+/** How a step's turn ended, for the plan loop. */
+export type StepTurn = "settled" | "waiting" | "retry";
+
+function stepOf(projection: TaskProjection, stepId: string): StepProjection {
+  const step = projection.steps[stepId];
+  if (!step) throw new Error(`step ${stepId} is not in task ${projection.task_id}`);
+  return step;
+}
+
+/** Starts a new attempt of a pending step and runs it. */
+export async function startStep(context: ExecutorContext, taskId: string, stepId: string, signal: AbortSignal): Promise<StepTurn> {
+  const attempt = stepOf(context.store.projection(taskId), stepId).attempt + 1;
+  context.store.append(taskId, "step-started", { step_id: stepId, attempt });
+  return advanceStep(context, taskId, stepId, signal);
+}
+
+/**
+ * Carries a started step on from where its events leave it — result, score, recovery — which is
+ * what makes a paused or crashed step resumable.
+ */
+export async function advanceStep(context: ExecutorContext, taskId: string, stepId: string, signal: AbortSignal): Promise<StepTurn> {
+  const { store } = context;
+  let projection = store.projection(taskId);
+  if (stepOf(projection, stepId).result === null) {
+    const turn = await produceResult(context, projection, stepOf(projection, stepId), signal);
+    if (turn === "waiting") return "waiting";
+    projection = store.projection(taskId);
+  }
+  const step = stepOf(projection, stepId);
+  if (step.score === null) {
+    const { score, source } = await scoreStep(context, projection, step, signal);
+    projection = store.append(taskId, "critic-scored", { step_id: stepId, attempt: step.attempt, score, source });
+  }
+  return recoverStep(context, projection, stepOf(projection, stepId), signal);
+}
+
+/** A tool call runs as it is; a coder step first has the coder propose its files. */
+async function produceResult(context: ExecutorContext, projection: TaskProjection, step: StepProjection, signal: AbortSignal): Promise<"done" | "waiting"> {
+  const { store } = context;
+  const plan = step.step;
+  const taskId = projection.task_id;
+  if (plan.kind === "coder") {
+    if (!step.proposal) {
+      const proposed = await proposeCode(context, projection, step, signal);
+      if ("failure" in proposed) {
+        store.append(taskId, "tool-result", { step_id: plan.id, attempt: step.attempt, result: proposed.failure });
+        return "done";
+      }
+      projection = store.append(taskId, "coder-proposed", { step_id: plan.id, attempt: step.attempt, proposal: proposed.proposal });
+      step = stepOf(projection, plan.id);
+    }
+    const testCommand = plan.coder.test_command ? { test_command: plan.coder.test_command } : {};
+    const files = step.proposal!.files;
+    const call: ToolCall = { tool: CODE_APPLY_TOOL, arguments: { files, ...testCommand } };
+    return callTool(context, projection, step, call, { tool: CODE_APPLY_TOOL, arguments: { files: files.map((file) => file.path), ...testCommand } }, signal);
+  }
+  if (context.tools.isInternal(plan.tool)) {
+    // Reached only through a coder step, which decides its files and its test command itself.
+    store.append(taskId, "tool-result", { step_id: plan.id, attempt: step.attempt, result: deniedResult(plan.tool, ErrorCode.ToolNotFound, `${plan.tool} is not a tool a plan can call`) });
+    return "done";
+  }
+  const call = { tool: plan.tool, arguments: plan.arguments };
+  return callTool(context, projection, step, call, call, signal);
+}
+
+/** A shell command whose every word is a safe shape may simply run again; anything else may not. */
+async function rerunsSafely(context: ExecutorContext, projection: TaskProjection, step: StepProjection): Promise<boolean> {
+  const plan = step.step;
+  if (plan.kind !== "tool" || plan.tool !== "shell_exec" || typeof plan.arguments.command !== "string") return false;
+  return (await context.classifier.classify(plan.arguments.command, { workspace: projection.workspace })).category === "normal";
+}
+
+/** The recovery policy's verdict, recorded: completed, retried (after its backoff) or failed. */
+async function recoverStep(context: ExecutorContext, projection: TaskProjection, step: StepProjection, signal: AbortSignal): Promise<StepTurn> {
+  const { store } = context;
+  const taskId = projection.task_id;
+  const score = step.score!;
+  const code = step.result?.error?.code;
+  const retryable = code !== ErrorCode.PermissionDenied && code !== ErrorCode.HardStop && code !== ErrorCode.ModelUnavailable;
+  const decision = decideRecovery(score, step.attempt, context.config.runtime, { retryable });
+  const stepId = step.step.id;
+  if (decision.action === "continue" && score.verdict === "pass") {
+    store.append(taskId, "step-completed", { step_id: stepId, attempt: step.attempt });
+    return "settled";
+  }
+  if (decision.action === "retry") {
+    // A command stopped by its time limit may have done part of its work: like a crash, it is asked about.
+    const sideEffecting = (context.tools.get(step.result?.tool ?? "")?.effect ?? "side-effecting") === "side-effecting";
+    const askFirst = code === ErrorCode.ToolTimeout && step.tool_called && sideEffecting && !(await rerunsSafely(context, projection, step));
+    store.append(taskId, "step-retrying", { step_id: stepId, attempt: step.attempt, delay_ms: decision.delay_ms, reason: decision.reason, ...(askFirst ? { ask_first: true } : {}) });
+    await context.sleep(decision.delay_ms, signal);
+    return "retry";
+  }
+  store.append(taskId, "step-failed", { step_id: stepId, attempt: step.attempt, recovery: decision.action, reason: decision.reason });
+  return "settled";
+}

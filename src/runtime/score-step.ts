@@ -1,0 +1,23 @@
+import { CriticScoreSchema, type CriticScore } from "../contracts/index.js";
+import { criticPrompt, heuristicScore } from "../decisions/critic-policy.js";
+import { ErrorCode } from "../errors/duck-error.js";
+import type { StepProjection, TaskProjection } from "../state/task-projection.js";
+import type { ExecutorContext } from "./executor-context.js";
+import { modelOrHeuristic } from "./model-call.js";
+
+/**
+ * The critic's judgement of a step's result: the critic model under its schema when one serves the
+ * role, the heuristic otherwise. A refused call needs no model to judge.
+ */
+export async function scoreStep(context: ExecutorContext, projection: TaskProjection, step: StepProjection, signal: AbortSignal): Promise<{ score: CriticScore; source: "model" | "heuristic" }> {
+  const result = step.result!;
+  if (result.error?.code === ErrorCode.PermissionDenied || result.error?.code === ErrorCode.HardStop) return { score: heuristicScore(result), source: "heuristic" };
+  const judged = await modelOrHeuristic(
+    context,
+    projection.task_id,
+    { role: "critic", purpose: `critic:${step.step.id}`, system: context.config.prompts.critic, prompt: criticPrompt(projection.text, step.step, result), schema: CriticScoreSchema },
+    signal,
+    () => heuristicScore(result),
+  );
+  return { score: judged.value, source: judged.source };
+}
