@@ -26,7 +26,8 @@ export type PreApproval = "unknown" | "network";
 
 /** The payload each event type carries. The event store keeps them as JSON. */
 export interface EventPayloads {
-  "task-received": { text: string; session_id: string | null; workspace: string; auto_approve?: PreApproval[] };
+  /** `kind` is `memory-edit` for a memory change made outside a task (HTTP, CLI, SDK): it is recorded, not driven. */
+  "task-received": { text: string; session_id: string | null; workspace: string; auto_approve?: PreApproval[]; kind?: "memory-edit" };
   /** `confinement` is set when commands of this task are not confined (`none`: no sandbox here; `off`: turned off). */
   "task-started": { confinement?: "none" | "off" };
   "task-resumed": { from_seq: number; reason: string; confinement?: "none" | "off" };
@@ -36,7 +37,7 @@ export interface EventPayloads {
   "task-cancelled": { reason: string };
   "context-built": { sections: Record<string, { tokens: number; budget: number; truncated: boolean }>; total_tokens: number };
   "memory-recalled": { decision: RecallDecision; hits: MemoryHit[] };
-  "memory-written": { action: "insert" | "reinforce" | "forget"; memory_id: number; kind: string; text: string; reason: string };
+  "memory-written": { action: "insert" | "reinforce" | "forget" | "pin" | "unpin"; memory_id: number; kind: string; text: string; reason: string };
   "model-output-started": { role: ModelRole; purpose: string };
   "model-output-delta": { role: ModelRole; purpose: string; text: string };
   "model-output-completed": { role: ModelRole; purpose: string; text: string };

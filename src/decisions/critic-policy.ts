@@ -1,19 +1,21 @@
 import type { CriticScore, PlanStep, ToolResult } from "../contracts/index.js";
+import { ErrorCode } from "../errors/duck-error.js";
 
 // Errors that another attempt cannot fix: the call itself is wrong or was refused.
-const NOT_RETRYABLE = new Set([
-  "DUCK_ERR_TOOL_NOT_FOUND",
-  "DUCK_ERR_TOOL_INPUT_INVALID",
-  "DUCK_ERR_PATH_OUTSIDE_WORKSPACE",
-  "DUCK_ERR_FILE_NOT_FOUND",
-  "DUCK_ERR_PERMISSION_DENIED",
-  "DUCK_ERR_HARD_STOP",
+const NOT_RETRYABLE = new Set<string>([
+  ErrorCode.ToolNotFound,
+  ErrorCode.ToolInputInvalid,
+  ErrorCode.PathOutsideWorkspace,
+  ErrorCode.PathProtected,
+  ErrorCode.FileNotFound,
+  ErrorCode.PermissionDenied,
+  ErrorCode.HardStop,
 ]);
 
 /** The critic without a model: a result that succeeded passes; a failure is retried unless hopeless. */
 export function heuristicScore(result: ToolResult): CriticScore {
   if (result.ok) return { correctness: 1, usefulness: 1, safety: 1, verdict: "pass", reason: "the tool reported success" };
-  const code = result.error?.code ?? "DUCK_ERR_TOOL_FAILED";
+  const code = result.error?.code ?? ErrorCode.ToolFailed;
   const verdict = NOT_RETRYABLE.has(code) ? "fail" : "retry";
   return { correctness: 0, usefulness: 0, safety: 1, verdict, reason: `${code}: ${result.error?.message ?? "failed"}` };
 }

@@ -4,6 +4,7 @@ export const ErrorCode = {
   ConfigMissing: "DUCK_ERR_CONFIG_MISSING",
   InvalidInput: "DUCK_ERR_INVALID_INPUT",
   TaskNotFound: "DUCK_ERR_TASK_NOT_FOUND",
+  MemoryNotFound: "DUCK_ERR_MEMORY_NOT_FOUND",
   TaskNotActive: "DUCK_ERR_TASK_NOT_ACTIVE",
   TaskTimeout: "DUCK_ERR_TASK_TIMEOUT",
   PlanCycle: "DUCK_ERR_PLAN_CYCLE",
@@ -30,10 +31,61 @@ export const ErrorCode = {
   Shutdown: "DUCK_ERR_SHUTDOWN",
   StorageFailed: "DUCK_ERR_STORAGE",
   SeqConflict: "DUCK_ERR_SEQ_CONFLICT",
+  Unauthorized: "DUCK_ERR_UNAUTHORIZED",
+  ForbiddenHost: "DUCK_ERR_FORBIDDEN_HOST",
+  ForbiddenOrigin: "DUCK_ERR_FORBIDDEN_ORIGIN",
+  RouteNotFound: "DUCK_ERR_NOT_FOUND",
+  BodyTooLarge: "DUCK_ERR_BODY_TOO_LARGE",
+  UnsupportedMediaType: "DUCK_ERR_UNSUPPORTED_MEDIA_TYPE",
   Internal: "DUCK_ERR_INTERNAL",
 } as const;
 
 export type ErrorCodeName = (typeof ErrorCode)[keyof typeof ErrorCode];
+
+/**
+ * The HTTP status of each code: the one table the server answers by. A code that is the caller's
+ * doing is a 4xx; what went wrong here is a 5xx.
+ */
+export const ERROR_STATUS: Readonly<Record<ErrorCodeName, number>> = {
+  DUCK_ERR_CONFIG_INVALID: 500,
+  DUCK_ERR_CONFIG_MISSING: 500,
+  DUCK_ERR_INVALID_INPUT: 400,
+  DUCK_ERR_TASK_NOT_FOUND: 404,
+  DUCK_ERR_MEMORY_NOT_FOUND: 404,
+  DUCK_ERR_TASK_NOT_ACTIVE: 409,
+  DUCK_ERR_TASK_TIMEOUT: 504,
+  DUCK_ERR_PLAN_CYCLE: 422,
+  DUCK_ERR_PLAN_MISSING_DEPENDENCY: 422,
+  DUCK_ERR_PLAN_DUPLICATE_STEP: 422,
+  DUCK_ERR_TOOL_NOT_FOUND: 404,
+  DUCK_ERR_TOOL_INPUT_INVALID: 400,
+  DUCK_ERR_TOOL_FAILED: 502,
+  DUCK_ERR_TOOL_TIMEOUT: 504,
+  DUCK_ERR_FILE_NOT_FOUND: 404,
+  DUCK_ERR_WEB_ADDRESS_BLOCKED: 403,
+  DUCK_ERR_WEB_FETCH_FAILED: 502,
+  DUCK_ERR_WEB_CONTENT_TYPE: 415,
+  DUCK_ERR_MODEL_SERVER: 502,
+  DUCK_ERR_PATH_OUTSIDE_WORKSPACE: 403,
+  DUCK_ERR_PATH_PROTECTED: 403,
+  DUCK_ERR_PERMISSION_DENIED: 403,
+  DUCK_ERR_PERMISSION_REQUEST_UNKNOWN: 409,
+  DUCK_ERR_HARD_STOP: 403,
+  DUCK_ERR_MODEL_UNAVAILABLE: 503,
+  DUCK_ERR_MODEL_OUTPUT_INVALID: 502,
+  DUCK_ERR_STEP_FAILED: 422,
+  DUCK_ERR_CANCELLED: 409,
+  DUCK_ERR_SHUTDOWN: 503,
+  DUCK_ERR_STORAGE: 500,
+  DUCK_ERR_SEQ_CONFLICT: 409,
+  DUCK_ERR_UNAUTHORIZED: 401,
+  DUCK_ERR_FORBIDDEN_HOST: 403,
+  DUCK_ERR_FORBIDDEN_ORIGIN: 403,
+  DUCK_ERR_NOT_FOUND: 404,
+  DUCK_ERR_BODY_TOO_LARGE: 413,
+  DUCK_ERR_UNSUPPORTED_MEDIA_TYPE: 415,
+  DUCK_ERR_INTERNAL: 500,
+};
 
 const marker = Symbol.for("ducklm.error");
 
@@ -53,6 +105,11 @@ export class DuckError extends Error {
   /** Works across module copies, where `instanceof` would not. */
   static isInstance(value: unknown): value is DuckError {
     return typeof value === "object" && value !== null && (value as Record<symbol, unknown>)[marker] === true;
+  }
+
+  /** The HTTP status the server answers this error with. */
+  get status(): number {
+    return ERROR_STATUS[this.code] ?? 500;
   }
 
   toJSON(): { code: string; message: string; details: Record<string, unknown> } {

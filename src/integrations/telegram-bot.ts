@@ -3,7 +3,7 @@ import { Bot, GrammyError, InlineKeyboard, type Context } from "grammy";
 import type { Logger } from "pino";
 import type { DuckEvent, EventPayloads } from "../contracts/index.js";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
-import type { Runtime } from "../runtime/create-runtime.js";
+import type { DuckLM } from "../runtime/ducklm.js";
 import type { PermissionAnswer } from "../runtime/runtime-loop.js";
 
 export interface TelegramBotOptions {
@@ -66,7 +66,7 @@ const ANSWERS: Record<string, PermissionAnswer> = { o: "allow", a: "allow_always
  * never asked for here (a chat keeps its history): a step that needs one is left to the web chat or
  * the CLI.
  */
-export function createTelegramBot(runtime: Runtime, options: TelegramBotOptions) {
+export function createTelegramBot(ducklm: DuckLM, options: TelegramBotOptions) {
   const bot = new Bot(options.token, options.apiRoot ? { client: { apiRoot: options.apiRoot } } : {});
   // Network errors quote the request URL, which holds the token: it never reaches a log or a terminal.
   const withoutToken = (text: string) => text.split(options.token).join("[token]");
@@ -99,7 +99,7 @@ export function createTelegramBot(runtime: Runtime, options: TelegramBotOptions)
   const watch = (taskId: string, chatId: number) => {
     if (watching.has(taskId)) return;
     let queue = Promise.resolve();
-    const unsubscribe = runtime.bus.subscribe(
+    const unsubscribe = ducklm.subscribe(
       taskId,
       (event) => {
         queue = queue.then(async () => {
@@ -131,7 +131,7 @@ export function createTelegramBot(runtime: Runtime, options: TelegramBotOptions)
 
   bot.command("tasks", async (ctx) => {
     if (!isAllowed(ctx)) return refuse(ctx);
-    const tasks = runtime.store.listTasks({ limit: 10 });
+    const tasks = ducklm.listTasks({ limit: 10 });
     await ctx.reply(tasks.length === 0 ? "no tasks yet" : tasks.map((task) => `${task.state.padEnd(19)} ${task.id.slice(0, 8)} ${clip(task.text, 60)}`).join("\n"));
   });
 
@@ -139,10 +139,9 @@ export function createTelegramBot(runtime: Runtime, options: TelegramBotOptions)
   bot.command("pending", async (ctx) => {
     if (!isAllowed(ctx)) return refuse(ctx);
     let asked = 0;
-    for (const task of runtime.store.listTasks({ state: "awaiting_permission", limit: 20 })) {
-      for (const step of Object.values(runtime.store.projection(task.id).steps)) {
-        if (!step.permission_request) continue;
-        await askPermission(ctx.chat.id, task.id, step.permission_request);
+    for (const task of ducklm.listTasks({ state: "awaiting_permission", limit: 20 })) {
+      for (const request of ducklm.getTask(task.id).pending_permissions) {
+        await askPermission(ctx.chat.id, task.id, request);
         asked += 1;
       }
     }
@@ -152,16 +151,20 @@ export function createTelegramBot(runtime: Runtime, options: TelegramBotOptions)
   bot.command("cancel", async (ctx) => {
     if (!isAllowed(ctx)) return refuse(ctx);
     const prefix = ctx.match.trim();
-    const task = prefix ? runtime.store.listTasks({ limit: 200 }).find((candidate) => candidate.id.startsWith(prefix)) : undefined;
+    const task = prefix ? ducklm.listTasks({ limit: 200 }).find((candidate) => candidate.id.startsWith(prefix)) : undefined;
     if (!task) return void (await ctx.reply("usage: /cancel <task id or its first characters>"));
-    runtime.loop.cancel(task.id, "cancelled from Telegram");
+    try {
+      ducklm.cancel(task.id, "cancelled from Telegram");
+    } catch (error) {
+      return void (await ctx.reply(DuckError.isInstance(error) ? error.message : "could not cancel"));
+    }
     await ctx.reply(`cancelling ${task.id.slice(0, 8)}`);
   });
 
   bot.on("message:text", async (ctx) => {
     if (!isAllowed(ctx)) return refuse(ctx);
     try {
-      const handle = runtime.loop.submit({ text: ctx.message.text, session_id: `telegram-${ctx.chat.id}` });
+      const handle = ducklm.submit({ text: ctx.message.text, session_id: `telegram-${ctx.chat.id}` });
       await ctx.reply(`▸ task ${handle.taskId.slice(0, 8)} received`);
       watch(handle.taskId, ctx.chat.id);
       handle.done.catch((error: unknown) => options.logger.error({ err: error, task_id: handle.taskId }, "telegram task failed to run"));
@@ -183,7 +186,7 @@ export function createTelegramBot(runtime: Runtime, options: TelegramBotOptions)
       return;
     }
     try {
-      runtime.loop.resolvePermission(pending.taskId, pending.requestId, answer, `telegram:${ctx.from.id}`).done.catch(() => undefined);
+      ducklm.answerPermission(pending.taskId, pending.requestId, answer, { by: `telegram:${ctx.from.id}` }).done.catch(() => undefined);
       pendingButtons.delete(key!);
       await ctx.answerCallbackQuery({ text: answer === "deny" ? "Denied" : "Allowed" });
       await ctx.editMessageReplyMarkup({ reply_markup: undefined }).catch(() => undefined);

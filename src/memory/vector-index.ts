@@ -1,3 +1,4 @@
+import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import { createHash } from "node:crypto";
 import { chmodSync, existsSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import hnswlib from "hnswlib-node";
@@ -84,7 +85,7 @@ export class VectorIndex {
   }
 
   add(id: number, vector: Float32Array): void {
-    if (vector.length !== this.dimension) throw new Error(`vector has ${vector.length} dimensions, the index ${this.dimension}`);
+    if (vector.length !== this.dimension) throw new DuckError(ErrorCode.InvalidInput, `vector has ${vector.length} dimensions, the index ${this.dimension}`);
     if (this.ids.size + 1 > this.capacity) {
       this.capacity *= 2;
       this.index.resizeIndex(this.capacity);

@@ -1,4 +1,5 @@
 import type { SafeShapeConfig } from "../config/config-schemas.js";
+import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import { judgeWorkspacePath, type PathContext } from "./path-judge.js";
 import type { ShellWord } from "./shell-words.js";
 
@@ -38,7 +39,7 @@ const KINDS: Record<string, ValueKind> = { "<path>": "path", "<text>": "text", "
 
 function kindOf(token: string, label: string): ValueKind {
   const kind = KINDS[token];
-  if (!kind) throw new Error(`${label}: unknown value kind ${token} (use <path>, <text> or <n>)`);
+  if (!kind) throw new DuckError(ErrorCode.ConfigInvalid, `${label}: unknown value kind ${token} (use <path>, <text> or <n>)`);
   return kind;
 }
 
@@ -78,7 +79,7 @@ export function parseShape(rule: string | SafeShapeConfig): CommandShape {
     if (name === "-<n>") numericShorthand = true;
     else if (name.startsWith("--") || rule.word_options) merge(longOptions, name);
     else if (/^-[^-]$/.test(name)) merge(shortOptions, name.slice(1));
-    else throw new Error(`${label}: option ${option} is neither -x nor --long`);
+    else throw new DuckError(ErrorCode.ConfigInvalid, `${label}: option ${option} is neither -x nor --long`);
   }
   const kinds = (Array.isArray(rule.operands) ? rule.operands : [`${rule.operands}...`]).map((entry) => entry.trim());
   const fixed: ValueKind[] = [];
@@ -87,7 +88,7 @@ export function parseShape(rule: string | SafeShapeConfig): CommandShape {
     if (entry === "none...") return;
     const repeated = entry.endsWith("...");
     const kind = kindOf(`<${entry.replace(/\.\.\.$/, "").replace(/s$/, "").replace(/^number$/, "n")}>`, label);
-    if (repeated && index !== kinds.length - 1) throw new Error(`${label}: only the last operand kind may repeat`);
+    if (repeated && index !== kinds.length - 1) throw new DuckError(ErrorCode.ConfigInvalid, `${label}: only the last operand kind may repeat`);
     if (repeated) rest = kind;
     else fixed.push(kind);
   });

@@ -93,7 +93,6 @@ export async function replayTask(recorded: readonly DuckEvent[], config: DuckCon
       sleep: async () => undefined,
       // No command runs in a replay; decisions follow the confinement the recording says it had.
       sandbox: { ...unconfinedShell, confinement: (recorded.find((event) => event.type === "task-started")?.payload as EventPayloads["task-started"] | undefined)?.confinement ?? "confined" },
-      skipRetention: true,
     });
     await runtime.ready();
     const received = first.payload as EventPayloads["task-received"];

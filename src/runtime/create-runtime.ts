@@ -55,8 +55,6 @@ export interface CreateRuntimeOptions {
   memorySearch?: MemorySearch;
   /** Delay between retries; defaults to a real, cancellable wait (replay passes none). */
   sleep?: (ms: number, signal: AbortSignal) => Promise<void>;
-  /** Skip the start-up retention pass and memory cleanup (replay). */
-  skipRetention?: boolean;
   /** What embeds memory for vector search. Defaults to the model provider's embeddings role, if any. */
   embedder?: MemoryEmbedder | null;
   clock?: Clock;
@@ -85,16 +83,38 @@ export interface Runtime {
   sandboxWarning: string | null;
   /** DuckLM's own state (home, config, plugins): no task may read or write it. */
   protectedPaths: readonly string[];
+  /** Where tasks work unless they name another folder. */
+  workspace: string;
+  /** What the executors work with (the DuckLM API runs its commands through it). */
+  context: ExecutorContext;
+  /**
+   * The start-up work of a process that drives tasks, run explicitly: the permission examples and the
+   * memory index (`ready`), retention of finished tasks, the memory cleanup schedule, and the tasks an
+   * earlier process left unfinished — driven on with runtime.json `resume` `auto`, else only listed.
+   */
+  start(): Promise<StartReport>;
   /**
    * Tasks an earlier process left unfinished (received or running): with runtime.json `resume` `auto`
    * they are driven on (each records `task-resumed`); otherwise only listed. Tasks waiting for the user
    * stay waiting.
    */
-  resumeUnfinished(): { mode: "auto" | "ask" | "never"; tasks: Array<{ taskId: string; done: Promise<TaskOutcome> | null }> };
+  resumeUnfinished(): ResumeReport;
   /** Settles when the shell parser is loaded; rejects when permissions.json's examples do not hold. */
   ready(): Promise<void>;
   /** Stops running tasks, releases models and closes the database. */
   close(): Promise<void>;
+}
+
+export interface ResumeReport {
+  mode: "auto" | "ask" | "never";
+  tasks: Array<{ taskId: string; done: Promise<TaskOutcome> | null }>;
+}
+
+export interface StartReport {
+  /** Finished tasks removed by retention, and where they were archived. */
+  pruned: string[];
+  archivedTo: string | null;
+  resume: ResumeReport;
 }
 
 export const BUILTIN_TOOL_NAMES: ReadonlySet<string> = new Set(["file_read", "file_write", "file_list", "shell_exec", "code_apply", "memory_insert", "memory_search", "memory_list", "web_fetch", "web_search"]);
@@ -138,9 +158,6 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
         ? { provider: models, model: models.embeddingModel, dimension: models.embeddingDimension ?? 0 }
         : null;
   const memory = new MemoryService(memoryStore, embedder, config.runtime.memory, logger, options.databaseFile === ":memory:" ? null : join(home, "memory.hnsw"), options.clock);
-  // Retention runs at every start, so storage stays bounded without anyone remembering to prune.
-  const pruned = options.skipRetention ? { pruned: [], archivedTo: null } : store.prune(pruneOptionsFrom(config.runtime.retention, home));
-  if (pruned.pruned.length > 0) logger.info({ pruned: pruned.pruned.length, archive: pruned.archivedTo }, "finished tasks pruned");
   const tools = options.registry ?? new ToolRegistry();
   if (!options.registry) {
     tools.register(fileReadTool).register(fileWriteTool).register(fileListTool).register(shellExecTool).register(codeApplyTool, { internal: true });
@@ -155,7 +172,6 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
   const ready = (async () => {
     await classifier.checkExamples(config.permissions.examples);
     await memory.open();
-    if (!options.skipRetention) memory.scheduleCleanup();
   })();
   // A failure here is reported by `ready()`; tasks see it too, through the loop.
   ready.catch(() => undefined);
@@ -197,7 +213,17 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
     sandbox,
     sandboxWarning: warning,
     protectedPaths,
+    workspace,
+    context,
     ready: () => ready,
+    async start() {
+      await ready;
+      // Retention runs at every start, so storage stays bounded without anyone remembering to prune.
+      const pruned = store.prune(pruneOptionsFrom(config.runtime.retention, home));
+      if (pruned.pruned.length > 0) logger.info({ pruned: pruned.pruned.length, archive: pruned.archivedTo }, "finished tasks pruned");
+      memory.scheduleCleanup();
+      return { pruned: pruned.pruned, archivedTo: pruned.archivedTo, resume: this.resumeUnfinished() };
+    },
     resumeUnfinished() {
       const mode = config.runtime.resume;
       const unfinished = [...store.listTasks({ state: "received", limit: 10_000 }), ...store.listTasks({ state: "running", limit: 10_000 })].filter((task) => !loop.isActive(task.id));

@@ -1,6 +1,6 @@
 import type { ToolCall } from "../contracts/index.js";
 import { decideRecovery } from "../decisions/recovery-policy.js";
-import { ErrorCode } from "../errors/duck-error.js";
+import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import { CODE_APPLY_TOOL } from "../permissions/permission-policy.js";
 import type { StepProjection, TaskProjection } from "../state/task-projection.js";
 import { callTool } from "./call-tool.js";
@@ -14,7 +14,7 @@ export type StepTurn = "settled" | "waiting" | "retry";
 
 function stepOf(projection: TaskProjection, stepId: string): StepProjection {
   const step = projection.steps[stepId];
-  if (!step) throw new Error(`step ${stepId} is not in task ${projection.task_id}`);
+  if (!step) throw new DuckError(ErrorCode.Internal, `step ${stepId} is not in task ${projection.task_id}`);
   return step;
 }
 

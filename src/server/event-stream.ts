@@ -1,7 +1,6 @@
 import type { Socket } from "node:net";
 import type { WebSocket } from "ws";
 import type { DuckEvent } from "../contracts/index.js";
-import type { EventBus } from "../events/event-bus.js";
 import { eventJsonOf } from "../events/event-json.js";
 
 export interface StreamOptions {
@@ -29,12 +28,15 @@ export function serialise(event: DuckEvent): string {
  * and no duplicate (the bus reads and subscribes in one step). A client that stops reading is closed
  * at the buffer cap instead of slowing the others; a ping keeps idle connections honest.
  */
-export function streamTask(socket: WebSocket, bus: EventBus, taskId: string, since: number, options: StreamOptions = {}): void {
+/** Stored events of a task from `fromSeq`, then live ones, with no gap or duplicate (the DuckLM API's `subscribe`). */
+export type SubscribeToTask = (taskId: string, handler: (event: DuckEvent) => void, options: { fromSeq: number }) => () => void;
+
+export function streamTask(socket: WebSocket, subscribe: SubscribeToTask, taskId: string, since: number, options: StreamOptions = {}): void {
   const cap = options.bufferCapBytes ?? 4 * 1024 * 1024;
   let alive = true;
   const transport = (socket as unknown as { _socket?: Socket })._socket;
   let corked = false;
-  const unsubscribe = bus.subscribe(
+  const unsubscribe = subscribe(
     taskId,
     (event) => {
       if (socket.readyState !== socket.OPEN) return;

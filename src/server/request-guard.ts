@@ -1,5 +1,6 @@
 import { hostname } from "node:os";
 import type { FastifyReply, FastifyRequest } from "fastify";
+import { ErrorCode, type ErrorCodeName } from "../errors/duck-error.js";
 import { tokensEqual } from "./install-token.js";
 
 /** The browser's session cookie, set only by visiting a one-time login link. */
@@ -47,7 +48,7 @@ export function cookieValue(header: string | undefined, name: string): string | 
   return null;
 }
 
-function refuse(reply: FastifyReply, status: number, code: string, message: string): FastifyReply {
+function refuse(reply: FastifyReply, status: number, code: ErrorCodeName, message: string): FastifyReply {
   // A refused WebSocket upgrade must not leave its socket open: close the connection after the answer.
   reply.raw.once("finish", () => reply.request.raw.socket?.end());
   return reply.code(status).header("cache-control", "no-store").header("connection", "close").send({ error: { code, message } });
@@ -66,18 +67,18 @@ export function createRequestGuard(options: GuardOptions) {
   return async function guard(request: FastifyRequest, reply: FastifyReply): Promise<void> {
     const raw = request.raw;
     if (!raw.url || !raw.url.startsWith("/")) {
-      await refuse(reply, 403, "DUCK_ERR_FORBIDDEN_HOST", "absolute-form request targets are not accepted");
+      await refuse(reply, 403, ErrorCode.ForbiddenHost, "absolute-form request targets are not accepted");
       return;
     }
     let hostHeaders = 0;
     for (let i = 0; i < raw.rawHeaders.length; i += 2) if (raw.rawHeaders[i]!.toLowerCase() === "host") hostHeaders += 1;
     if (hostHeaders > 1) {
-      await refuse(reply, 400, "DUCK_ERR_FORBIDDEN_HOST", "a request may carry one Host header, not several");
+      await refuse(reply, 400, ErrorCode.ForbiddenHost, "a request may carry one Host header, not several");
       return;
     }
     const host = hostOf(request.headers.host);
     if (!host || !hostAllowed(host.host) || (host.port !== null && Number(host.port) !== options.port)) {
-      await refuse(reply, 403, "DUCK_ERR_FORBIDDEN_HOST", "this server answers only requests addressed to it by a local name (Host header refused)");
+      await refuse(reply, 403, ErrorCode.ForbiddenHost, "this server answers only requests addressed to it by a local name (Host header refused)");
       return;
     }
     const upgrade = (request.headers.upgrade ?? "").toLowerCase() === "websocket";
@@ -92,7 +93,7 @@ export function createRequestGuard(options: GuardOptions) {
         allowed = false;
       }
       if (!allowed) {
-        await refuse(reply, 403, "DUCK_ERR_FORBIDDEN_ORIGIN", `requests from ${origin} are not accepted`);
+        await refuse(reply, 403, ErrorCode.ForbiddenOrigin, `requests from ${origin} are not accepted`);
         return;
       }
     }
@@ -100,7 +101,7 @@ export function createRequestGuard(options: GuardOptions) {
     if (options.publicPaths(path) && SAFE_METHODS.has(request.method) && !upgrade) return;
     const authorization = request.headers.authorization;
     if (authorization?.startsWith("Bearer ")) {
-      if (!tokensEqual(authorization.slice(7).trim(), options.token)) await refuse(reply, 401, "DUCK_ERR_UNAUTHORIZED", "the token is wrong");
+      if (!tokensEqual(authorization.slice(7).trim(), options.token)) await refuse(reply, 401, ErrorCode.Unauthorized, "the token is wrong");
       return;
     }
     const session = cookieValue(request.headers.cookie, SESSION_COOKIE);
@@ -113,7 +114,7 @@ export function createRequestGuard(options: GuardOptions) {
     await refuse(
       reply,
       401,
-      "DUCK_ERR_UNAUTHORIZED",
+      ErrorCode.Unauthorized,
       session
         ? "this browser's session has ended: run `ducklm login` and open the link it prints"
         : "log in first: open the link `ducklm serve` printed (or run `ducklm login` for a new one), or send Authorization: Bearer <token> (the token is in <home>/token)",

@@ -1,3 +1,4 @@
+import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import type {
   CoderProposal,
   PreApproval,
@@ -199,7 +200,7 @@ const reducers: { [T in EventTypeName]?: Reducer<T> } = {
   },
   "task-cancelled": (p, e) => {
     p.state = "cancelled";
-    p.error = { code: "DUCK_ERR_CANCELLED", message: e.reason };
+    p.error = { code: ErrorCode.Cancelled, message: e.reason };
   },
 };
 
@@ -243,6 +244,6 @@ export function projectEvents(events: readonly DuckEvent[], from?: TaskProjectio
     }
     projection = applyEvent(projection, event);
   }
-  if (!projection) throw new Error("no events to project");
+  if (!projection) throw new DuckError(ErrorCode.Internal, "no events to project");
   return projection;
 }

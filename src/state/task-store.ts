@@ -120,7 +120,7 @@ export class TaskStore {
    * `durable` when the caller is about to acknowledge the task to someone outside this process.
    */
   createTask(
-    input: { text: string; session_id?: string | undefined; workspace: string; id?: string; auto_approve?: PreApproval[] },
+    input: { text: string; session_id?: string | undefined; workspace: string; id?: string; auto_approve?: PreApproval[]; kind?: "memory-edit" },
     options: AppendOptions = {},
   ): TaskProjection {
     this.throwIfBroken();
@@ -136,6 +136,7 @@ export class TaskStore {
         session_id: input.session_id ?? null,
         workspace: input.workspace,
         ...(input.auto_approve && input.auto_approve.length > 0 ? { auto_approve: input.auto_approve } : {}),
+        ...(input.kind ? { kind: input.kind } : {}),
       },
     };
     const projection = initialProjection(event);

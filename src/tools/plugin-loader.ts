@@ -1,3 +1,4 @@
+import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -55,9 +56,9 @@ export async function loadPlugins(folders: readonly string[], logger: Logger, ta
         const exported = Array.isArray(produced) ? produced : [produced];
         for (const candidate of exported) {
           const problem = checkToolShape(candidate);
-          if (problem) throw new Error(problem);
+          if (problem) throw new DuckError(ErrorCode.ConfigInvalid, problem);
           const tool = candidate as AnyToolDefinition;
-          if (names.has(tool.name)) throw new Error(`a tool named ${tool.name} already exists`);
+          if (names.has(tool.name)) throw new DuckError(ErrorCode.ConfigInvalid, `a tool named ${tool.name} already exists`);
           // The models are shown the input as JSON schema: a schema that cannot become one is refused now.
           z.toJSONSchema(tool.inputSchema, { io: "input", unrepresentable: "any" });
           names.add(tool.name);

@@ -1,11 +1,14 @@
 import type { FastifyInstance } from "fastify";
 import type { AddressInfo } from "node:net";
+import { ducklmOf, type DuckLM } from "../../src/runtime/ducklm.js";
 import { buildServer } from "../../src/server/build-server.js";
 import { loadInstallToken } from "../../src/server/install-token.js";
 import { createTestRuntime, type TestRuntimeOptions, type TestRuntime } from "./test-runtime.js";
 
 export interface TestServer {
   runtime: TestRuntime;
+  /** The API the server itself is built on. */
+  ducklm: DuckLM;
   app: FastifyInstance;
   token: string;
   port: number;
@@ -23,10 +26,12 @@ export async function startTestServer(options: TestRuntimeOptions & { stream?: {
   const probe = (await import("node:net")).createServer();
   const port = await new Promise<number>((resolve) => probe.listen(0, "127.0.0.1", () => resolve((probe.address() as AddressInfo).port)));
   await new Promise((resolve) => probe.close(resolve));
-  const app = await buildServer({ runtime, token, port, ...(options.stream ? { stream: options.stream } : {}) });
+  const ducklm = ducklmOf(runtime);
+  const app = await buildServer({ ducklm, token, port, ...(options.stream ? { stream: options.stream } : {}) });
   await app.listen({ host: "127.0.0.1", port });
   return {
     runtime,
+    ducklm,
     app,
     token,
     port,

@@ -1,3 +1,4 @@
+import { ducklmOf } from "../../src/runtime/ducklm.js";
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:http";
@@ -20,7 +21,7 @@ beforeAll(async () => {
   await api.start();
   runtime = createTestRuntime();
   await runtime.ready();
-  telegram = createTelegramBot(runtime, { token: "123:test-token", allowedUserIds: [OWNER], apiRoot: api.apiRoot, logger: runtime.logger });
+  telegram = createTelegramBot(ducklmOf(runtime), { token: "123:test-token", allowedUserIds: [OWNER], apiRoot: api.apiRoot, logger: runtime.logger });
   polling = telegram.start();
 });
 

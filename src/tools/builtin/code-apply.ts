@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { ErrorCode } from "../../errors/duck-error.js";
 import { CODE_APPLY_TOOL } from "../../permissions/permission-policy.js";
 import { defineTool, type ToolOutput } from "../tool-definition.js";
 import { fileWriteTool } from "./file-write.js";
@@ -27,7 +28,7 @@ export const codeApplyTool = defineTool({
       const result = await fileWriteTool.execute({ path: file.path, content: file.content, mode: "overwrite" }, context).catch((error: unknown) => ({
         ok: false,
         output: "",
-        error: { code: (error as { code?: string }).code ?? "DUCK_ERR_TOOL_FAILED", message: (error as Error).message },
+        error: { code: (error as { code?: string }).code ?? ErrorCode.ToolFailed, message: (error as Error).message },
       }));
       written.push({ path: file.path, ok: result.ok, ...(result.error ? { error: `${result.error.code}: ${result.error.message}` } : {}) });
       sections.push(result.ok ? result.output : `could not write ${file.path}: ${result.error?.code}: ${result.error?.message}`);
@@ -38,7 +39,7 @@ export const codeApplyTool = defineTool({
         ok: allWritten,
         output: sections.join("\n"),
         data: { files: written, test: null },
-        ...(allWritten ? {} : { error: { code: "DUCK_ERR_TOOL_FAILED", message: `could not write ${written.filter((file) => !file.ok).map((file) => file.path).join(", ")}` } }),
+        ...(allWritten ? {} : { error: { code: ErrorCode.ToolFailed, message: `could not write ${written.filter((file) => !file.ok).map((file) => file.path).join(", ")}` } }),
       };
     }
     const test = await shellExecTool.execute({ command: input.test_command }, context);
@@ -49,7 +50,7 @@ export const codeApplyTool = defineTool({
       data: { files: written, test: { command: input.test_command, exit_code: test.exit_code ?? null } },
       exit_code: test.exit_code ?? null,
       truncated: test.truncated ?? false,
-      ...(test.ok ? {} : { error: test.error ?? { code: "DUCK_ERR_TOOL_FAILED", message: `the test command exited with ${test.exit_code}` } }),
+      ...(test.ok ? {} : { error: test.error ?? { code: ErrorCode.ToolFailed, message: `the test command exited with ${test.exit_code}` } }),
     };
   },
 });

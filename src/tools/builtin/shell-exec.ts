@@ -1,5 +1,6 @@
 import { spawn } from "node:child_process";
 import { z } from "zod";
+import { ErrorCode } from "../../errors/duck-error.js";
 import { unconfinedShell } from "../shell-sandbox.js";
 import { defineTool } from "../tool-definition.js";
 
@@ -81,7 +82,7 @@ export const shellExecTool = defineTool({
       else context.signal.addEventListener("abort", killGroup, { once: true });
       child.on("error", (error) => {
         context.signal.removeEventListener("abort", killGroup);
-        resolvePromise({ ok: false, output: "", exit_code: null, error: { code: "DUCK_ERR_TOOL_FAILED", message: error.message } });
+        resolvePromise({ ok: false, output: "", exit_code: null, error: { code: ErrorCode.ToolFailed, message: error.message } });
       });
       child.on("close", (code, signal) => {
         context.signal.removeEventListener("abort", killGroup);
@@ -92,7 +93,7 @@ export const shellExecTool = defineTool({
         if (truncated) output += `\n[shell_exec: output cut, ${stdout.truncatedBytes + stderr.truncatedBytes} bytes not kept]`;
         const data = { command: input.command, stdout: stdout.text(), stderr: errText, exit_code: code, signal };
         if (stoppedBy !== null) {
-          resolvePromise({ ok: false, output, exit_code: code, truncated, data, error: { code: "DUCK_ERR_TOOL_TIMEOUT", message: `command stopped: ${stoppedBy}` } });
+          resolvePromise({ ok: false, output, exit_code: code, truncated, data, error: { code: ErrorCode.ToolTimeout, message: `command stopped: ${stoppedBy}` } });
           return;
         }
         const ok = code === 0;
@@ -102,7 +103,7 @@ export const shellExecTool = defineTool({
           exit_code: code,
           truncated,
           data,
-          ...(ok ? {} : { error: { code: "DUCK_ERR_TOOL_FAILED", message: `command exited with ${code ?? signal}` } }),
+          ...(ok ? {} : { error: { code: ErrorCode.ToolFailed, message: `command exited with ${code ?? signal}` } }),
         });
       });
     });

@@ -1,6 +1,8 @@
-import { MemoryKindSchema } from "../contracts/index.js";
-import { DuckError, ErrorCode } from "../errors/duck-error.js";
-import type { Runtime } from "../runtime/create-runtime.js";
+import type { Command } from "commander";
+import { MemoryKindSchema } from "../../contracts/index.js";
+import { DuckError, ErrorCode } from "../../errors/duck-error.js";
+import type { DuckLM } from "../../runtime/ducklm.js";
+import { withDuckLM, type GlobalOptions } from "../with-ducklm.js";
 
 function entryId(text: string): number {
   const id = Number(text);
@@ -8,9 +10,8 @@ function entryId(text: string): number {
   return id;
 }
 
-/** `ducklm memory search|list|add|rm|pin|unpin|cleanup|reindex|stats`. */
-export async function memoryCommand(runtime: Runtime, action: string, args: string[], options: { json?: boolean; kind?: string; limit?: string }): Promise<number> {
-  const memory = runtime.memory;
+async function memoryAction(ducklm: DuckLM, action: string, args: string[], options: { json?: boolean; kind?: string; limit?: string }): Promise<number> {
+  const memory = ducklm.memory;
   const limit = Number(options.limit ?? 10);
   const print = (value: unknown, human: () => void) => (options.json ? console.log(JSON.stringify(value)) : human());
   switch (action) {
@@ -25,7 +26,7 @@ export async function memoryCommand(runtime: Runtime, action: string, args: stri
       return 0;
     }
     case "list": {
-      const entries = memory.store.list(limit);
+      const entries = memory.list(limit);
       print(entries, () => {
         if (entries.length === 0) console.log("memory is empty");
         for (const entry of entries) console.log(`#${entry.id}  w=${entry.weight.toFixed(2)}${entry.pinned ? "  pinned" : ""}  [${entry.kind}] ${entry.text}`);
@@ -37,21 +38,19 @@ export async function memoryCommand(runtime: Runtime, action: string, args: stri
       if (!text) throw new DuckError(ErrorCode.InvalidInput, "what to remember: ducklm memory add <text>");
       const kind = MemoryKindSchema.safeParse(options.kind ?? "fact");
       if (!kind.success) throw new DuckError(ErrorCode.InvalidInput, `--kind must be one of ${MemoryKindSchema.options.join(", ")}`);
-      const result = await memory.remember(text, kind.data, null);
+      const result = await memory.remember(text, kind.data, "cli");
       print(result, () => console.log(result.action === "insert" ? `remembered #${result.entry.id}` : `already known as #${result.entry.id}; its weight is now ${result.entry.weight}`));
       return 0;
     }
     case "rm": {
-      const id = entryId(args[0] ?? "");
-      if (!memory.forget(id)) throw new DuckError(ErrorCode.InvalidInput, `no memory entry #${id}`);
-      print({ deleted: id }, () => console.log(`forgot #${id}`));
+      const result = await memory.forget(entryId(args[0] ?? ""), "cli");
+      print({ deleted: result.entry.id, task_id: result.taskId }, () => console.log(`forgot #${result.entry.id}`));
       return 0;
     }
     case "pin":
     case "unpin": {
-      const id = entryId(args[0] ?? "");
-      if (!memory.pin(id, action === "pin")) throw new DuckError(ErrorCode.InvalidInput, `no memory entry #${id}`);
-      print({ id, pinned: action === "pin" }, () => console.log(`${action === "pin" ? "pinned" : "unpinned"} #${id}`));
+      const result = await memory.pin(entryId(args[0] ?? ""), action === "pin", "cli");
+      print({ id: result.entry.id, pinned: action === "pin", task_id: result.taskId }, () => console.log(`${action === "pin" ? "pinned" : "unpinned"} #${result.entry.id}`));
       return 0;
     }
     case "cleanup": {
@@ -61,7 +60,8 @@ export async function memoryCommand(runtime: Runtime, action: string, args: stri
     }
     case "reindex": {
       const count = await memory.reindex();
-      print({ reindexed: count }, () => console.log(memory.vectorSearch ? `embedded ${count} entries again and rebuilt the vector index` : "no embedding model: keyword search only, nothing to index"));
+      const stats = memory.stats();
+      print({ reindexed: count }, () => console.log(stats.vector_index ? `embedded ${count} entries again and rebuilt the vector index` : "no embedding model: keyword search only, nothing to index"));
       return 0;
     }
     case "stats": {
@@ -76,4 +76,19 @@ export async function memoryCommand(runtime: Runtime, action: string, args: stri
     default:
       throw new DuckError(ErrorCode.InvalidInput, `unknown memory action "${action}"; use search, list, add, rm, pin, unpin, cleanup, reindex or stats`);
   }
+}
+
+/** `ducklm memory search|list|add|rm|pin|unpin|cleanup|reindex|stats`. */
+export function registerMemory(program: Command): void {
+  program
+    .command("memory")
+    .description("long-term memory: search <words> | list | add <text> | rm <id> | pin <id> | unpin <id> | cleanup | reindex | stats")
+    .argument("<action>", "search, list, add, rm, pin, unpin, cleanup, reindex or stats")
+    .argument("[words...]", "the query, the text, or the entry id")
+    .option("--kind <kind>", "for add: fact, procedure, outcome or note", "fact")
+    .option("--limit <n>", "for search and list", "10")
+    .option("--json", "print JSON")
+    .action(async (action: string, words: string[], options: { json?: boolean; kind?: string; limit?: string }) =>
+      withDuckLM(program.opts<GlobalOptions>(), (ducklm) => memoryAction(ducklm, action, words, options), { models: true }),
+    );
 }

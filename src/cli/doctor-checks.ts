@@ -11,7 +11,7 @@ import { createLogger } from "../runtime/logger.js";
 import { checkDatabaseIntegrity } from "../storage/database-check.js";
 import { loadPlugins } from "../tools/plugin-loader.js";
 import { chooseShellSandbox } from "../tools/shell-sandbox.js";
-import type { GlobalOptions } from "./cli-runtime.js";
+import type { GlobalOptions } from "./with-ducklm.js";
 
 type Level = "ok" | "warn" | "fail";
 

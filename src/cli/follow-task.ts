@@ -1,20 +1,12 @@
-import { safeForTerminal } from "./terminal-text.js";
 import { createInterface } from "node:readline/promises";
 import type { DuckEvent } from "../contracts/index.js";
-import type { Runtime } from "../runtime/create-runtime.js";
+import type { StartReport } from "../runtime/create-runtime.js";
+import type { DuckLM } from "../runtime/ducklm.js";
 import type { PermissionAnswer } from "../runtime/runtime-loop.js";
 import type { TaskOutcome } from "../runtime/task-outcome.js";
-import { ExitCode } from "./cli-runtime.js";
 import { formatEvent } from "./format-event.js";
-
-export interface RunOptions {
-  json?: boolean;
-  session?: string;
-  /** Pre-approve commands no rule covers. */
-  yes?: boolean;
-  /** Pre-approve network use by commands that need it. */
-  allowNetwork?: boolean;
-}
+import { safeForTerminal } from "./terminal-text.js";
+import { ExitCode } from "./with-ducklm.js";
 
 /** Prints events as they happen: one JSON object a line, or a readable transcript. */
 export function createEventPrinter(json: boolean, write: (text: string) => void = (text) => process.stdout.write(text)) {
@@ -101,13 +93,12 @@ export function exitCodeFor(outcome: TaskOutcome): number {
 }
 
 /**
- * Prints a task's events from `fromSeq` while the loop drives it, answers permission and password
+ * Prints a task's events from `fromSeq` while DuckLM drives it, answers permission and password
  * requests at the terminal, and returns the exit code for how it ended.
  */
-export async function followTask(runtime: Runtime, taskId: string, done: Promise<TaskOutcome>, options: RunOptions & { fromSeq?: number }): Promise<number> {
-  const print = createEventPrinter(options.json === true);
-  const unsubscribe = runtime.bus.subscribe(taskId, print, { fromSeq: options.fromSeq ?? 1 });
-  const onInterrupt = () => runtime.loop.cancel(taskId, "interrupted at the terminal");
+export async function followTask(ducklm: DuckLM, taskId: string, done: Promise<TaskOutcome>, options: { json?: boolean; fromSeq?: number }): Promise<number> {
+  const unsubscribe = ducklm.subscribe(taskId, createEventPrinter(options.json === true), { fromSeq: options.fromSeq ?? 1 });
+  const onInterrupt = () => ducklm.cancel(taskId, "interrupted at the terminal");
   process.once("SIGINT", onInterrupt);
   try {
     let outcome = await done;
@@ -115,10 +106,10 @@ export async function followTask(runtime: Runtime, taskId: string, done: Promise
       let next: Promise<TaskOutcome> = Promise.resolve(outcome);
       for (const request of outcome.pending_secrets) {
         const secret = await readHidden(`${safeForTerminal(request.prompt)}\nPassword (not shown, not stored): `);
-        next = runtime.loop.provideSecret(taskId, request.request_id, secret, "cli").done;
+        next = ducklm.provideSecret(taskId, request.request_id, secret, "cli").done;
       }
       const answers = await askPermission(outcome);
-      for (const { requestId, answer } of answers) next = runtime.loop.resolvePermission(taskId, requestId, answer, "cli").done;
+      for (const { requestId, answer } of answers) next = ducklm.answerPermission(taskId, requestId, answer, { by: "cli" }).done;
       outcome = await next;
     }
     if (outcome.state === "awaiting_permission" && !options.json) {
@@ -134,9 +125,13 @@ export async function followTask(runtime: Runtime, taskId: string, done: Promise
   }
 }
 
-/** Drives on what an earlier process left unfinished (runtime.json `resume`), saying so on stderr. */
-export async function resumeLeftovers(runtime: Runtime): Promise<Array<Promise<TaskOutcome>>> {
-  const { mode, tasks } = runtime.resumeUnfinished();
+/**
+ * Does the start-up work of a command that drives tasks and says on stderr what an earlier process
+ * left unfinished (runtime.json `resume`); returns the resumed tasks' outcomes to wait for.
+ */
+export async function startAndResume(ducklm: DuckLM): Promise<Array<Promise<TaskOutcome>>> {
+  const report: StartReport = await ducklm.start();
+  const { mode, tasks } = report.resume;
   if (tasks.length === 0) return [];
   if (mode !== "auto") {
     console.error(`${tasks.length} unfinished task(s) from an earlier run (resume: ${mode}); resume one with \`ducklm tasks resume ID\`: ${tasks.map((task) => task.taskId).join(", ")}`);
@@ -149,18 +144,4 @@ export async function resumeLeftovers(runtime: Runtime): Promise<Array<Promise<T
       return outcome;
     }),
   );
-}
-
-/** `ducklm run "<task>"`: runs one task, printing its events; asks for permission at the terminal. */
-export async function runCommand(runtime: Runtime, text: string, options: RunOptions): Promise<number> {
-  const leftovers = await resumeLeftovers(runtime);
-  const handle = runtime.loop.submit({
-    text,
-    ...(options.session ? { session_id: options.session } : {}),
-    auto_approve: [...(options.yes ? (["unknown"] as const) : []), ...(options.allowNetwork ? (["network"] as const) : [])],
-  });
-  const code = await followTask(runtime, handle.taskId, handle.done, options);
-  // Closing now would only interrupt them again.
-  await Promise.allSettled(leftovers);
-  return code;
 }

@@ -8,7 +8,7 @@ import { createModelProvider, modelsDirectory } from "../models/create-model-pro
 import { downloadModel } from "../models/model-download.js";
 import { resolveRoles } from "../models/model-roles.js";
 import { createLogger } from "../runtime/logger.js";
-import type { GlobalOptions } from "./cli-runtime.js";
+import type { GlobalOptions } from "./with-ducklm.js";
 
 function formatBytes(bytes: number | null): string {
   if (bytes === null) return "-";

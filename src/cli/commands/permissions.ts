@@ -1,0 +1,57 @@
+import type { Command } from "commander";
+import { withDuckLM, type GlobalOptions } from "../with-ducklm.js";
+
+/** `ducklm permissions list|revoke` and `ducklm feedback`. */
+export function registerPermissions(program: Command): void {
+  const globals = () => program.opts<GlobalOptions>();
+  const permissions = program.command("permissions").description("remembered approvals");
+  permissions
+    .command("list")
+    .description("every remembered approval: command, directory, state")
+    .option("--json", "one JSON object per line")
+    .action(async (options: { json?: boolean }) =>
+      withDuckLM(globals(), (ducklm) => {
+        const approvals = ducklm.approvals.list();
+        if (options.json) for (const approval of approvals) console.log(JSON.stringify(approval));
+        else if (approvals.length === 0) console.log("no remembered approvals");
+        const now = new Date().toISOString();
+        if (!options.json) {
+          for (const approval of approvals) {
+            const state = approval.revoked_at ? `revoked ${approval.revoked_at}` : approval.expires_at && approval.expires_at <= now ? `expired ${approval.expires_at}` : approval.expires_at ? `until ${approval.expires_at}` : "active";
+            console.log(`${approval.id}  ${state.padEnd(32)}  in ${approval.cwd}:  ${approval.command}`);
+          }
+        }
+        return 0;
+      }),
+    );
+  permissions
+    .command("revoke")
+    .description("stop a remembered approval from applying")
+    .argument("<id>", "approval id (see `ducklm permissions list`)")
+    .action(async (id: string) =>
+      withDuckLM(globals(), (ducklm) => {
+        ducklm.approvals.revoke(id, "cli");
+        console.log(`revoked ${id}`);
+        return 0;
+      }),
+    );
+
+  program
+    .command("feedback")
+    .description("rate a task's answer, or one of its steps, for the critic's calibration")
+    .argument("<rating>", "up or down")
+    .argument("[comment...]", "why")
+    .requiredOption("--task <id>", "task id")
+    .option("--step <id>", "a step of the task, instead of its answer")
+    .action(async (rating: string, comment: string[], options: { task: string; step?: string }) =>
+      withDuckLM(globals(), (ducklm) => {
+        if (rating !== "up" && rating !== "down") {
+          console.error("error DUCK_ERR_INVALID_INPUT: the rating is `up` or `down`");
+          return 2;
+        }
+        ducklm.feedback(options.task, { target: options.step ? "step" : "answer", step_id: options.step ?? null, rating, comment: comment.join(" ") }, "cli");
+        console.log(`feedback recorded on task ${options.task}${options.step ? `, step ${options.step}` : ""}`);
+        return 0;
+      }),
+    );
+}

@@ -1,0 +1,106 @@
+import { spawn } from "node:child_process";
+import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createServer as createNetServer } from "node:net";
+import { join } from "node:path";
+import type { Command } from "commander";
+import type { DuckLM } from "../../runtime/ducklm.js";
+import { startAndResume } from "../follow-task.js";
+import { TASK_RUNNER, withDuckLM, type GlobalOptions } from "../with-ducklm.js";
+
+const LOOPBACK = new Set(["127.0.0.1", "localhost", "::1"]);
+
+/** Where a running server says how to reach it, so `ducklm login` can print a link for it. */
+function serverFile(home: string): string {
+  return join(home, "server.json");
+}
+
+function openInBrowser(url: string): void {
+  const opener = process.platform === "darwin" ? "open" : process.platform === "win32" ? "explorer" : "xdg-open";
+  const child = spawn(opener, [url], { stdio: "ignore", detached: true });
+  child.on("error", () => console.error(`could not start ${opener}; open the link yourself`));
+  child.unref();
+}
+
+function freePort(host: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createNetServer();
+    server.once("error", reject);
+    server.listen(0, host, () => {
+      const address = server.address();
+      server.close(() => resolve(typeof address === "object" && address ? address.port : 0));
+    });
+  });
+}
+
+/** `ducklm serve`: the HTTP API, live streaming and the web chat, on 127.0.0.1:8000 unless told otherwise. */
+async function serve(ducklm: DuckLM, options: { host?: string; port?: string; open?: boolean }): Promise<number> {
+  const host = options.host ?? "127.0.0.1";
+  const port = Number(options.port ?? 8000);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) {
+    console.error("error DUCK_ERR_INVALID_INPUT: --port must be a number from 0 to 65535");
+    return 2;
+  }
+  const { loadInstallToken } = await import("../../server/install-token.js");
+  const { buildServer } = await import("../../server/build-server.js");
+  const token = loadInstallToken(ducklm.home);
+  if (!LOOPBACK.has(host)) console.error(`warning: serving on ${host}, reachable from other machines. Every request needs a login or the token in ${ducklm.home}/token.`);
+  const listenPort = port === 0 ? await freePort(host) : port;
+  const app = await buildServer({ ducklm, token, port: listenPort, extraHosts: LOOPBACK.has(host) ? [] : [host] });
+  await app.listen({ host, port: listenPort });
+  const shown = host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host.includes(":") ? `[${host}]` : host;
+  const base = `http://${shown}:${listenPort}/`;
+  writeFileSync(serverFile(ducklm.home), `${JSON.stringify({ url: base, pid: process.pid })}\n`, { mode: 0o600 });
+  const login = `${base}login?code=${ducklm.logins.issueCode()}`;
+  console.log(`DuckLM is serving the chat at ${base} (API docs at /docs)`);
+  console.log(`Log in by opening ${login}`);
+  console.log("(the link works once, for 15 minutes; `ducklm login` prints a new one)");
+  if (options.open) openInBrowser(login);
+  await startAndResume(ducklm);
+  await new Promise<void>((resolve) => {
+    process.once("SIGINT", () => resolve());
+    process.once("SIGTERM", () => resolve());
+  });
+  console.log("stopping: unfinished tasks will resume at the next start");
+  rmSync(serverFile(ducklm.home), { force: true });
+  await app.close();
+  return 0;
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/** `ducklm login`: a new one-time login link for the server running on this home. */
+function login(ducklm: DuckLM, options: { open?: boolean }): number {
+  const file = serverFile(ducklm.home);
+  const running = existsSync(file) ? (JSON.parse(readFileSync(file, "utf8")) as { url?: string; pid?: number }) : null;
+  if (!running?.url || !running.pid || !alive(running.pid)) {
+    console.error(`error: no DuckLM server is running on ${ducklm.home}; start one with \`ducklm serve\` (it prints a login link)`);
+    return 1;
+  }
+  const link = `${running.url}login?code=${ducklm.logins.issueCode()}`;
+  console.log(link);
+  if (options.open) openInBrowser(link);
+  return 0;
+}
+
+export function registerServe(program: Command): void {
+  program
+    .command("serve")
+    .description("serve the HTTP API, live streaming and the web chat (default http://127.0.0.1:8000/)")
+    .option("--host <host>", "address to bind (default 127.0.0.1; anything else is reachable from other machines)")
+    .option("--port <port>", "port (default 8000; 0 picks a free one)")
+    .option("--open", "open the one-time login link in the browser")
+    .action(async (options: { host?: string; port?: string; open?: boolean }) => withDuckLM(program.opts<GlobalOptions>(), (ducklm) => serve(ducklm, options), TASK_RUNNER));
+
+  program
+    .command("login")
+    .description("print a new one-time link that logs a browser into the running `ducklm serve`")
+    .option("--open", "open it in the browser")
+    .action(async (options: { open?: boolean }) => withDuckLM(program.opts<GlobalOptions>(), (ducklm) => login(ducklm, options)));
+}

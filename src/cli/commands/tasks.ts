@@ -1,0 +1,97 @@
+import type { Command } from "commander";
+import { isTerminalTaskState, TaskStateSchema } from "../../contracts/index.js";
+import { DuckError, ErrorCode } from "../../errors/duck-error.js";
+import { createEventPrinter, followTask } from "../follow-task.js";
+import { safeForTerminal } from "../terminal-text.js";
+import { TASK_RUNNER, withDuckLM, type GlobalOptions } from "../with-ducklm.js";
+
+function positiveInteger(text: string | undefined, fallback: number, what: string, min = 1): number {
+  const value = text === undefined ? fallback : Number(text);
+  if (!Number.isInteger(value) || value < min) throw new DuckError(ErrorCode.InvalidInput, `${what} must be a whole number from ${min}`);
+  return value;
+}
+
+/** `ducklm tasks` with `resume`, `cancel` and `prune`, and `ducklm events`. */
+export function registerTasks(program: Command): void {
+  const globals = () => program.opts<GlobalOptions>();
+  const tasks = program
+    .command("tasks")
+    .description("list tasks with their state, newest first")
+    .option("--state <state>", "only tasks in this state")
+    .option("--limit <n>", "at most this many", "50")
+    .option("--json", "one JSON object per line")
+    .action(async (options: { state?: string; limit?: string; json?: boolean }) =>
+      withDuckLM(globals(), (ducklm) => {
+        const state = options.state === undefined ? undefined : TaskStateSchema.safeParse(options.state);
+        if (state && !state.success) throw new DuckError(ErrorCode.InvalidInput, `--state must be one of ${TaskStateSchema.options.join(", ")}`);
+        const listed = ducklm.listTasks({ ...(state?.data ? { state: state.data } : {}), limit: positiveInteger(options.limit, 50, "--limit") });
+        if (options.json) for (const task of listed) console.log(JSON.stringify(task));
+        else if (listed.length === 0) console.log('no tasks yet: try  ducklm run "read file README.md"');
+        else for (const task of listed) console.log(`${task.id}  ${task.state.padEnd(19)}  ${task.updated_at}  ${safeForTerminal(task.text.length > 60 ? `${task.text.slice(0, 57)}…` : task.text)}`);
+        return 0;
+      }),
+    );
+  tasks
+    .command("resume")
+    .description("drive an unfinished task on, answering what it waits for at the terminal")
+    .argument("<id>", "task id")
+    .option("--json", "print one JSON event per line")
+    .action(async (id: string, options: { json?: boolean }) =>
+      withDuckLM(
+        globals(),
+        (ducklm) => {
+          const view = ducklm.getTask(id);
+          const fromSeq = view.task.last_seq + 1;
+          if (view.state === "awaiting_permission") return followTask(ducklm, id, Promise.resolve(view), { ...options, fromSeq });
+          if (isTerminalTaskState(view.state)) throw new DuckError(ErrorCode.TaskNotActive, `task ${id} is ${view.state}; there is nothing to resume`);
+          return followTask(ducklm, id, ducklm.resume(id, "resumed from the command line"), { ...options, fromSeq });
+        },
+        TASK_RUNNER,
+      ),
+    );
+  tasks
+    .command("cancel")
+    .description("cancel an unfinished task")
+    .argument("<id>", "task id")
+    .action(async (id: string) =>
+      withDuckLM(globals(), (ducklm) => {
+        ducklm.cancel(id, "cancelled from the command line");
+        console.log(`cancelled ${id}`);
+        return 0;
+      }),
+    );
+  tasks
+    .command("prune")
+    .description("remove finished tasks with their events and checkpoints (memory stays)")
+    .option("--older-than <days>", "finished longer ago than this (default: runtime.json retention)")
+    .option("--keep <n>", "keep only the newest n finished tasks")
+    .option("--delete", "delete instead of archiving to <home>/archive")
+    .action(async (options: { olderThan?: string; keep?: string; delete?: boolean }) =>
+      withDuckLM(globals(), (ducklm) => {
+        const days = options.olderThan === undefined ? undefined : Number(options.olderThan);
+        if (days !== undefined && !(days >= 0)) throw new DuckError(ErrorCode.InvalidInput, "--older-than must be a number of days");
+        const keep = options.keep === undefined ? undefined : positiveInteger(options.keep, 0, "--keep", 0);
+        const result = ducklm.pruneTasks({ ...(days !== undefined ? { olderThanDays: days } : {}), ...(keep !== undefined ? { keep } : {}), ...(options.delete ? { delete: true } : {}) });
+        console.log(`pruned ${result.pruned.length} finished task(s)${result.archivedTo ? `, archived to ${result.archivedTo}` : ""}; memory is kept`);
+        return 0;
+      }),
+    );
+
+  program
+    .command("events")
+    .description("list a task's stored events")
+    .requiredOption("--task <id>", "task id (see `ducklm tasks`)")
+    .option("--since <seq>", "from this event number", "1")
+    .option("--json", "one JSON event per line")
+    .action(async (options: { task: string; since?: string; json?: boolean }) =>
+      withDuckLM(globals(), (ducklm) => {
+        const events = ducklm.events(options.task, { since: positiveInteger(options.since, 1, "--since") });
+        const print = createEventPrinter(true);
+        for (const event of events) {
+          if (options.json) print(event);
+          else process.stdout.write(`#${String(event.seq).padStart(3)} ${event.time} ${event.type}\n`);
+        }
+        return 0;
+      }),
+    );
+}

@@ -1,0 +1,68 @@
+import type { DuckLM } from "../runtime/ducklm.js";
+import { DuckError, ErrorCode } from "../errors/duck-error.js";
+
+export interface GlobalOptions {
+  home?: string;
+  config?: string;
+  workspace?: string;
+}
+
+/** Exit codes the CLI uses, documented in the README. */
+export const ExitCode = { Ok: 0, TaskFailed: 1, BadInput: 2, AwaitingPermission: 3, Cancelled: 130 } as const;
+
+/** What a command needs opened: models (for tasks and embeddings), integrations (for tasks). */
+export interface OpenSettings {
+  models?: boolean;
+  integrations?: boolean;
+}
+
+/** What a command that runs tasks needs: the models and the integrations' tools. */
+export const TASK_RUNNER: OpenSettings = { models: true, integrations: true };
+
+/** Prints an error a person can act on and returns the exit code for it. */
+export function reportError(error: unknown): number {
+  if (DuckError.isInstance(error)) {
+    console.error(`error ${error.code}: ${error.message}`);
+    return error.code === ErrorCode.Internal || error.code === ErrorCode.StorageFailed ? 1 : ExitCode.BadInput;
+  }
+  console.error(`error: ${error instanceof Error ? error.message : String(error)}`);
+  return 1;
+}
+
+/**
+ * Opens DuckLM for one command, runs it and closes DuckLM, turning errors into exit codes. The
+ * runtime is imported only here, when a command needs it, so that `--help` and `--version` stay fast.
+ */
+export async function withDuckLM(globals: GlobalOptions, action: (ducklm: DuckLM) => Promise<number> | number, settings: OpenSettings = { models: false }): Promise<void> {
+  let code: number;
+  let ducklm: DuckLM | undefined;
+  try {
+    const { createDuckLM } = await import("../runtime/create-ducklm.js");
+    ducklm = await createDuckLM({
+      ...(globals.home ? { home: globals.home } : {}),
+      ...(globals.config ? { config: globals.config } : {}),
+      ...(globals.workspace ? { workspace: globals.workspace } : {}),
+      models: settings.models !== false,
+      integrations: settings.integrations === true,
+      onWarning: (message) => console.error(`warning: ${message}`),
+    });
+    // Said wherever tasks run: a person must know when commands are not confined.
+    const warning = ducklm.status().sandbox.warning;
+    if (settings.integrations && warning) console.error(`warning: ${warning}`);
+    code = await action(ducklm);
+  } catch (error) {
+    code = reportError(error);
+  } finally {
+    await ducklm?.close();
+  }
+  process.exitCode = code;
+}
+
+/** Runs a command that needs no runtime, turning errors into exit codes. */
+export async function runPlain(action: () => Promise<number> | number): Promise<void> {
+  try {
+    process.exitCode = await action();
+  } catch (error) {
+    process.exitCode = reportError(error);
+  }
+}

@@ -1,0 +1,172 @@
+import type { Logger } from "pino";
+import type { DuckConfig } from "../config/config-schemas.js";
+import type { DuckEvent, EventPayloads, EventTypeName, MemoryEntry, MemoryHit, MemoryKind, PreApproval, TaskState, TaskSummary } from "../contracts/index.js";
+import { DuckError, ErrorCode } from "../errors/duck-error.js";
+import type { Approval } from "../permissions/approval-store.js";
+import type { PruneResult } from "../state/task-retention.js";
+import { pruneOptionsFrom } from "../state/task-retention.js";
+import type { Runtime, StartReport } from "./create-runtime.js";
+import { editMemory, type MemoryEditResult } from "./edit-memory.js";
+import type { PermissionAnswer, SubmitOptions, TaskHandle } from "./runtime-loop.js";
+import { outcomeOf, type TaskOutcome } from "./task-outcome.js";
+
+/** An event with its payload typed by its `type`: switch on `type` and the payload follows. */
+export type TypedEvent = { [T in EventTypeName]: Omit<DuckEvent, "type" | "payload"> & { type: T; payload: EventPayloads[T] } }[EventTypeName];
+
+/** A task to run: the request in the user's words, and what it may do without asking. */
+export interface TaskInput {
+  text: string;
+  /** Groups tasks of one conversation: earlier tasks of the session become history. */
+  session_id?: string;
+  /** Where the tools work, relative to the runtime's workspace. Defaults to it. */
+  workspace?: string;
+  /** What is approved in advance: `unknown` commands, `network` use. Never no_always or hard_stop. */
+  auto_approve?: PreApproval[];
+}
+
+/** A task as stored, with what it waits for. */
+export interface TaskView extends TaskOutcome {
+  task: TaskSummary;
+}
+
+/** What the runtime can do here: tools, and whether commands are confined. */
+export interface RuntimeStatus {
+  tools: string[];
+  sandbox: { confined: boolean; note: string; warning: string | null };
+}
+
+/**
+ * DuckLM as its surfaces see it — the HTTP server, the CLI, the Telegram bot and programs embedding
+ * it: commands and queries, never the database. Every change goes through the RuntimeLoop or an
+ * executor and leaves events.
+ */
+export interface DuckLM {
+  /** DuckLM's data folder (database, token, logs, models). */
+  readonly home: string;
+  /** Where tasks work unless they name another folder. */
+  readonly workspace: string;
+  /** The settings in force (read-only). */
+  readonly config: DuckConfig;
+  readonly logger: Logger;
+  /** Start-up work: checks, retention, the memory cleanup schedule, resuming unfinished tasks. */
+  start(): Promise<StartReport>;
+  /** Stops driving tasks (they resume at the next start), releases models and closes the store. */
+  close(): Promise<void>;
+
+  /** Records a task and starts running it; `done` settles when it finishes or waits for the user. */
+  submit(task: TaskInput, options?: SubmitOptions): TaskHandle;
+  cancel(taskId: string, reason?: string): void;
+  /** Drives a stored, unfinished task on (after a restart, or when resumption was set to `ask`). */
+  resume(taskId: string, reason?: string): Promise<TaskOutcome>;
+  /** Answers a permission request; `allow_always` remembers the exact command in that directory. */
+  answerPermission(taskId: string, requestId: string, answer: PermissionAnswer, options?: { by?: string; expiresAt?: Date }): TaskHandle;
+  /** Hands over a password a step asked for; it serves that one run and is never stored. */
+  provideSecret(taskId: string, requestId: string, secret: string, by?: string): TaskHandle;
+  feedback(taskId: string, feedback: { target: "answer" | "step"; step_id?: string | null; rating: "up" | "down"; comment?: string }, by?: string): void;
+
+  getTask(taskId: string): TaskView;
+  listTasks(options?: { state?: TaskState; limit?: number }): TaskSummary[];
+  events(taskId: string, options?: { since?: number; limit?: number }): TypedEvent[];
+  recentEvents(limit?: number): TypedEvent[];
+  /** A task's stored events from `fromSeq`, then live ones, in order, with no gap or duplicate. */
+  subscribe(taskId: string, handler: (event: TypedEvent) => void, options?: { fromSeq?: number }): () => void;
+  subscribeAll(handler: (event: TypedEvent) => void): () => void;
+  pruneTasks(options?: { olderThanDays?: number; keep?: number; delete?: boolean }): PruneResult;
+
+  memory: {
+    recall(query: string, limit?: number): Promise<MemoryHit[]>;
+    list(limit?: number): MemoryEntry[];
+    stats(): ReturnType<Runtime["memory"]["stats"]>;
+    /** Stores a memory (a near-duplicate reinforces the entry it repeats); recorded as a memory-edit task. */
+    remember(text: string, kind?: MemoryKind, by?: string): Promise<MemoryEditResult>;
+    forget(id: number, by?: string): Promise<MemoryEditResult>;
+    pin(id: number, pinned: boolean, by?: string): Promise<MemoryEditResult>;
+    cleanup(): ReturnType<Runtime["memory"]["cleanup"]>;
+    reindex(): Promise<number>;
+  };
+  approvals: {
+    list(): Approval[];
+    revoke(approvalId: string, by?: string): void;
+  };
+  /** One-time login codes and browser sessions (the web chat's). */
+  logins: Pick<Runtime["logins"], "issueCode" | "redeemCode" | "checkSession" | "endSession">;
+  status(): RuntimeStatus;
+}
+
+/** The API over a runtime (the composition root builds the runtime; this is what surfaces get). */
+export function ducklmOf(runtime: Runtime): DuckLM {
+  const { loop, store, memory, approvals, logins } = runtime;
+  const typed = (events: DuckEvent[]) => events as TypedEvent[];
+  return {
+    home: runtime.home,
+    workspace: runtime.workspace,
+    config: runtime.config,
+    logger: runtime.logger,
+    start: () => runtime.start(),
+    close: () => runtime.close(),
+    submit: (task, options) => loop.submit(task, options),
+    cancel(taskId, reason) {
+      const task = store.requireTask(taskId);
+      if (["completed", "failed", "cancelled"].includes(task.state)) throw new DuckError(ErrorCode.TaskNotActive, `task ${taskId} is already ${task.state}`);
+      loop.cancel(taskId, reason);
+    },
+    resume: (taskId, reason = "resumed on request") => {
+      store.requireTask(taskId);
+      return loop.resume(taskId, reason);
+    },
+    answerPermission: (taskId, requestId, answer, options = {}) => {
+      store.requireTask(taskId);
+      return loop.resolvePermission(taskId, requestId, answer, options.by ?? "user", options.expiresAt ? { expiresAt: options.expiresAt } : {});
+    },
+    provideSecret: (taskId, requestId, secret, by = "user") => {
+      store.requireTask(taskId);
+      return loop.provideSecret(taskId, requestId, secret, by);
+    },
+    feedback: (taskId, feedback, by = "user") => loop.recordFeedback(taskId, feedback, by),
+    getTask(taskId) {
+      const task = store.requireTask(taskId);
+      return { task, ...outcomeOf(store.projection(task.id)) };
+    },
+    listTasks: (options = {}) => store.listTasks(options),
+    events: (taskId, options = {}) => {
+      store.requireTask(taskId);
+      return typed(store.listEvents(taskId, options.since ?? 1, options.limit));
+    },
+    recentEvents: (limit = 100) => typed(store.recentEvents(limit)),
+    subscribe: (taskId, handler, options = {}) => runtime.bus.subscribe(taskId, (event) => handler(event as TypedEvent), options),
+    subscribeAll: (handler) => runtime.bus.subscribeAll((event) => handler(event as TypedEvent)),
+    pruneTasks(options = {}) {
+      const defaults = pruneOptionsFrom(runtime.config.runtime.retention, runtime.home);
+      return store.prune({
+        ...defaults,
+        ...(options.olderThanDays !== undefined ? { olderThan: new Date(Date.now() - options.olderThanDays * 86_400_000) } : {}),
+        ...(options.keep !== undefined ? { keepNewest: options.keep } : {}),
+        ...(options.delete ? { action: "delete" as const } : {}),
+      });
+    },
+    memory: {
+      recall: (query, limit = 5) => memory.recall(query, limit),
+      list: (limit = 50) => memory.store.list(limit),
+      stats: () => memory.stats(),
+      remember: (text, kind = "fact", by = "user") => editMemory(runtime.context, runtime.workspace, { action: "add", text, kind }, by),
+      forget: (id, by = "user") => editMemory(runtime.context, runtime.workspace, { action: "forget", id }, by),
+      pin: (id, pinned, by = "user") => editMemory(runtime.context, runtime.workspace, { action: "pin", id, pinned }, by),
+      cleanup: () => memory.cleanup(),
+      reindex: () => memory.reindex(),
+    },
+    approvals: {
+      list: () => approvals.list(),
+      revoke: (approvalId, by = "user") => loop.revokeApproval(approvalId, by),
+    },
+    logins: {
+      issueCode: () => logins.issueCode(),
+      redeemCode: (code) => logins.redeemCode(code),
+      checkSession: (session) => logins.checkSession(session),
+      endSession: (session) => logins.endSession(session),
+    },
+    status: () => ({
+      tools: runtime.tools.names(),
+      sandbox: { confined: runtime.sandbox.kind === "bwrap", note: runtime.sandbox.note, warning: runtime.sandboxWarning },
+    }),
+  };
+}

@@ -1,0 +1,48 @@
+import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { z } from "zod";
+import { loginPage } from "../login-page.js";
+import { callerOf, cookieValue, SESSION_COOKIE } from "../request-guard.js";
+import type { RouteOptions } from "./route-options.js";
+
+export const WEB_ASSETS = ["app.js", "answer-stream.js", "style.css", "favicon.svg"];
+const PAGE_CSP = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'";
+
+/**
+ * The chat page and its assets (public: they hold nothing secret), and logging in: a one-time link
+ * (printed by `ducklm serve` and `ducklm login`) becomes an HttpOnly session cookie; the redirect drops
+ * the code from the address bar. The install token never reaches a browser.
+ */
+export const pageRoutes: FastifyPluginAsyncZod<RouteOptions & { webRoot: string }> = async (app, { ducklm, token, webRoot }) => {
+  const checkSession = (session: string) => ducklm.logins.checkSession(session);
+  app.get("/", { schema: { hide: true } }, async (_request, reply) => {
+    reply.header("content-security-policy", PAGE_CSP).header("cache-control", "no-store");
+    return reply.type("text/html; charset=utf-8").send(readFileSync(join(webRoot, "index.html")));
+  });
+  for (const asset of WEB_ASSETS) app.get(`/${asset}`, { schema: { hide: true } }, async (_request, reply) => reply.sendFile(asset));
+
+  app.get("/login", { schema: { hide: true, querystring: z.strictObject({ code: z.string().max(200).optional() }) } }, async (request, reply) => {
+    reply.header("content-security-policy", PAGE_CSP).header("cache-control", "no-store").header("referrer-policy", "no-referrer");
+    const code = request.query.code;
+    if (code) {
+      const session = ducklm.logins.redeemCode(code);
+      if (session) {
+        reply.header("set-cookie", `${SESSION_COOKIE}=${session}; HttpOnly; SameSite=Strict; Path=/; Max-Age=${30 * 24 * 3600}`);
+        return reply.code(303).header("location", "/").send();
+      }
+      return reply.code(401).type("text/html; charset=utf-8").send(loginPage("This login link has been used or has expired."));
+    }
+    return reply.type("text/html; charset=utf-8").send(loginPage(null));
+  });
+  app.get("/session", { schema: { summary: "Whether this client is logged in (a browser session or the install token)" } }, async (request) => {
+    const caller = callerOf(request, { token, checkSession });
+    return { authenticated: caller !== null, via: caller };
+  });
+  app.post("/logout", { schema: { summary: "End this browser's session" } }, async (request, reply) => {
+    const session = cookieValue(request.headers.cookie, SESSION_COOKIE);
+    if (session) ducklm.logins.endSession(session);
+    reply.header("set-cookie", `${SESSION_COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0`);
+    return { logged_out: true };
+  });
+};

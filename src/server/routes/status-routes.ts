@@ -1,0 +1,30 @@
+import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
+import { z } from "zod";
+import { TaskIdParamsSchema } from "../../contracts/index.js";
+import { streamTask } from "../event-stream.js";
+import type { RouteOptions } from "./route-options.js";
+
+/** Health, remembered approvals, the OpenAPI document and the live event stream. */
+export const statusRoutes: FastifyPluginAsyncZod<RouteOptions> = async (app, { ducklm, stream }) => {
+  app.get("/health", { schema: { summary: "Liveness and what is available" } }, async () => {
+    const status = ducklm.status();
+    return { status: "ok", version: "0.1.0", uptime_s: Math.round(process.uptime()), tools: status.tools, sandbox: status.sandbox };
+  });
+  app.get("/approvals", { schema: { summary: "Remembered approvals" } }, async () => ({ approvals: ducklm.approvals.list() }));
+  app.delete("/approvals/:id", { schema: { summary: "Revoke a remembered approval", params: TaskIdParamsSchema } }, async (request) => {
+    ducklm.approvals.revoke(request.params.id, "api");
+    return { revoked: request.params.id };
+  });
+  app.get("/openapi.json", { schema: { hide: true } }, async () => app.swagger());
+  app.get("/stream/:id", { websocket: true, schema: { params: TaskIdParamsSchema, querystring: z.strictObject({ since: z.coerce.number().int().min(1).default(1) }) } }, (socket, request) => {
+    const params = request.params as { id: string };
+    const query = request.query as { since: number };
+    try {
+      ducklm.getTask(params.id);
+    } catch {
+      socket.close(4404, "no such task");
+      return;
+    }
+    streamTask(socket, ducklm.subscribe, params.id, query.since, stream);
+  });
+};

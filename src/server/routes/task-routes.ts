@@ -1,0 +1,25 @@
+import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
+import { ChatRequestSchema, RecentEventsQuerySchema, SinceQuerySchema, TaskIdParamsSchema, TaskListQuerySchema } from "../../contracts/index.js";
+import type { RouteOptions } from "./route-options.js";
+
+/** Tasks: submit, list, one with what it waits for, its events, cancel; and the newest events of all. */
+export const taskRoutes: FastifyPluginAsyncZod<RouteOptions> = async (app, { ducklm }) => {
+  app.post("/chat", { schema: { summary: "Submit a task; answers with its id at once, or with its outcome when `wait` is true", body: ChatRequestSchema } }, async (request, reply) => {
+    const body = request.body;
+    const handle = ducklm.submit({ text: body.text, ...(body.session_id ? { session_id: body.session_id } : {}), auto_approve: body.auto_approve }, { durable: true });
+    if (!body.wait) return reply.code(202).send({ task_id: handle.taskId, state: "received" });
+    return await handle.done;
+  });
+  app.get("/tasks", { schema: { summary: "Tasks, newest first", querystring: TaskListQuerySchema } }, async (request) => ({
+    tasks: ducklm.listTasks({ ...(request.query.state ? { state: request.query.state } : {}), limit: request.query.limit }),
+  }));
+  app.get("/tasks/:id", { schema: { summary: "One task with what it waits for", params: TaskIdParamsSchema } }, async (request) => ducklm.getTask(request.params.id));
+  app.get("/tasks/:id/events", { schema: { summary: "A task's stored events from `since`", params: TaskIdParamsSchema, querystring: SinceQuerySchema } }, async (request) => ({
+    events: ducklm.events(request.params.id, { since: request.query.since, limit: request.query.limit }),
+  }));
+  app.post("/tasks/:id/cancel", { schema: { summary: "Cancel a task", params: TaskIdParamsSchema } }, async (request) => {
+    ducklm.cancel(request.params.id, "cancelled through the API");
+    return { task_id: request.params.id, state: "cancelling" };
+  });
+  app.get("/events", { schema: { summary: "The newest events of all tasks", querystring: RecentEventsQuerySchema } }, async (request) => ({ events: ducklm.recentEvents(request.query.limit) }));
+};
