@@ -128,9 +128,55 @@ describe("a task cannot reach DuckLM's own state or its API", () => {
     expect(apiConnections).toBe(before);
   });
 
+  it("cannot rename, replace or extend .git, so the user's own git never runs what a task planted", async () => {
+    const gitBefore = readdirSync(join(workspace, ".git")).sort();
+    for (const command of [
+      "mv .git .git-old && mkdir .git && echo '[core]' > .git/config",
+      "rm -rf .git",
+      "echo ../evil > .git/commondir",
+      "mkdir -p evil/objects evil/refs && printf '[core]\\n\\tfsmonitor = \"touch /tmp/pwned\"\\n' > evil/config && echo ../evil > .git/commondir",
+      "ln -s ../../x .git/hooks/pre-commit",
+    ]) {
+      await attempt(command);
+    }
+    expect(readdirSync(join(workspace, ".git")).sort()).toEqual(gitBefore);
+    expect(existsSync(join(workspace, ".git", "commondir"))).toBe(false);
+    expect(read(join(workspace, ".git", "config"))).toBe(snapshot.get(join(workspace, ".git", "config")));
+  });
+
   it("does not see the sockets of services that would run a command for it outside", async () => {
     const probe = await attempt("ls /run/user 2>&1 | wc -l; ls -a /tmp");
     // /tmp is the sandbox's own: it holds only the folder the workspace is bound to.
     expect(probe.output.trim().split("\n")).toEqual(["0", ".", "..", workspace.split("/")[2]]);
+  });
+});
+
+describe("DuckLM's state deeper inside the workspace, and a temporary folder of its own", () => {
+  it("cannot be moved out from under its hiding place, nor the temporary folder be seen", async () => {
+    const ws = makeTempDir("ducklm-escape-deep-");
+    const home = join(ws, "x", "data");
+    const privateTmp = makeTempDir("ducklm-private-tmp-");
+    const savedTmp = process.env.TMPDIR;
+    process.env.TMPDIR = privateTmp;
+    writeFileSync(join(privateTmp, "ducklm-askpass-planted"), "would be a socket\n");
+    const deep = createTestRuntime({ home, workspace: ws, runtime: { retry: { max_step_retries: 0 } } });
+    try {
+      await deep.ready();
+      writeFileSync(join(home, "token"), "deep-secret-token\n", { mode: 0o600 });
+      const run = async (command: string) => {
+        const outcome = await deep.loop.submit({ text: `run \`${command}\``, auto_approve: ["unknown"] }).done;
+        const result = deep.store.listEvents(outcome.task_id).find((event) => event.type === "tool-result")?.payload.result as { output: string } | undefined;
+        return result?.output ?? "";
+      };
+      await run("mv x y");
+      expect(existsSync(join(ws, "x", "data", "token"))).toBe(true);
+      expect(await run("cat y/data/token x/data/token 2>&1; true")).not.toContain("deep-secret-token");
+      const listing = await run(`ls -a ${privateTmp}; echo "tmp=$TMPDIR"`);
+      expect(listing).not.toContain("ducklm-askpass-planted");
+      expect(listing).toContain("tmp=/tmp");
+    } finally {
+      process.env.TMPDIR = savedTmp;
+      await deep.dispose();
+    }
   });
 });

@@ -1,3 +1,4 @@
+import { tmpdir } from "node:os";
 import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -51,6 +52,8 @@ function installFakeSudo(): void {
 
 describe("a sudo password given through the secrets API", () => {
   it("reaches sudo through the askpass helper and is found nowhere afterwards", async () => {
+    const privateFolders = () => readdirSync(tmpdir()).filter((name) => name.startsWith("ducklm-askpass-") || name.startsWith("ducklm-sudo-"));
+    const before = privateFolders();
     installFakeSudo();
 
     const home = makeTempDir("ducklm-secret-home-");
@@ -94,13 +97,14 @@ describe("a sudo password given through the secrets API", () => {
     expect(files.some((file) => file.endsWith("ducklm.log"))).toBe(true);
     for (const file of files) for (const form of CANARY_FORMS) expect(readFileSync(file).includes(Buffer.from(form)), `${file}: ${form}`).toBe(false);
     // The askpass and relay folders are gone.
-    expect(readdirSync("/tmp").filter((name) => name.startsWith("ducklm-askpass-") || name.startsWith("ducklm-sudo-"))).toEqual([]);
+    expect(privateFolders()).toEqual(before);
   });
 
   it("runs through the relay only the sudo commands the approved text contains", async () => {
     installFakeSudo();
     const runtime = createTestRuntime();
-    const handle = runtime.loop.submit({ text: "run `sudo true; sudo $(printf %s whoami)`" });
+    writeFileSync(join(runtime.workspace, "name.txt"), "whoami\n");
+    const handle = runtime.loop.submit({ text: "run `sudo true; sudo $(cat name.txt)`" });
     const asked = await handle.done;
     expect(asked.pending_permissions[0]?.category).toBe("no_always");
     const needsPassword = await runtime.loop.resolvePermission(handle.taskId, asked.pending_permissions[0]!.request_id, "allow").done;

@@ -141,6 +141,11 @@ export const RuntimeConfigSchema = z.strictObject({
     network: z.boolean().default(false),
     /** Commands given the network may reach private (LAN) addresses; loopback and this machine's own addresses never. Defaults to false. */
     private_network: z.boolean().default(false),
+    /**
+     * Folders and files hidden from every confined command besides DuckLM's own (`~` is your home):
+     * keys, agents' sockets and cloud credentials by default.
+     */
+    hide: z.array(z.string().min(1)).default(["~/.ssh", "~/.gnupg", "~/.aws", "~/.azure", "~/.config/gcloud", "~/.kube", "~/.docker", "~/.netrc", "~/.git-credentials", "~/.password-store", "~/.local/share/keyrings"]),
   }).prefault({}),
   /** Directory the tools work in, relative to where DuckLM starts. Defaults to `.`. */
   workspace: z.string().min(1).default("."),

@@ -19,12 +19,13 @@ export interface AskpassSession {
  * itself with a one-time token and receives the password once. The folder is never visible to a
  * confined command, and only the sudo process itself is told where the helper is.
  */
-export function openAskpassSession(password: string): AskpassSession {
+export function openAskpassSession(password: string, allowedUses = 1): AskpassSession {
   const dir = mkdtempSync(join(tmpdir(), "ducklm-askpass-"));
   chmodSync(dir, 0o700);
   const socketPath = join(dir, "socket");
   const token = randomBytes(32).toString("hex");
   let secret: Buffer | null = Buffer.from(password, "utf8");
+  let uses = Math.max(1, allowedUses);
   const client = join(dir, "askpass-client.cjs");
   writeFileSync(
     client,
@@ -49,8 +50,16 @@ socket.on("error", () => process.exit(1));
       if (!received.includes("\n")) return;
       const offered = Buffer.from(received.trim(), "utf8");
       const expected = Buffer.from(token, "utf8");
-      if (secret && offered.length === expected.length && timingSafeEqual(offered, expected)) socket.end(secret);
-      else socket.destroy();
+      if (secret && uses > 0 && offered.length === expected.length && timingSafeEqual(offered, expected)) {
+        // Each approved sudo may ask once: whoever comes with the token after that gets nothing.
+        uses -= 1;
+        const copy = Buffer.from(secret);
+        socket.end(copy, () => copy.fill(0));
+        if (uses === 0) {
+          secret.fill(0);
+          secret = null;
+        }
+      } else socket.destroy();
     });
     socket.on("error", () => undefined);
   });

@@ -23,7 +23,7 @@ const NORMAL = [
   "realpath src", "readlink -f src", "tree -L 2", "nl a.txt", "sha256sum a.bin", "jq .name package.json", "true", "false", "sleep 1",
   "ls | wc -l", "ls && pwd", "git status; git log -1", "git diff | head -50", "cat a.txt | grep x | sort | uniq", "echo hi > /dev/null", "ls 2>/dev/null",
   "ls 2>&1 | head", "cd src && ls", "cd src && cat index.ts", "test -f package.json && echo yes", "[ -d node_modules ] || echo missing",
-  "[[ -f package.json ]] && echo yes", "cat <<EOF\nhello\nEOF", "cat <<'EOF'\n$(not run)\nEOF", "echo hi > out.txt", "echo more >> notes.txt", "mkdir -p src/utils", "touch new.txt", "tee out.txt < in.txt",
+  "cat <<EOF\nhello\nEOF", "cat <<'EOF'\n$(not run)\nEOF", "echo hi > out.txt", "echo more >> notes.txt", "mkdir -p src/utils", "touch new.txt", "tee out.txt < in.txt",
   "(ls) > listing.txt", "timeout 5 ls", "nice -n 5 grep -r x .", "node --version", "python3 --version", "git --version", "bash --version",
 ];
 
@@ -46,6 +46,10 @@ const UNKNOWN = [
   "yarn", "{ ls; } > out.txt", "rm file.txt", "python3 -c 'print(1)'", "node -e 'console.log(1)'", "perl -e 'print 1'", "awk '{print $1}' data.txt",
   "for f in *.txt; do cat $f; done", "x=1; echo $x", "export X=1; git diff", "ls &", "diff <(ls a) <(ls b)", "cat <<EOF\n$(rm x)\nEOF",
   "exec 3<>/dev/tcp/127.0.0.1/8000", "echo hi > /dev/tcp/127.0.0.1/8000", "git fetch", "npx something", "sort -T /tmp x", "wc --files0-from=/etc/x",
+  // Found by an attack on an earlier version: code or reads that hid where the grammar does not look.
+  "echo \"${x:-`touch PWNED`}\"", "echo ${x:-`python3 e.py`}", "echo \"${x#`python3 e.py`}\"", "echo `echo \\`python3 x.py\\``", "echo $(echo ${y:-`python3 x.py`})",
+  "[[ 'a[$(touch PWNED)]' -ne 0 ]]", "echo $(( 'a[$(python3 e.py)]' ))", "echo $[ 'a[$(id -un > PWNED)]' ]", "echo \"$(< /etc/shadow)\"", "grep -e TOP --colour /etc/passwd",
+  "grep -h -e root --colour /etc/shadow", "echo /root/.ssh/*", "grep -R x .", "ls -L src", "tree -o out.txt -L 2",
 ];
 
 const NO_ALWAYS = [
@@ -90,6 +94,7 @@ const HARD_STOP = [
   "python -c 'import shutil,os; shutil.rmtree(os.path.expanduser(\"~\"))'", "node -e 'require(\"fs\").rmSync(\"/\", {recursive: true})'",
   "node -e 'require(\"child_process\").execSync(\"rm -rf /\")'", "perl -e 'system(\"rm -rf /\")'", "ruby -e 'system(\"rm -rf /\")'",
   "python3 -c 'exec(__import__(\"base64\").b64decode(\"aW1wb3J0IG9zOyBvcy5zeXN0ZW0oJ3JtIC1yZiAvJyk=\"))'", "awk 'BEGIN{system(\"rm -rf /\")}'",
+  "perl -e 'system \"rm\",\"-rf\",\"/\"'", "python3 -c \"__import__('os').system('r'+'m -rf /')\"", "python3 -c 'open(\"/etc/passwd\",\"w\")'", "python3 -c 'import os; os.kill(-1,9)'", "perl -e 'fork while 1'",
   "echo 'import shutil; shutil.rmtree(\"/\")' | python3",
   // Disks and file systems.
   "mkfs.ext4 /dev/sda1", "mkfs /dev/sdb", "sudo mkfs.xfs /dev/nvme0n1", "mke2fs /dev/sda1", "mkfs.minix /dev/sdb", "mkswap /dev/sda2", "wipefs -a /dev/sda",
@@ -102,6 +107,13 @@ const HARD_STOP = [
   "echo b > /proc/sysrq-trigger", "mv /etc /tmp/x", "mv /usr /x", "chmod -R 777 /", "chown -R nobody /", "chmod -R 000 ~", "chmod 000 /", "chgrp -R x /etc",
   "shutdown now", "reboot", "poweroff", "halt", "systemctl poweroff", "systemctl reboot", "systemctl halt", "systemctl isolate rescue.target", "init 0",
   "telinit 6", "loginctl reboot", "doas reboot", "kill -9 -1", "kill -KILL -1", "kill -s KILL -1", "kill -- -1", "kill -9 1", "killall5 -9", ":(){ :|:& };:",
+  // Found by an attack on an earlier version: each got less than hard_stop.
+  "echo \"${x:-`/bin/r[m] -rf /`}\"", "/bin/r[m] -rf /", "env -iS \"r\"\"m -rf /\"", "env -vS \"rm -rf /\"", "script -qc \"rm -rf /\" /dev/null", "bash -c -- \"rm -rf /\"",
+  "bash -c -e \"rm -rf /\"", "hash -p /bin/rm ls; ls -rf /", "sort -o /etc/passwd /dev/null", "uniq /dev/null /etc/passwd", "cat /dev/zero > /proc/self/root/dev/sda",
+  "rm -rf /proc/self/root/*", "printf '\\x72m -rf /' | sh", "printf 'r%s -rf /\\n' m | sh", "echo -e 'r\\x6d -rf /' | sh", "sh -c \"$(echo cm0gLXJmIC8= | base64 -d)\"",
+  "base64 -d <<< cm0gLXJmIC8= | sh", "rm -rf \"$(echo -e '\\x2f')\"", "a=; rm -rf ${a:-/}", "rm -rf ${TARGET:-/}", "cd / && rm -rf \"$PWD\"", "for d in /; do rm -rf \"$d\"; done",
+  "f() { rm -rf \"$1\"; }; f /", "find / -exec sh -c 'rm -rf \"$1\"' _ {} \\;", "find / -maxdepth 0 -exec env rm -rf {} +", "ls -d / | xargs rm -rf", "xargs rm -rf <<< /",
+  "kill -9 -1 -l", "kill -9 -01", "kill -9 ' -1'", "systemctl start poweroff.target", "systemctl -p Id reboot", ":(){ :|:;};:", "a(){ b|b& }; b(){ a|a& }; a",
 ];
 
 describe("CommandClassifier on a table of commands", () => {

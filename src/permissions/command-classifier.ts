@@ -1,4 +1,6 @@
+import { existsSync } from "node:fs";
 import { homedir } from "node:os";
+import { dirname, join } from "node:path";
 import type { CommandCategory } from "../contracts/index.js";
 import type { PermissionsConfig } from "../config/config-schemas.js";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
@@ -7,7 +9,8 @@ import { baseName, unwrap } from "./command-wrappers.js";
 import { judgeDestructive, type ResolvedCommand } from "./destructive-commands.js";
 import { isInterpreter, readInterpreter, scanCode } from "./inline-code.js";
 import { looseCommands } from "./loose-commands.js";
-import { isNetworkPseudoFile, judgeWorkspacePath, normalisePath, type PathContext } from "./path-judge.js";
+import { isNetworkPseudoFile, judgeWorkspacePath, normalisePath, REAL_FILE_SYSTEM, realpathOfDeepestAncestor, type PathContext } from "./path-judge.js";
+import { inputOf, producedWords } from "./literal-output.js";
 import { sharedShellParser, type ShellCommand, type ShellParser, type ShellRedirect } from "./shell-script.js";
 import { literalWord, type ShellWord, type WordEnvironment } from "./shell-words.js";
 
@@ -33,7 +36,7 @@ export interface ClassifierPaths {
   home?: string;
   /** DuckLM's home, config and plugin folders. */
   protectedPaths?: readonly string[];
-  /** Follows links (the default resolves through the real file system). */
+  /** Follows links (the default resolves through the real file system); null judges paths by their text alone. */
   realpath?: ((path: string) => string) | null;
 }
 
@@ -117,6 +120,8 @@ class Judgement {
 
 interface ScriptState {
   env: WordEnvironment;
+  /** Program names the script remapped (`hash -p /bin/rm ls`). */
+  aliases: Map<string, string>;
   depth: number;
   /** Every directory the next command may run in; null where a `cd` went somewhere unknowable. */
   cwds: Array<string | null>;
@@ -131,59 +136,54 @@ function commandText(program: string, args: readonly ShellWord[]): string {
   return args.length > 0 ? `${program} ${shown(args)}` : program;
 }
 
-/** The text a literal producer writes into a pipe: `echo …`, `printf …`, decoded by `base64 -d`, `xxd -r -p`, `rev`. */
-function pipedText(command: ShellCommand | null, depth = 0): { text: string; static: boolean } | null {
-  if (!command || depth > 6) return null;
-  const words = command.words;
-  const program = baseName(words[0]?.text ?? "");
-  const args = words.slice(1);
-  if (!words.every((word) => word.static)) return { text: shown(words), static: false };
-  if (program === "echo") return { text: args.filter((arg, i) => !(i === 0 && /^-[neE]+$/.test(arg.text))).map((arg) => arg.text).join(" "), static: true };
-  if (program === "printf") {
-    const [format = "", ...rest] = args.map((arg) => arg.text);
-    const expanded = rest.length > 0 && format.includes("%") ? rest.join("\n") : format;
-    return { text: expanded.replace(/\\n/g, "\n").replace(/\\t/g, "\t"), static: true };
+/** Words a producer pipes into `xargs`, or a here-string feeds it (`echo / | xargs rm -rf`, `xargs rm -rf <<< /`). */
+function xargsInput(command: ShellCommand): ShellWord[] | null {
+  const fed = inputOf(command);
+  if (command.pipedFrom) {
+    const produced = producedWords(command.pipedFrom);
+    if (produced) return produced.map(literalWord);
   }
-  const input = () => pipedText(command.pipedFrom, depth + 1);
-  if (program === "cat" && args.length === 0) return input();
-  if (program === "base64" && args.some((arg) => /^(-d|-D|--decode|-di|-id)$/.test(arg.text))) {
-    const inner = input();
-    return inner?.static ? { text: Buffer.from(inner.text.replace(/\s+/g, ""), "base64").toString("utf8"), static: true } : { text: "", static: false };
-  }
-  if (program === "openssl" && args.some((arg) => arg.text === "base64" || arg.text === "-base64") && args.some((arg) => arg.text === "-d")) {
-    const inner = input();
-    return inner?.static ? { text: Buffer.from(inner.text.replace(/\s+/g, ""), "base64").toString("utf8"), static: true } : { text: "", static: false };
-  }
-  if (program === "xxd" && args.some((arg) => arg.text.startsWith("-r"))) {
-    const inner = input();
-    return inner?.static ? { text: Buffer.from(inner.text.replace(/[^0-9a-fA-F]/g, ""), "hex").toString("utf8"), static: true } : { text: "", static: false };
-  }
-  if (program === "rev" && args.length === 0) {
-    const inner = input();
-    return inner?.static ? { text: inner.text.split("\n").map((line) => [...line].reverse().join("")).join("\n"), static: true } : { text: "", static: false };
-  }
-  return { text: shown(words), static: false };
+  if (fed?.static) return fed.text.split(/\s+/).filter(Boolean).map(literalWord);
+  return null;
 }
 
-/** What a command reads as its standard input: a here-document, a here-string, or a pipe. */
-function stdinOf(command: ShellCommand): { text: string; static: boolean } | null {
-  const fed = command.redirects.find((redirect) => redirect.body !== undefined);
-  if (fed?.body) return fed.body;
-  if (command.redirects.some((redirect) => redirect.operator === "<")) return { text: "", static: false };
-  return command.pipedFrom ? pipedText(command.pipedFrom) : null;
+/** How a shell is started: whether `-c` is given, the script operand, and arguments that become $0, $1… */
+function readShellArgs(args: readonly ShellWord[]): { inline: boolean; script: ShellWord | null; positional: ShellWord[]; plainOptions: boolean; file: ShellWord | null } {
+  let inline = false;
+  let plainOptions = true;
+  let index = 0;
+  for (; index < args.length; index += 1) {
+    const text = args[index]!.text;
+    if (text === "--") {
+      index += 1;
+      break;
+    }
+    if (!args[index]!.static || !/^[-+]/.test(text) || text === "-" || text === "+") break;
+    if (/^[-+]o$/.test(text) || text === "-O" || text === "+O" || text === "--rcfile" || text === "--init-file") {
+      plainOptions = false;
+      index += 1;
+      continue;
+    }
+    if (/^-[a-zA-Z]*c[a-zA-Z]*$/.test(text)) inline = true;
+    if (text !== "-c") plainOptions = false;
+  }
+  const operand = args[index] ?? null;
+  return inline ? { inline, script: operand, positional: args.slice(index + 1), plainOptions, file: null } : { inline, script: null, positional: [], plainOptions, file: operand };
 }
 
-/** Words a literal producer pipes into `xargs` (`echo / | xargs rm -rf`). */
-function pipedWords(command: ShellCommand): ShellWord[] | null {
-  const producer = command.pipedFrom;
-  if (!producer) return null;
-  if (baseName(producer.words[0]?.text ?? "") === "find") {
-    const starts = producer.words.slice(1).filter((word, i, all) => !word.text.startsWith("-") && all.slice(0, i).every((w) => !w.text.startsWith("-")));
-    return starts.length > 0 ? starts : [literalWord(".")];
-  }
-  const text = pipedText(producer);
-  if (!text?.static) return null;
-  return text.text.split(/\s+/).filter(Boolean).map(literalWord);
+/** A glob as a program name (`/bin/r[m]`) may name any program it matches: the destructive ones are tried. */
+const PROGRAMS_TO_TRY = ["rm", "dd", "mkfs", "mke2fs", "wipefs", "shred", "find", "chmod", "chown", "mv", "kill", "killall5", "shutdown", "reboot", "poweroff", "halt", "systemctl", "init", "telinit", "sh", "bash", "python3", "perl", "node"];
+
+function globMatches(pattern: string): string[] {
+  const base = pattern.slice(pattern.lastIndexOf("/") + 1);
+  const regex = new RegExp(`^${base.replace(/[.+^${}()|\\]/g, "\\$&").replace(/\*/g, ".*").replace(/\?/g, ".").replace(/\[!/g, "[^")}$`);
+  return PROGRAMS_TO_TRY.filter((program) => {
+    try {
+      return regex.test(program);
+    } catch {
+      return false;
+    }
+  });
 }
 
 /**
@@ -216,7 +216,7 @@ export class CommandClassifier {
     });
     this.home = paths.home ?? homedir();
     this.protectedPaths = paths.protectedPaths ?? [];
-    this.realpath = paths.realpath === null ? undefined : paths.realpath;
+    this.realpath = paths.realpath === null ? undefined : (paths.realpath ?? realpathOfDeepestAncestor);
   }
 
   private async loadParser(): Promise<ShellParser> {
@@ -228,8 +228,8 @@ export class CommandClassifier {
     const parser = await this.loadParser();
     const judgement = new Judgement();
     if (command.trim() === "") return { category: "unknown", commands: [], reason: "empty command", network: false, sudo: [] };
-    const paths: PathContext = { workspace: context.workspace, home: this.home, protectedPaths: this.protectedPaths, ...(this.realpath ? { realpath: this.realpath } : {}) };
-    const state: ScriptState = { env: { home: this.home, variables: new Map(), ifs: "" }, depth: 0, cwds: [context.workspace], context: paths };
+    const paths: PathContext = { workspace: context.workspace, home: this.home, protectedPaths: this.protectedPaths, ...(this.realpath ? { realpath: this.realpath, physical: REAL_FILE_SYSTEM } : {}) };
+    const state: ScriptState = { env: { home: this.home, variables: new Map(), ifs: "" }, aliases: new Map(), depth: 0, cwds: [context.workspace], context: paths };
     this.judgeScript(parser, command, state, judgement);
     return { category: judgement.category, commands: judgement.commands, reason: judgement.reason, network: judgement.network, sudo: judgement.sudo };
   }
@@ -306,21 +306,27 @@ export class CommandClassifier {
       this.judgeRedirects(command, state, judgement, "");
       return;
     }
-    const program = baseName(head.text);
+    if (head.glob) judgement.raise("no_always", `the program "${head.text}" is a glob: which program runs depends on the files there`);
+    const program = state.aliases.get(baseName(head.text)) ?? baseName(head.text);
     if (head.expanded) judgement.raise("no_always", `the program "${head.text}" comes from a variable or a command substitution`);
     let args = unwrapped.words.slice(1);
     if (unwrapped.appended.length > 0) args = [...args, ...unwrapped.appended];
     if (unwrapped.appendsInput) {
-      const piped = pipedWords(command);
+      const piped = xargsInput(command);
       args = piped ? [...args, ...piped] : [...args, { text: "(its input)", static: false, glob: false }];
     }
-    const resolved: ResolvedCommand = { program, args, redirects: command.redirects, cwds, home: this.home };
-    const destructive = judgeDestructive(resolved);
-    if (destructive) judgement.raise(destructive.category, `"${shown(unwrapped.words)}" ${destructive.reason}`);
-    this.matchLegacy(program, args, state, judgement);
+    for (const candidate of head.glob ? [program, ...globMatches(head.text)] : [program]) {
+      const destructive = judgeDestructive({ program: candidate, args, redirects: command.redirects, cwds, home: this.home });
+      if (destructive) judgement.raise(destructive.category, `"${shown(unwrapped.words)}" ${destructive.reason}`);
+      this.matchLegacy(candidate, args, state, judgement);
+    }
     this.judgeRedirects(command, state, judgement, program);
     const nestedHandled = this.judgeNested(parser, command, program, args, state, judgement);
-
+    if (program === "hash") {
+      // `hash -p /bin/rm ls` makes `ls` run rm from then on.
+      const index = args.findIndex((word) => word.text === "-p");
+      if (index !== -1 && args[index + 1]?.static) for (const name of args.slice(index + 2)) state.aliases.set(name.text, baseName(args[index + 1]!.text));
+    }
     if (program === "cd" || program === "pushd") {
       const target = args.find((word) => !word.text.startsWith("-"));
       state.cwds.push(!target ? this.home : target.static && !target.glob ? normalisePath(target.text, cwds.at(-1) ?? "/") : null);
@@ -331,7 +337,34 @@ export class CommandClassifier {
     }
     if (nestedHandled || unwrapped.appendsInput || unwrapped.assignments.length > 0 || command.assignments.length > 0) return;
     if (unwrapped.wrappers.some((wrapper) => !NEUTRAL_WRAPPERS.has(wrapper.name))) return;
+    if (program === "git") {
+      const repository = this.repositoryProblem(cwds, state);
+      if (repository) {
+        judgement.raise("unknown", `"${shown(command.words)}": ${repository}`);
+        return;
+      }
+    }
     this.matchShapes(program, args, cwds, state, judgement, command);
+  }
+
+  /**
+   * git obeys the configuration of the repository it finds, which runs programs (diff drivers,
+   * fsmonitor, pagers, filters). Only the workspace's own `.git`, which no task can write, is trusted:
+   * a repository the task could have made on the way (a nested `.git`, a folder that looks like a bare
+   * repository) makes a git command no longer safe to run unasked.
+   */
+  private repositoryProblem(cwds: ReadonlyArray<string | null>, state: ScriptState): string | null {
+    const workspace = state.context.workspace;
+    for (const cwd of cwds) {
+      if (cwd === null) return "it runs where an earlier cd went, which is only known at run time";
+      for (let dir = cwd; dir.startsWith(workspace); dir = dirname(dir)) {
+        if (dir !== workspace && (existsSync(join(dir, ".git")) || (existsSync(join(dir, "HEAD")) && existsSync(join(dir, "objects")) && existsSync(join(dir, "refs"))))) {
+          return `${dir} holds a git repository of its own, whose configuration a task could have written`;
+        }
+        if (dir === workspace || dir === "/") break;
+      }
+    }
+    return null;
   }
 
   private matchShapes(program: string, args: ShellWord[], cwds: Array<string | null>, state: ScriptState, judgement: Judgement, command: ShellCommand): void {
@@ -405,17 +438,19 @@ export class CommandClassifier {
    */
   private judgeNested(parser: ShellParser, command: ShellCommand, program: string, args: ShellWord[], state: ScriptState, judgement: Judgement): boolean {
     if (SHELLS.has(program)) {
-      const index = args.findIndex((word) => /^-[a-zA-Z]*c[a-zA-Z]*$/.test(word.text));
-      if (index !== -1) {
-        const script = args[index + 1] ?? { text: "", static: false, glob: false };
-        this.judgeNestedScript(parser, script, state, judgement, "a script");
-        if (index !== 0 || args[index]!.text !== "-c" || args.length > 2) judgement.raise("unknown", `"${program} ${shown(args)}" starts a shell with options`);
+      if (args.length > 0 && args.every((word) => ["--version", "--help"].includes(word.text))) return false;
+      const shell = readShellArgs(args);
+      if (shell.inline) {
+        const script = shell.script ?? { text: "", static: false, glob: false };
+        // Arguments after the script become $0, $1… inside it.
+        const positional = new Map(state.env.variables);
+        shell.positional.forEach((word, index) => (word.static ? positional.set(String(index), word.text) : positional.delete(String(index))));
+        this.judgeNestedScript(parser, script, { ...state, env: { ...state.env, variables: positional } }, judgement, "a script");
+        if (!shell.plainOptions || shell.positional.length > 0) judgement.raise("unknown", `"${program} ${shown(args)}" starts a shell with options or arguments`);
         return true;
       }
-      if (args.length > 0 && args.every((word) => ["--version", "--help"].includes(word.text))) return false;
-      const file = args.find((word) => !word.text.startsWith("-"));
-      if (file) {
-        judgement.raise("unknown", `runs the script file ${file.text}, whose content is not judged`);
+      if (shell.file) {
+        judgement.raise("unknown", `runs the script file ${shell.file.text}, whose content is not judged`);
         return true;
       }
       this.judgeStdinScript(parser, command, state, judgement, program);
@@ -435,11 +470,17 @@ export class CommandClassifier {
       return true;
     }
     if (program === "find") {
+      const starts = producedWords({ words: [literalWord("find"), ...args], assignments: [], redirects: [], pipedFrom: null }) ?? ["."];
       for (let i = 0; i < args.length; i += 1) {
         if (!["-exec", "-execdir", "-ok", "-okdir"].includes(args[i]!.text)) continue;
         const end = args.findIndex((word, j) => j > i && (word.text === ";" || word.text === "+"));
         const part = args.slice(i + 1, end === -1 ? undefined : end);
-        if (part.length > 0) this.judgeCommand(parser, { words: part, assignments: [], redirects: [], pipedFrom: null }, state, judgement);
+        if (part.length === 0) continue;
+        // `{}` is each path found: judged as each place the search starts from.
+        for (const start of starts) {
+          const words = part.map((word) => (word.text.includes("{}") ? { ...word, text: word.text.split("{}").join(start) } : word));
+          this.judgeCommand(parser, { words, assignments: [], redirects: [], pipedFrom: null }, state, judgement);
+        }
       }
       return false;
     }
@@ -462,7 +503,7 @@ export class CommandClassifier {
   }
 
   private judgeStdinScript(parser: ShellParser, command: ShellCommand, state: ScriptState, judgement: Judgement, program: string, code = false): void {
-    const input = stdinOf(command);
+    const input = inputOf(command);
     if (!input) {
       judgement.raise("unknown", `${program} reads commands from its input`);
       return;

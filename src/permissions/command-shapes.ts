@@ -9,8 +9,14 @@ type ValueKind = "path" | "text" | "number";
 interface OptionSpec {
   /** May be given without a value. */
   flag: boolean;
-  /** The kind of value it takes (attached with `=`, or for a value-only option also as the next word). */
+  /** The kind of value it takes. */
   value: ValueKind | null;
+  /**
+   * The value may be the next word (`-n 5`, `--lines 5`: written with a space in the shape). A long
+   * option written `--colour=<text>` takes its value only after `=`: GNU's optional values never take
+   * the next word, so the next word stays an operand and is judged as one.
+   */
+  separate: boolean;
 }
 
 /** A rule of config/permissions.json `normal`, ready for matching. */
@@ -71,10 +77,11 @@ export function parseShape(rule: string | SafeShapeConfig): CommandShape {
   for (const option of rule.options) {
     const [name = "", value] = option.includes("=") ? option.split("=", 2) : option.split(/\s+/, 2);
     const kind = value ? kindOf(value, `${label} option ${option}`) : null;
+    const separate = kind !== null && !option.includes("=");
     const merge = (map: Map<string, OptionSpec>, key: string) => {
       const known = map.get(key);
       // Listed both as `--porcelain` and `--porcelain=<text>`: the value is optional.
-      map.set(key, { flag: (known?.flag ?? false) || kind === null, value: kind ?? known?.value ?? null });
+      map.set(key, { flag: (known?.flag ?? false) || kind === null, value: kind ?? known?.value ?? null, separate: (known?.separate ?? false) || separate });
     };
     if (name === "-<n>") numericShorthand = true;
     else if (name.startsWith("--") || rule.word_options) merge(longOptions, name);
@@ -118,7 +125,8 @@ const GIT_GLOBAL_FLAGS = new Set(["--no-pager", "-P", "--no-optional-locks", "--
 function checkValue(kind: ValueKind, word: ShellWord, cwds: readonly (string | null)[], paths: PathContext, what: string): ShapeMatch {
   if (!word.static) return { ok: false, reason: `${what} is only known at run time` };
   if (kind === "number") return /^[+-]?\d+(\.\d+)?[A-Za-z]{0,3}$/.test(word.text) ? { ok: true } : { ok: false, reason: `${what} "${word.text}" is not a number` };
-  if (kind === "text") return word.glob ? { ok: false, reason: `${what} "${word.text}" is a glob` } : { ok: true };
+  // A glob in text still expands to file names, wherever it points (`echo /root/.ssh/*`).
+  if (kind === "text" && !word.glob) return { ok: true };
   const verdict = judgeWorkspacePath(word, cwds, paths);
   if (verdict === "inside") return { ok: true };
   if (verdict === "protected") return { ok: false, reason: `${what} "${word.text}" is DuckLM's own state or .git internals` };
@@ -170,6 +178,7 @@ export function matchShape(shape: CommandShape, program: string, args: readonly 
       if (!spec) return { ok: false, reason: `option ${name} is not in the safe shape of ${shape.label}` };
       if (!text.includes("=") && spec.flag) continue;
       if (spec.value === null) return { ok: false, reason: `option ${name} takes no value` };
+      if (!text.includes("=") && !spec.separate) return { ok: false, reason: `option ${name} takes its value as ${name}=…` };
       const valueWord = text.includes("=") ? { ...word, text: text.slice(text.indexOf("=") + 1) } : words[++i];
       if (!valueWord) return { ok: false, reason: `option ${name} needs a value` };
       const checked = checkValue(spec.value, valueWord, cwds, paths, `the value of ${name}`);
@@ -197,8 +206,7 @@ export function matchShape(shape: CommandShape, program: string, args: readonly 
     if (!kind) return { ok: false, reason: `${shape.label} takes no operand "${operands[i]!.text}"` };
     const word = operands[i]!;
     if (!word.static && shape.dynamic && kind === "text") continue;
-    if (word.glob && kind === "text" && shape.globs) continue;
-    const checked = checkValue(kind, word, cwds, paths, "operand");
+    const checked = checkValue(word.glob ? "path" : kind, word, cwds, paths, "operand");
     if (!checked.ok) return checked;
   }
   return { ok: true };

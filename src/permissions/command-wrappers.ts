@@ -116,18 +116,41 @@ export function unwrap(words: readonly ShellWord[]): UnwrappedCommand {
         index += 1;
         break;
       }
-      if (word.static && text.startsWith("-") && text.length > 1) {
-        const flag = text.startsWith("--") ? text.split("=", 1)[0]! : text.slice(0, 2);
+      if (word.static && text.startsWith("--") && text.length > 2) {
+        const flag = text.split("=", 1)[0]!;
         if ((spec.queries ?? []).includes(flag)) query = true;
         if (scriptOptions.has(flag)) {
-          const inline = text.startsWith("--") ? (text.includes("=") ? text.slice(text.indexOf("=") + 1) : null) : text.length > 2 ? text.slice(2) : null;
+          const inline = text.includes("=") ? text.slice(text.indexOf("=") + 1) : null;
           if (inline !== null) result.scripts.push({ ...word, text: inline });
           else if (rest[index + 1]) result.scripts.push(rest[index + 1]!);
           index += inline !== null ? 1 : 2;
           continue;
         }
-        const takesValue = withValue.has(flag) && (text.startsWith("--") ? !text.includes("=") : text.length === 2);
-        index += takesValue ? 2 : 1;
+        index += withValue.has(flag) && !text.includes("=") ? 2 : 1;
+        continue;
+      }
+      if (word.static && text.startsWith("-") && text.length > 1) {
+        // A cluster of short options (`-iS 'cmd'`, `-qc 'cmd'`): the first that takes a value takes
+        // the rest of the cluster, or the next word.
+        let consumed = 1;
+        for (let k = 1; k < text.length; k += 1) {
+          const flag = `-${text[k]}`;
+          if ((spec.queries ?? []).includes(flag)) query = true;
+          const attached = text.slice(k + 1);
+          if (scriptOptions.has(flag)) {
+            if (attached) result.scripts.push({ ...word, text: attached });
+            else if (rest[index + 1]) {
+              result.scripts.push(rest[index + 1]!);
+              consumed = 2;
+            }
+            break;
+          }
+          if (withValue.has(flag)) {
+            if (!attached) consumed = 2;
+            break;
+          }
+        }
+        index += consumed;
         continue;
       }
       if (name === "nice" && /^-\d+$/.test(text)) {

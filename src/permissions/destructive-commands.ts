@@ -21,7 +21,7 @@ export interface DestructiveVerdict {
 
 const WRITE_OPERATORS = new Set([">", ">>", ">|", "&>", "&>>", "<>", ">&"]);
 const DESTROYING_PROGRAMS = new Set(["rm", "unlink", "shred", "rmdir", "truncate", "dd", "mv", "chmod", "chown", "chgrp", "wipefs"]);
-const DISK_WRITERS = new Set(["wipefs", "blkdiscard", "mke2fs", "mkdosfs", "mkntfs", "mkexfatfs", "mkfs"]);
+const DISK_WRITERS = new Set(["wipefs", "blkdiscard", "mke2fs", "mkdosfs", "mkntfs", "mkexfatfs", "mkfs", "mkreiserfs", "jfs_mkfs", "mkudffs", "newfs", "mkfs_msdos"]);
 const PARTITION_TOOLS = new Set(["fdisk", "sfdisk", "cfdisk", "gdisk", "parted", "sgdisk"]);
 const POWER_PROGRAMS = new Set(["shutdown", "reboot", "poweroff", "halt", "killall5"]);
 const POWER_VERBS = new Set(["poweroff", "reboot", "halt", "kexec", "emergency", "rescue", "soft-reboot"]);
@@ -179,15 +179,17 @@ function judgeKill(command: ResolvedCommand): DestructiveVerdict | null {
       i += 1;
       continue;
     }
-    if (text === "-l" || text === "-L") return null;
+    // `-l` lists signals only as the first word; later it is ignored and the signal is sent.
+    if ((text === "-l" || text === "-L") && i === 0) return null;
     if (text.startsWith("-") && !signalSeen && i === 0) {
       signalSeen = true;
       continue;
     }
     pids.push(text);
   }
-  if (pids.includes("-1")) return hard("signals every process the user may signal (pid -1)");
-  if (pids.includes("1")) return hard("signals init (pid 1)");
+  const numbers = pids.map((pid) => (/^\s*[+-]?\d+\s*$/.test(pid) ? Number(pid.trim()) : Number.NaN));
+  if (numbers.includes(-1)) return hard("signals every process the user may signal (pid -1)");
+  if (numbers.includes(1)) return hard("signals init (pid 1)");
   return null;
 }
 
@@ -237,9 +239,11 @@ function judgePower(command: ResolvedCommand): DestructiveVerdict | null {
     return hard(program === "killall5" ? "killall5 signals every process" : `${program} stops the machine`);
   }
   if (program === "systemctl" || program === "loginctl") {
-    const verb = texts.find((text) => !text.startsWith("-"));
-    if (verb && POWER_VERBS.has(verb)) return hard(`${program} ${verb} stops the machine`);
-    if (program === "systemctl" && verb === "isolate" && texts.some((text) => POWER_TARGETS.test(text))) return hard("systemctl isolate switches the machine off or to rescue mode");
+    // Option values may stand before the verb (`-p Id reboot`): any word that is a power verb, or a
+    // unit that switches the machine off (`start poweroff.target`), counts.
+    const verb = texts.find((text) => POWER_VERBS.has(text));
+    if (verb) return hard(`${program} ${verb} stops the machine`);
+    if (program === "systemctl" && texts.some((text) => /\.target$/.test(text) && POWER_TARGETS.test(text))) return hard("systemctl switches the machine off or to rescue mode");
   }
   if ((program === "init" || program === "telinit") && texts.some((text) => /^[016sS]$/.test(text))) return hard(`${program} changes the run level to stop or reboot the machine`);
   return null;
@@ -286,6 +290,19 @@ export function judgeDestructive(command: ResolvedCommand): DestructiveVerdict |
     }
     case "kill":
       return judgeKill(command);
+    case "sort":
+    case "shuf":
+    case "tree": {
+      const { values } = readOptions(command.args, ["-o", "--output", "-k", "-t", "-S", "-T", "-L", "-I", "-P"]);
+      const output = values.get("-o") ?? values.get("--output");
+      const { found } = output ? criticalAmong([{ text: output, static: true, glob: false }], command, (path) => (isCriticalDirectory(path, command.home) ? null : isCriticalTarget(path, command.home))) : { found: null };
+      return found ? hard(`${command.program} -o overwrites ${found}`) : null;
+    }
+    case "uniq": {
+      const output = readOptions(command.args, ["-f", "-s", "-w"]).operands[1];
+      const { found } = output ? criticalAmong([output], command, (path) => (isCriticalDirectory(path, command.home) ? null : isCriticalTarget(path, command.home))) : { found: null };
+      return found ? hard(`uniq overwrites ${found}`) : null;
+    }
     case "userdel":
     case "deluser":
       return command.args.some((word) => word.text === "root") ? hard("deletes the root account") : null;

@@ -134,13 +134,21 @@ export function stringLiterals(code: string): string[] {
   return found;
 }
 
-/** `["rm", "-rf", "/"]` (an argument vector written as a list) → `rm -rf /`. */
+/** `["rm", "-rf", "/"]` or `system "rm","-rf","/"` (an argument vector written as a list) → `rm -rf /`. */
 export function argumentVectors(code: string): string[] {
   const vectors: string[] = [];
-  for (const match of code.matchAll(/[[(]\s*((?:(?:"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')\s*,\s*)+(?:"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'))\s*,?\s*[\])]/g)) {
+  for (const match of code.matchAll(/((?:(?:"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')\s*,\s*)+(?:"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'))/g)) {
     vectors.push(stringLiterals(match[1]!).map((word) => (/[\s'"]/.test(word) ? `'${word.replace(/'/g, "")}'` : word)).join(" "));
   }
   return vectors;
+}
+
+/** `'r' + 'm -rf /'`, `"r" . "m"`, `"r" .. "m"`: string literals joined by an operator become one. */
+export function joinConcatenations(code: string): string {
+  const pair = /(["'])((?:(?!\1)[^\\]|\\.)*)\1\s*(?:\+|\.\.?)\s*(["'])((?:(?!\3)[^\\]|\\.)*)\3/;
+  let joined = code;
+  for (let round = 0; round < 32 && pair.test(joined); round += 1) joined = joined.replace(pair, (_match, _q1, a: string, _q2, b: string) => `"${(a + b).replace(/"/g, '\\"')}"`);
+  return joined;
 }
 
 /** Text that decodes as base64 to mostly printable text (`exec(b64decode("…"))`). */
@@ -166,8 +174,18 @@ export interface CodeFinding {
  * base64 payloads, and tree-deleting library calls aimed at `/` or a home directory. `judgeShell`
  * applies the shell judgement to each candidate command line.
  */
+// Ways code writes or removes a file, and the files whose damage locks everyone out.
+const FILE_WRITE = /\b(open\s*\([^)]*["'][wax+]|writeFileSync|writeFile|write_text|write_bytes|truncate|unlink|remove|rmSync|File\.write|IO\.write)|open\s*\(?\s*\w*\s*,?\s*["']?\s*[>+]/;
+const CRITICAL_FILE = /["'](\/etc\/(passwd|shadow|group|gshadow|sudoers|fstab)|\/boot\/[^"']*|\/dev\/(sd|nvme|vd|hd|xvd|mmcblk)[^"']*)["']/;
+const KILL_ALL = /\bkill\s*\(?\s*(-\s*1\b|['"]?\w+['"]?\s*,\s*-\s*1\b)|\bkillpg\s*\(\s*0\b/;
+const FORK_LOOP = /\bfork\b\s*(\(\s*\))?\s*(while|until)\b|\b(while|until|loop)\b[^\n]{0,40}\bfork\s*\(|for\s*\(\s*;\s*;\s*\)[^\n]{0,40}\bfork\b/;
+
 export function scanCode(code: string, judgeShell: (text: string) => string | null, depth = 0): CodeFinding | null {
   if (depth > 3) return null;
+  code = joinConcatenations(code);
+  if (KILL_ALL.test(code)) return { reason: "signals every process (pid -1)" };
+  if (FORK_LOOP.test(code)) return { reason: "forks in an endless loop (a fork bomb)" };
+  if (CRITICAL_FILE.test(code) && FILE_WRITE.test(code)) return { reason: `writes or removes ${CRITICAL_FILE.exec(code)![1]}` };
   const literals = stringLiterals(code);
   for (const candidate of [...argumentVectors(code), ...literals, code]) {
     const reason = judgeShell(candidate);

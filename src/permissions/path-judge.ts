@@ -1,4 +1,4 @@
-import { existsSync, realpathSync } from "node:fs";
+import { existsSync, lstatSync, readdirSync, readlinkSync, realpathSync } from "node:fs";
 import { posix } from "node:path";
 import type { ShellWord } from "./shell-words.js";
 
@@ -12,13 +12,71 @@ export interface PathContext {
   protectedPaths: readonly string[];
   /** Resolves links of the deepest existing ancestor; lexical only when absent. */
   realpath?: (path: string) => string;
+  /**
+   * Resolves a path (relative to a directory) the way the kernel does — each link followed before a
+   * `..` after it applies — and tells whether a directory holds links a glob in it could match.
+   */
+  physical?: { resolve(path: string, cwd: string): string; linksIn(directory: string): string[] };
 }
+
+/** The kernel's reading of a path: a link is followed where it stands, so `link/..` is the link target's parent. */
+export function physicalPath(path: string, cwd: string): string {
+  let current = path.startsWith("/") ? "/" : (existsSync(cwd) ? realpathSync(cwd) : cwd);
+  const parts = path.split("/").filter((part) => part !== "" && part !== ".");
+  for (let links = 0; parts.length > 0; ) {
+    const part = parts.shift()!;
+    if (part === "..") {
+      current = posix.dirname(current);
+      continue;
+    }
+    const next = posix.join(current, part);
+    let isLink: boolean;
+    try {
+      isLink = lstatSync(next).isSymbolicLink();
+    } catch {
+      // Nothing there: the rest cannot be a link either.
+      return posix.resolve(next, ...parts);
+    }
+    if (!isLink) {
+      current = next;
+      continue;
+    }
+    links += 1;
+    if (links > 40) return next;
+    const target = readlinkSync(next);
+    parts.unshift(...target.split("/").filter((piece) => piece !== "" && piece !== "."));
+    if (target.startsWith("/")) current = "/";
+  }
+  return current;
+}
+
+/** The links directly in a directory, resolved (a glob there could expand to any of them). */
+export function linksIn(directory: string): string[] {
+  try {
+    return readdirSync(directory, { withFileTypes: true })
+      .slice(0, 5000)
+      .filter((entry) => entry.isSymbolicLink())
+      .map((entry) => physicalPath(entry.name, directory));
+  } catch {
+    return [];
+  }
+}
+
+/** The real file system behind the path judgement of a running DuckLM. */
+export const REAL_FILE_SYSTEM = { resolve: physicalPath, linksIn };
 
 export type PathVerdict = "inside" | "outside" | "protected" | "dynamic";
 
-/** `/a/./b/../c//` → `/a/c`; relative paths are resolved against `cwd` first. Purely textual. */
+/**
+ * `/a/./b/../c//` → `/a/c`; relative paths are resolved against `cwd` first; `/proc/self/root/…`
+ * (a way to name `/` through proc) is `/…`. Purely textual.
+ */
 export function normalisePath(path: string, cwd = "/"): string {
-  return posix.resolve(cwd, path);
+  let resolved = posix.resolve(cwd, path);
+  for (let round = 0; round < 8 && /^\/proc\/(self|thread-self|\d+)\/root(\/|$)/.test(resolved); round += 1) {
+    resolved = posix.resolve("/", resolved.replace(/^\/proc\/(self|thread-self|\d+)\/root/, "") || "/");
+  }
+  return resolved;
 }
 
 function within(root: string, candidate: string): boolean {
@@ -75,8 +133,13 @@ export function judgeWorkspacePath(word: ShellWord, cwds: readonly (string | nul
   for (const cwd of cwds) {
     if (cwd === null && !text.startsWith("/")) return "dynamic";
     const lexical = normalisePath(text, cwd ?? "/");
-    const real = context.realpath ? context.realpath(lexical) : lexical;
-    for (const candidate of [lexical, real]) {
+    const candidates = [lexical];
+    if (context.realpath) candidates.push(context.realpath(lexical));
+    // `link/../x` names what the kernel finds, not what the text says.
+    if (context.physical) candidates.push(context.physical.resolve(text, cwd ?? "/"));
+    // A glob may expand to a link in the folder it expands in, wherever that link leads.
+    if (word.glob && context.physical) candidates.push(...context.physical.linksIn(context.physical.resolve(text, cwd ?? "/")));
+    for (const candidate of candidates) {
       if (isProtectedPath(candidate, context)) return "protected";
       if (!within(context.workspace, candidate)) verdict = "outside";
     }

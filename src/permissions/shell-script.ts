@@ -1,5 +1,6 @@
 import { createRequire } from "node:module";
 import { Language, Parser, type Node } from "web-tree-sitter";
+import { literalOutput } from "./literal-output.js";
 import { barePieces, decodeAnsiC, wordsFromPieces, type ShellWord, type WordEnvironment, type WordPiece } from "./shell-words.js";
 
 /** A redirection of one command: where it reads or writes, or the text it is fed. */
@@ -31,7 +32,7 @@ export interface ShellScript {
   unsafeConstructs: string[];
   /** The text did not parse completely; whatever was found is still listed. */
   parseError: boolean;
-  /** A function that calls itself in the background, the shape of a fork bomb. */
+  /** Functions that call each other (or themselves) in pipes or the background: the shape of a fork bomb. */
   forkBomb: boolean;
   /** Variables given literal values, for nested scripts (`a=rm; bash -c '$a -rf /'`). */
   variables: Map<string, string>;
@@ -43,9 +44,14 @@ const PLAIN_NODES = new Set([
   "program", "list", "pipeline", "command", "command_name", "word", "number", "string", "string_content", "raw_string",
   "ansi_c_string", "concatenation", "file_redirect", "file_descriptor", "redirected_statement", "heredoc_redirect",
   "heredoc_start", "heredoc_body", "heredoc_content", "heredoc_end", "herestring_redirect", "command_substitution",
-  "simple_expansion", "expansion", "variable_name", "subshell", "comment", "test_command", "test_operator",
+  "simple_expansion", "variable_name", "subshell", "comment", "test_command", "test_operator",
   "unary_expression", "binary_expression", "parenthesized_expression",
 ]);
+
+// Operators of `${NAME…}` that give a default when NAME is unset (`-`, `=`) or also when it is empty (`:-`, `:=`).
+const DEFAULT_OPERATORS = new Set([":-", "-", ":=", "="]);
+const MAX_NESTING = 8;
+const MAX_LOOP_VALUES = 16;
 
 const require = createRequire(import.meta.url);
 
@@ -63,15 +69,8 @@ export class ShellParser {
   }
 
   parse(source: string, env: WordEnvironment): ShellScript {
-    const walker = new ScriptWalker(env);
-    const tree = this.parser.parse(source);
-    if (!tree) return { commands: [], unsafeConstructs: ["unparsable text"], parseError: true, forkBomb: false, variables: new Map() };
-    try {
-      if (tree.rootNode.hasError) walker.parseError = true;
-      walker.visit(tree.rootNode);
-    } finally {
-      tree.delete();
-    }
+    const walker = new ScriptWalker(env, this.parser);
+    walker.walkText(source);
     return walker.result();
   }
 }
@@ -92,21 +91,74 @@ function children(node: Node): Node[] {
   return node.children.filter((child): child is Node => child !== null);
 }
 
+/**
+ * Scripts inside text the grammar leaves as plain words — `$(…)` and backticks in the default of
+ * `${x:-…}`, in arithmetic, in the operands of `[[ ]]` (bash evaluates array subscripts there).
+ */
+export function embeddedScripts(text: string): string[] {
+  const found: string[] = [];
+  for (let i = 0; i < text.length; i += 1) {
+    if (text[i] === "\\") {
+      i += 1;
+      continue;
+    }
+    if (text[i] === "`") {
+      let j = i + 1;
+      while (j < text.length && text[j] !== "`") j += text[j] === "\\" ? 2 : 1;
+      found.push(text.slice(i + 1, j).replace(/\\([`$\\])/g, "$1"));
+      i = j;
+    } else if (text[i] === "$" && text[i + 1] === "(" && text[i + 2] !== "(") {
+      let depth = 1;
+      let j = i + 2;
+      for (; j < text.length && depth > 0; j += 1) {
+        if (text[j] === "\\") j += 1;
+        else if (text[j] === "(") depth += 1;
+        else if (text[j] === ")") depth -= 1;
+      }
+      found.push(text.slice(i + 2, j - 1));
+      i = j - 1;
+    }
+  }
+  return found;
+}
+
 class ScriptWalker {
   readonly commands: ShellCommand[] = [];
   readonly unsafe = new Set<string>();
   parseError = false;
-  forkBomb = false;
   private readonly variables: Map<string, string>;
   private readonly byNode = new Map<number, ShellCommand>();
+  private readonly functions = new Map<string, { body: Node; calls: Set<string>; forks: boolean }>();
   private extraIfs = "";
+  private depth = 0;
 
-  constructor(private readonly env: WordEnvironment) {
+  constructor(private readonly env: WordEnvironment, private readonly parser: Parser) {
     this.variables = new Map(env.variables);
   }
 
   result(): ShellScript {
-    return { commands: this.commands, unsafeConstructs: [...this.unsafe], parseError: this.parseError, forkBomb: this.forkBomb, variables: this.variables };
+    return { commands: this.commands, unsafeConstructs: [...this.unsafe], parseError: this.parseError, forkBomb: this.forkBomb(), variables: this.variables };
+  }
+
+  /** Parses and walks text as a script of its own, its commands joining this one's. */
+  walkText(source: string): void {
+    if (this.depth > MAX_NESTING) {
+      this.unsafe.add("scripts nested too deeply to read");
+      return;
+    }
+    const tree = this.parser.parse(source);
+    if (!tree) {
+      this.parseError = true;
+      return;
+    }
+    this.depth += 1;
+    try {
+      if (tree.rootNode.hasError) this.parseError = true;
+      this.visit(tree.rootNode);
+    } finally {
+      this.depth -= 1;
+      tree.delete();
+    }
   }
 
   private wordEnv(): WordEnvironment {
@@ -135,9 +187,27 @@ class ScriptWalker {
       case "test_command":
         this.testCommand(node);
         return;
+      case "for_statement":
+        this.forStatement(node);
+        return;
+      case "command_substitution":
+      case "process_substitution":
+      case "expansion":
+      case "arithmetic_expansion":
+        this.visitNested(node);
+        return;
+      case "file_redirect":
+      case "heredoc_redirect":
+      case "herestring_redirect": {
+        // A redirection on its own (`$(< file)`) reads or writes as much as one on a command.
+        const redirect = this.redirect(node);
+        if (redirect) this.commands.push({ words: [], assignments: [], redirects: [redirect], pipedFrom: null });
+        return;
+      }
       default:
         break;
     }
+    if (/arithmetic|^compound_statement$|^ternary/.test(node.type) || node.text.includes("$[")) this.visitEmbedded(node.text);
     for (const child of children(node)) {
       if (!child.isNamed) {
         if (child.type === "&") this.unsafe.add("a command in the background (&)");
@@ -145,6 +215,11 @@ class ScriptWalker {
       }
       this.visit(child);
     }
+  }
+
+  /** Scripts hidden in text the grammar did not parse as commands run too. */
+  private visitEmbedded(text: string): void {
+    for (const script of embeddedScripts(text)) this.walkText(script);
   }
 
   private assignment(node: Node): void {
@@ -161,6 +236,11 @@ class ScriptWalker {
   /** `[ -f x ]` and `[[ -f x ]]` are commands whose words are the test's operators and operands. */
   private testCommand(node: Node): void {
     const open = node.text.startsWith("[[") ? "[[" : "[";
+    // `[[ ]]` evaluates operands as arithmetic (-eq, -v, subscripts), which runs `$(…)` even from quotes.
+    if (open === "[[") {
+      this.unsafe.add("[[ ]], which evaluates its operands as arithmetic");
+      this.visitEmbedded(node.text);
+    }
     const words: ShellWord[] = [{ text: open, static: true, glob: false }];
     const collect = (current: Node) => {
       for (const child of children(current)) {
@@ -181,16 +261,50 @@ class ScriptWalker {
     this.commands.push(command);
   }
 
+  /** A loop over literal words is walked once per word, with the variable set to it. */
+  private forStatement(node: Node): void {
+    const variable = node.childForFieldName("variable")?.text ?? named(node).find((child) => child.type === "variable_name")?.text ?? "";
+    const body = node.childForFieldName("body") ?? named(node).find((child) => child.type === "do_group");
+    const valueNodes = named(node).filter((child) => child.id !== body?.id && child.type !== "variable_name" && child.type !== "do_group");
+    const values = valueNodes.flatMap((child) => this.wordsOf(child));
+    for (const child of valueNodes) this.visitNested(child);
+    if (!body) return;
+    const literal = values.length > 0 && values.length <= MAX_LOOP_VALUES && values.every((word) => word.static && !word.glob);
+    for (const value of literal ? values : [null]) {
+      if (value) this.variables.set(variable, value.text);
+      else this.variables.delete(variable);
+      this.visit(body);
+    }
+  }
+
   private functionDefinition(node: Node): void {
-    const name = node.childForFieldName("name")?.text ?? "";
+    const name = node.childForFieldName("name")?.text ?? named(node)[0]?.text ?? "";
     const body = node.childForFieldName("body");
-    const before = this.commands.length;
-    if (body) this.visit(body);
-    const inner = this.commands.slice(before);
-    const callsItself = inner.some((command) => command.words[0]?.text === name);
-    if (callsItself && body && /&/.test(body.text)) this.forkBomb = true;
-    // What a function runs is listed from its body; calls to it by name are unknowable.
+    // What a function runs is listed where it is called (with its arguments), and once from its body.
     this.unsafe.add("function definition");
+    if (!body) return;
+    const calls = new Set<string>();
+    const before = this.commands.length;
+    this.visit(body);
+    for (const command of this.commands.slice(before)) if (command.words[0]) calls.add(command.words[0].text);
+    this.functions.set(name, { body, calls, forks: /[|&]/.test(body.text) });
+  }
+
+  /** Functions on a cycle of calls to each other, with a pipe or `&` among them, multiply without end. */
+  private forkBomb(): boolean {
+    for (const [name, fn] of this.functions) {
+      if (!fn.forks) continue;
+      const seen = new Set<string>();
+      const queue = [...fn.calls];
+      while (queue.length > 0) {
+        const next = queue.shift()!;
+        if (next === name) return true;
+        if (seen.has(next)) continue;
+        seen.add(next);
+        queue.push(...(this.functions.get(next)?.calls ?? []));
+      }
+    }
+    return false;
   }
 
   private pipeline(node: Node): void {
@@ -201,7 +315,7 @@ class ScriptWalker {
       this.visit(child);
       const first = this.firstOf(child) ?? this.commands[before] ?? null;
       if (first && previous && !first.pipedFrom) first.pipedFrom = previous;
-      previous = this.lastOf(child) ?? null;
+      previous = this.firstOf(child) ?? null;
     }
   }
 
@@ -212,10 +326,6 @@ class ScriptWalker {
       return body ? this.firstOf(body) : undefined;
     }
     return undefined;
-  }
-
-  private lastOf(node: Node): ShellCommand | undefined {
-    return this.firstOf(node);
   }
 
   private redirected(node: Node): void {
@@ -281,27 +391,48 @@ class ScriptWalker {
         redirects.push(redirect);
         continue;
       }
-      if (child.type === "command_name") {
-        const inner = named(child)[0] ?? child;
-        words.push(...this.wordsOf(inner));
-        this.visitNested(inner);
-        continue;
-      }
-      words.push(...this.wordsOf(child));
-      this.visitNested(child);
+      const inner = child.type === "command_name" ? (named(child)[0] ?? child) : child;
+      words.push(...this.wordsOf(inner));
+      this.visitNested(inner);
     }
     const command: ShellCommand = { words, assignments, redirects: [...redirects, ...outerRedirects], pipedFrom: null };
     this.byNode.set(node.id, command);
     this.commands.push(command);
+    this.callFunction(words);
   }
 
-  /** Commands inside a word (`$(…)`, backticks, process substitution) run too. */
+  /** A call of a function defined in the script runs its body with the arguments as $1, $2… */
+  private callFunction(words: readonly ShellWord[]): void {
+    const fn = words[0] ? this.functions.get(words[0].text) : undefined;
+    if (!fn || this.depth > MAX_NESTING) return;
+    const saved = new Map(this.variables);
+    words.slice(1).forEach((word, index) => (word.static ? this.variables.set(String(index + 1), word.text) : this.variables.delete(String(index + 1))));
+    this.depth += 1;
+    try {
+      this.visit(fn.body);
+    } finally {
+      this.depth -= 1;
+      this.variables.clear();
+      for (const [key, value] of saved) this.variables.set(key, value);
+    }
+  }
+
+  /** Commands inside a word (`$(…)`, backticks, process substitution, `${x:-…}` defaults) run too. */
   private visitNested(node: Node): void {
     if (node.isError) this.parseError = true;
+    if (node.type === "command_substitution" && node.text.startsWith("`")) {
+      // Inside backticks, `\`` and `\$` are the inner command's own: bash reads the body again.
+      this.walkText(node.text.slice(1, -1).replace(/\\([`$\\])/g, "$1"));
+      return;
+    }
     if (node.type === "command_substitution" || node.type === "process_substitution") {
       if (node.type === "process_substitution") this.unsafe.add("process substitution");
       for (const inner of named(node)) this.visit(inner);
       return;
+    }
+    if (node.type === "expansion" || node.type === "arithmetic_expansion") {
+      if (node.type === "arithmetic_expansion" || !(named(node).length === 1 && named(node)[0]!.type === "variable_name")) this.unsafe.add(node.type === "expansion" ? "a parameter expansion with operators" : "arithmetic expansion");
+      this.visitEmbedded(node.text);
     }
     for (const child of named(node)) this.visitNested(child);
   }
@@ -344,40 +475,83 @@ class ScriptWalker {
 
   private expansionPieces(node: Node, quoted: boolean): WordPiece[] {
     let value: string | null = null;
+    const parts = named(node);
     if (node.type === "simple_expansion" || node.type === "expansion") {
-      const parts = named(node);
-      const only = parts.length === 1 && parts[0]!.type === "variable_name" ? parts[0]!.text : null;
-      if (only !== null) value = this.lookup(only);
+      const name = parts[0]?.type === "variable_name" ? parts[0].text : null;
+      const operator = node.type === "expansion" ? (children(node).find((child) => !child.isNamed && DEFAULT_OPERATORS.has(child.type))?.type ?? null) : null;
+      if (name !== null && parts.length === 1 && !operator) value = this.lookup(name);
+      else if (name !== null && operator) {
+        const known = this.lookup(name);
+        const fallback = parts.slice(1).flatMap((part) => this.wordsOf(part));
+        const useDefault = known === null || (operator.startsWith(":") && known === "");
+        if (!useDefault) value = known;
+        else if (known !== null && fallback.every((word) => word.static)) value = fallback.map((word) => word.text).join(" ");
+        // An unset variable with a default: for judging destruction, the default is what it may be.
+        else if (fallback.every((word) => word.static)) return [{ text: fallback.map((word) => word.text).join(" "), quoted, dynamic: false, expanded: true, ...(quoted ? {} : { split: true }) }];
+      }
     } else if (node.type === "command_substitution") {
       value = this.substitutionValue(node);
     }
     if (value === null) return [{ text: node.text, quoted, dynamic: true }];
-    // $HOME is as good as a literal; other values came from the script itself.
-    const expanded = !(node.type !== "command_substitution" && named(node)[0]?.text === "HOME");
+    // $HOME and $PWD are as good as literals; other values came from the script itself.
+    const expanded = !(node.type !== "command_substitution" && (parts[0]?.text === "HOME" || parts[0]?.text === "PWD"));
     return [quoted ? { text: value, quoted: true, dynamic: false, expanded } : { text: value, quoted: false, dynamic: false, split: true, expanded }];
   }
 
   private lookup(name: string): string | null {
     if (name === "HOME") return this.env.home;
+    // The directory the command runs in: as a path, `.` means the same.
+    if (name === "PWD") return ".";
     return this.variables.get(name) ?? null;
   }
 
   /**
-   * The output of `$(…)` when the text fixes it: `$(echo rm)`, `$(printf rm)`, `$(which rm)`,
-   * `$(command -v rm)`. Anything else is only known at run time.
+   * The output of `$(…)` when the text fixes it: `echo`, `printf` (escapes and `%s` included), the
+   * decoders a literal is piped through (`base64 -d`, `xxd -r -p`, `rev`), `which rm`, `command -v rm`.
+   * Anything else is only known at run time.
    */
   private substitutionValue(node: Node): string | null {
     const inner = named(node);
-    if (inner.length !== 1 || inner[0]!.type !== "command") return null;
-    const parts = named(inner[0]!);
-    if (parts.some((part) => part.type === "variable_assignment" || part.type.endsWith("redirect"))) return null;
-    const words = parts.flatMap((part) => this.wordsOf(part.type === "command_name" ? (named(part)[0] ?? part) : part));
+    if (inner.length !== 1) return null;
+    const statement = inner[0]!;
+    const commands: ShellCommand[] = [];
+    const collect = (current: Node): boolean => {
+      if (current.type === "command") {
+        const before = this.commands.length;
+        this.command(current, []);
+        commands.push(...this.commands.splice(before));
+        return true;
+      }
+      if (current.type === "pipeline") {
+        let previous: ShellCommand | null = null;
+        for (const child of named(current)) {
+          if (!collect(child)) return false;
+          const last = commands.at(-1)!;
+          if (previous) last.pipedFrom = previous;
+          previous = last;
+        }
+        return true;
+      }
+      if (current.type === "redirected_statement") {
+        const body = current.childForFieldName("body");
+        if (body?.type !== "command") return false;
+        const redirects = named(current).filter((child) => child.id !== body.id).map((child) => this.redirect(child)).filter((redirect): redirect is ShellRedirect => redirect !== null);
+        const before = this.commands.length;
+        this.command(body, redirects);
+        commands.push(...this.commands.splice(before));
+        return true;
+      }
+      return false;
+    };
+    if (!collect(statement) || commands.length === 0) return null;
+    // The substitution's commands are judged where they stand, in the walk; here only their output counts.
+    const last = commands.at(-1)!;
+    const words = last.words;
     if (!words.every((word) => word.static && !word.glob)) return null;
     const [program, ...args] = words.map((word) => word.text);
-    if (program === "echo") return args.filter((arg, i) => !(i === 0 && /^-[neE]+$/.test(arg))).join(" ");
-    if (program === "printf" && args.length === 1 && !args[0]!.includes("%") && !args[0]!.includes("\\")) return args[0]!;
     if (program === "which" && args.length === 1) return args[0]!;
     if ((program === "command" || program === "type") && args.length === 2 && ["-v", "-p", "-P"].includes(args[0]!)) return args[1]!;
-    return null;
+    const output = literalOutput(last);
+    return output?.static ? output.text.replace(/\n+$/, "") : null;
   }
 }

@@ -77,7 +77,7 @@ export function openSudoRelay(options: SudoRelayOptions): SudoRelay {
   const shim = join(folder, "shim.cjs");
   writeFileSync(shim, SHIM_SOURCE(socketPath, token), { mode: 0o600 });
   writeFileSync(join(binDir, "sudo"), `#!/bin/sh\nexec "${process.execPath}" "${shim}" "$@"\n`, { mode: 0o700 });
-  const askpass = openAskpassSession(options.password);
+  const askpass = openAskpassSession(options.password, Math.max(1, options.allowed.length));
   const realSudo = findProgram("sudo", binDir);
   const remaining = options.allowed.map((argv) => [...argv]);
   const children = new Set<ReturnType<typeof spawn>>();

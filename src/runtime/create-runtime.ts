@@ -1,3 +1,4 @@
+import { homedir } from "node:os";
 import { join, resolve } from "node:path";
 import type { Logger } from "pino";
 import type { DuckConfig } from "../config/config-schemas.js";
@@ -177,7 +178,7 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
   ready.catch(() => undefined);
   const { sandbox, warning } = options.sandbox
     ? { sandbox: options.sandbox, warning: null }
-    : chooseShellSandbox(config.runtime.sandbox.mode, { hiddenPaths: protectedPaths, allowPrivateNetwork: config.runtime.sandbox.private_network, logger });
+    : chooseShellSandbox(config.runtime.sandbox.mode, { hiddenPaths: [...protectedPaths, ...config.runtime.sandbox.hide.map((path) => path.replace(/^~(?=\/|$)/, homedir()))], allowPrivateNetwork: config.runtime.sandbox.private_network, logger });
   if (warning) logger.warn(warning);
   const context: ExecutorContext = {
     store,

@@ -1,6 +1,7 @@
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, realpathSync, statSync } from "node:fs";
-import { join } from "node:path";
+import { existsSync, readdirSync, realpathSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
 import type { Logger } from "pino";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import { SANDBOX_PROXY_PORT, startNetworkProxy, type NetworkProxy } from "./network-proxy.js";
@@ -65,14 +66,43 @@ function isDirectory(path: string): boolean {
   return statSync(path, { throwIfNoEntry: false })?.isDirectory() ?? false;
 }
 
-/** `.git` parts that make git run code (config, hooks): read-only to confined commands, so a task cannot plant them. */
-function gitInternals(workspace: string): { readOnly: string[] } {
-  const git = join(workspace, ".git");
-  if (!isDirectory(git)) return { readOnly: [] };
-  const hooks = join(git, "hooks");
-  // A missing hooks folder could be created by the task and used by the user's next `git commit`.
-  if (!existsSync(hooks)) mkdirSync(hooks, { recursive: true });
-  return { readOnly: ["config", "config.worktree", "hooks", "modules", "info", "commondir"].map((name) => join(git, name)).filter((path) => existsSync(path)) };
+const SKIP_WHEN_LOOKING = new Set(["node_modules", ".venv", "venv", "__pycache__", "dist", "build", "target", ".cache"]);
+
+/**
+ * The `.git` folders of the workspace and of repositories inside it (a few levels down): read-only to
+ * confined commands — config, hooks, `commondir` and all — and, being mount points, impossible to
+ * rename or replace. What the user's own git later reads there, no task has written.
+ */
+export function gitFolders(workspace: string, depth = 3): string[] {
+  const found: string[] = [];
+  const walk = (dir: string, level: number) => {
+    if (found.length >= 64) return;
+    let entries: import("node:fs").Dirent[];
+    try {
+      entries = readdirSync(dir, { withFileTypes: true });
+    } catch {
+      return;
+    }
+    for (const entry of entries) {
+      if (!entry.isDirectory()) continue;
+      const path = join(dir, entry.name);
+      if (entry.name === ".git") found.push(path);
+      else if (level < depth && !SKIP_WHEN_LOOKING.has(entry.name)) walk(path, level + 1);
+    }
+  };
+  walk(workspace, 0);
+  return found;
+}
+
+/**
+ * The folders between the workspace and a hidden path inside it. Bound onto themselves they become
+ * mount points, which cannot be renamed: `mv data elsewhere` would otherwise move DuckLM's home out
+ * from under its hiding place.
+ */
+function pinnedAncestors(workspace: string, hidden: string): string[] {
+  const pinned: string[] = [];
+  for (let dir = dirname(hidden); dir.length > workspace.length && dir.startsWith(`${workspace}/`); dir = dirname(dir)) pinned.unshift(dir);
+  return pinned;
 }
 
 export interface BubblewrapOptions {
@@ -95,12 +125,15 @@ export interface BubblewrapOptions {
 export function bubblewrapShell(options: BubblewrapOptions): ShellSandbox {
   const binary = options.binary ?? "bwrap";
   let proxy: Promise<NetworkProxy> | null = null;
-  const hidden = [...new Set(options.hiddenPaths.map((path) => realOrNull(path)).filter((path): path is string => path !== null))];
+  // DuckLM's private folders (askpass, sudo relay, network proxy) live in the temporary folder too.
+  const temporary = tmpdir() === "/tmp" ? [] : [tmpdir()];
   return {
     kind: "bwrap",
     confinement: "confined",
     note: "shell commands can write only inside the workspace, cannot see DuckLM's own files and have no network unless allowed (bubblewrap)",
     async launch(command, launch) {
+      // Worked out at every launch: a path that appears or moves after start is hidden all the same.
+      const hidden = [...new Set([...options.hiddenPaths, ...temporary].map((path) => realOrNull(path)).filter((path): path is string => path !== null))];
       const args = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"];
       const hide = (path: string) => (isDirectory(path) ? args.push("--tmpfs", path) : args.push("--ro-bind", "/dev/null", path));
       // Later mounts cover earlier ones: a hidden folder that holds the workspace is hidden first, one
@@ -108,15 +141,18 @@ export function bubblewrapShell(options: BubblewrapOptions): ShellSandbox {
       const holdsWorkspace = (path: string) => launch.workspace === path || launch.workspace.startsWith(`${path}/`);
       for (const path of hidden.filter(holdsWorkspace)) hide(path);
       for (const path of [launch.workspace, ...(launch.extraWritable ?? [])]) args.push("--bind", path, path);
-      for (const path of gitInternals(launch.workspace).readOnly) args.push("--ro-bind", path, path);
-      for (const path of hidden.filter((candidate) => !holdsWorkspace(candidate))) hide(path);
+      for (const path of gitFolders(launch.workspace)) args.push("--ro-bind", path, path);
+      const inside = hidden.filter((candidate) => !holdsWorkspace(candidate));
+      // Pinned first, hidden after: a pinned folder that is itself hidden must end up hidden.
+      for (const ancestor of new Set(inside.flatMap((path) => pinnedAncestors(launch.workspace, path)))) args.push("--bind", ancestor, ancestor);
+      for (const path of inside) hide(path);
       for (const path of SERVICE_SOCKET_DIRS) if (isDirectory(path) && realOrNull(path) === path) args.push("--tmpfs", path);
       for (const path of SERVICE_SOCKET_FILES) if (existsSync(path) && realOrNull(path) === path) args.push("--ro-bind", "/dev/null", path);
       for (const path of launch.extraReadable ?? []) args.push("--ro-bind", path, path);
       args.push("--chdir", launch.workspace, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--unshare-net");
       // As root, the sandbox would otherwise keep root's capabilities (remounting / among them).
       if (process.getuid?.() === 0) args.push("--cap-drop", "ALL");
-      const env: Record<string, string> = {};
+      const env: Record<string, string> = { TMPDIR: "/tmp" };
       if (launch.network) {
         proxy ??= startNetworkProxy({
           allowPrivate: options.allowPrivateNetwork ?? false,

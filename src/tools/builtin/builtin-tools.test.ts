@@ -169,3 +169,28 @@ describe("shell_exec", () => {
     expect(clean).toEqual({ PATH: "/bin", HOME: "/h" });
   });
 });
+
+describe("the environment a command gets", () => {
+  it("leaves out credentials by name and by value, and what changes how the shell behaves", async () => {
+    const { scrubEnvironment } = await import("./shell-exec.js");
+    const clean = scrubEnvironment({
+      PATH: "/usr/bin",
+      HOME: "/home/u",
+      LANG: "C.UTF-8",
+      GITHUB_TOKEN: "t",
+      AWS_SECRET_ACCESS_KEY: "k",
+      DATABASE_URL: "postgres://app:hunter2@db/app",
+      CDPATH: "/",
+      BASH_ENV: "/tmp/x",
+      ENV: "/tmp/x",
+      "BASH_FUNC_ls%%": "() { rm -rf ~; }",
+      LD_PRELOAD: "/tmp/x.so",
+      NODE_OPTIONS: "--require /tmp/x.js",
+      GIT_EXTERNAL_DIFF: "/tmp/x",
+      SSH_AUTH_SOCK: "/run/x",
+      DUCKLM_HOME: "/home/u/.local/share/ducklm",
+      HTTPS_PROXY: "http://proxy",
+    });
+    expect(clean).toEqual({ PATH: "/usr/bin", HOME: "/home/u", LANG: "C.UTF-8" });
+  });
+});

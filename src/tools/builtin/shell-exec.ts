@@ -9,7 +9,12 @@ export const ShellExecInputSchema = z.object({
 });
 
 // Names whose values are credentials in common setups; they never reach a command the model wrote.
-const SECRET_ENV = /(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|PRIVATE_KEY|CREDENTIAL|SESSION|COOKIE)/i;
+const SECRET_ENV = /(TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|API_KEY|APIKEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIAL|SESSION|COOKIE|AUTH|_KEY$|^KEY$)/i;
+// Values that carry a password whatever their name (`postgres://user:pw@host/db`).
+const SECRET_VALUE = /:\/\/[^/@\s:]+:[^/@\s]+@/;
+// What changes how the shell itself or a program behaves before the command's own words count:
+// startup files, exported functions, where `cd` looks, preloaded libraries, interpreter options.
+const BEHAVIOUR_ENV = /^(BASH_ENV|ENV|CDPATH|GLOBIGNORE|SHELLOPTS|BASHOPTS|IFS|PS4|PROMPT_COMMAND|INPUTRC|HISTFILE|LD_PRELOAD|LD_AUDIT|LD_LIBRARY_PATH|NODE_OPTIONS|PYTHONSTARTUP|PYTHONINSPECT|PERL5OPT|PERL5LIB|RUBYOPT|LESSOPEN|LESSCLOSE|GIT_.*|BASH_FUNC_.*)$/;
 // Addresses of agents and buses that would act for the command outside its sandbox, and proxy
 // settings of DuckLM's own process (a confined command gets its own when it may use the network).
 const SERVICE_ENV = new Set(["SSH_AUTH_SOCK", "GPG_AGENT_INFO", "DBUS_SESSION_BUS_ADDRESS", "DBUS_SYSTEM_BUS_ADDRESS", "DOCKER_HOST", "SUDO_ASKPASS", "KRB5CCNAME", "DISPLAY", "WAYLAND_DISPLAY", "XAUTHORITY"]);
@@ -17,7 +22,8 @@ const SERVICE_ENV = new Set(["SSH_AUTH_SOCK", "GPG_AGENT_INFO", "DBUS_SESSION_BU
 export function scrubEnvironment(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   const clean: NodeJS.ProcessEnv = {};
   for (const [key, value] of Object.entries(env)) {
-    if (SECRET_ENV.test(key) || key.startsWith("DUCKLM_") || SERVICE_ENV.has(key) || /^(https?|all|no)_proxy$/i.test(key)) continue;
+    if (SECRET_ENV.test(key) || key.startsWith("DUCKLM_") || SERVICE_ENV.has(key) || BEHAVIOUR_ENV.test(key) || /^(https?|all|no)_proxy$/i.test(key)) continue;
+    if (value !== undefined && SECRET_VALUE.test(value)) continue;
     clean[key] = value;
   }
   return clean;
