@@ -19,7 +19,7 @@ export default tseslint.config(
     languageOptions: { globals: { ...globals.browser } },
   },
   {
-    files: ["src/cli/**", "bench/**", "test/**", "scripts/**", "bin/**"],
+    files: ["src/cli/**", "examples/**", "bench/**", "test/**", "scripts/**", "bin/**"],
     rules: { "no-console": "off" },
   },
   {

@@ -13,7 +13,7 @@ describe("the published package", () => {
   it("packs the build and its types, and runs the SDK example from a fresh project", () => {
     const out = makeTempDir("ducklm-pack-");
     const packed = execFileSync("npm", ["pack", "--json", "--pack-destination", out], { cwd: root, encoding: "utf8", env: { ...process.env, npm_config_loglevel: "error" } });
-    const [{ filename, files }] = JSON.parse(packed) as Array<{ filename: string; files: Array<{ path: string }> }>;
+    const [{ filename, files }] = JSON.parse(packed) as [{ filename: string; files: Array<{ path: string }> }];
     const paths = files.map((file) => file.path);
     expect(paths).toContain("dist/index.js");
     expect(paths).toContain("dist/index.d.ts");
