@@ -4,21 +4,14 @@ import { afterEach, describe, expect, it } from "vitest";
 import type { ExecutionDirective } from "../src/contracts/index.js";
 import { ScriptedModelProvider, type ScriptedReply } from "../src/models/scripted-provider.js";
 import { makeTempDir, useTestRuntimes } from "./helpers/test-runtime.js";
-import { isDirectiveRequest } from "./helpers/test-tools.js";
+import { scriptedAgent } from "./helpers/scripted-agent.js";
 
 const newRuntime = useTestRuntimes(afterEach);
 
 const CHECK = `const { add } = require("./add.js");\nif (add(2, 3) !== 5) { console.error("add(2, 3) gave " + add(2, 3)); process.exit(1); }\nconsole.log("add works");\n`;
 
 function coderModels(directive: ExecutionDirective, ...proposals: ScriptedReply[]): ScriptedModelProvider {
-  return new ScriptedModelProvider({ coder: proposals })
-    .always("thinker", "a coder step")
-    .always("json_compiler", (request) => {
-      if (isDirectiveRequest(request)) return directive;
-      if (request.prompt.startsWith("Should long-term memory")) return { recall: false, query: "" };
-      const passed = request.prompt.includes("Succeeded: true");
-      return { correctness: passed ? 1 : 0, usefulness: passed ? 1 : 0, safety: 1, verdict: passed ? "pass" : "retry", reason: passed ? "tests pass" : "tests fail" };
-    });
+  return scriptedAgent({ directive, draft: "a coder step", coder: proposals });
 }
 
 const addStep = (testCommand?: string): ExecutionDirective => ({
@@ -91,8 +84,7 @@ describe("coder steps", () => {
 
   it("fails the step clearly without a coder model, and a plan cannot call code_apply by name", async () => {
     // No coder and no Thinker to stand in for it (ROLE_FALLBACKS): only the JSON compiler.
-    const models = new ScriptedModelProvider()
-      .always("json_compiler", (request) => (isDirectiveRequest(request) ? addStep() : request.prompt.startsWith("Should long-term memory") ? { recall: false, query: "" } : { correctness: 0, usefulness: 0, safety: 1, verdict: "fail", reason: "no" }));
+    const models = scriptedAgent({ directive: addStep(), draft: null, verdict: () => "fail" });
     const runtime = newRuntime({ models });
     const outcome = await runtime.loop.submit({ text: "write add" }).done;
     expect(outcome.state).toBe("failed");

@@ -3,15 +3,15 @@ import { setTimeout as delay } from "node:timers/promises";
 import pino from "pino";
 import { afterAll, describe, expect, it } from "vitest";
 import type { DuckConfig } from "../src/config/config-schemas.js";
-import type { DuckEvent, ExecutionDirective } from "../src/contracts/index.js";
+import type { CriticScore, DuckEvent, ExecutionDirective } from "../src/contracts/index.js";
 import { LlamaCppProvider } from "../src/models/llama/llama-cpp-provider.js";
-import { ScriptedModelProvider } from "../src/models/scripted-provider.js";
 import { writeRecording } from "../src/replay/recording-file.js";
 import { replayTask } from "../src/replay/replay-task.js";
 import { join } from "node:path";
 import { fixtureModelsConfig } from "./helpers/fixture-models.js";
 import { createTestRuntime, makeTempDir, testConfig, type TestRuntime } from "./helpers/test-runtime.js";
-import { createEchoTool, createFlakyTool, isDirectiveRequest } from "./helpers/test-tools.js";
+import { createEchoTool, createFlakyTool } from "./helpers/test-tools.js";
+import { scriptedAgent, type JudgedStep } from "./helpers/scripted-agent.js";
 
 const recordings: Array<{ name: string; events: DuckEvent[]; config: DuckConfig }> = [];
 const runtimes: TestRuntime[] = [];
@@ -19,12 +19,13 @@ afterAll(async () => {
   await Promise.all(runtimes.map((runtime) => runtime.dispose()));
 });
 
-function scripted(directive: ExecutionDirective, verdictFor: (prompt: string) => string = (prompt) => (prompt.includes("Succeeded: true") ? "pass" : "retry")) {
-  return new ScriptedModelProvider({}, { chunkSize: 5 }).always("thinker", "Let me think: a plan.").always("json_compiler", (request) => {
-    if (isDirectiveRequest(request)) return directive;
-    if (request.prompt.startsWith("Should long-term memory")) return { recall: true, query: "ducks" };
-    const verdict = verdictFor(request.prompt);
-    return { correctness: 1, usefulness: 1, safety: 1, verdict, reason: "scripted" };
+function scripted(directive: ExecutionDirective, verdictFor: (step: JudgedStep) => CriticScore["verdict"] = (step) => (step.succeeded ? "pass" : "retry")) {
+  return scriptedAgent({
+    directive,
+    draft: "Let me think: a plan.",
+    recall: { recall: true, query: "ducks" },
+    verdict: (step) => ({ correctness: 1, usefulness: 1, safety: 1, verdict: verdictFor(step), reason: "scripted" }),
+    streaming: { chunkSize: 5 },
   });
 }
 

@@ -28,11 +28,11 @@ export class RoutedModelProvider implements ModelProvider, EmbeddingProvider {
     return (this.roles.get(role)?.servedBy ?? null) !== null;
   }
 
-  generateText(request: TextRequest): Promise<string> {
+  async generateText(request: TextRequest): Promise<string> {
     return this.route(request.role).generateText(request);
   }
 
-  generateJson<T>(request: JsonRequest<T>): Promise<JsonResult<T>> {
+  async generateJson<T>(request: JsonRequest<T>): Promise<JsonResult<T>> {
     return this.route(request.role).generateJson(request);
   }
 
@@ -44,7 +44,7 @@ export class RoutedModelProvider implements ModelProvider, EmbeddingProvider {
     await this.route(role).ensureLoaded?.(role);
   }
 
-  embed(texts: readonly string[], options?: { signal?: AbortSignal }): Promise<Float32Array[]> {
+  async embed(texts: readonly string[], options?: { signal?: AbortSignal }): Promise<Float32Array[]> {
     const backend = this.route("embeddings");
     if (!backend.embed) throw new DuckError(ErrorCode.ModelUnavailable, "the embeddings role's backend cannot embed");
     return backend.embed(texts, options);

@@ -11,6 +11,21 @@ export type ScriptedReply =
   | object
   | ((request: TextRequest | JsonRequest<unknown>) => string | object | Promise<string | object>);
 
+/**
+ * A reply that streams `text` and then never finishes, as a model that hangs mid-answer: the call
+ * ends only when its signal aborts, rejecting with the signal's reason.
+ */
+export function stallingReply(text: string): ScriptedReply {
+  return (request) =>
+    new Promise<never>((_resolve, reject) => {
+      const signal = request.signal;
+      const stop = () => reject(signal?.reason);
+      if (signal?.aborted) return stop();
+      signal?.addEventListener("abort", stop, { once: true });
+      request.onDelta?.(text);
+    });
+}
+
 export interface ScriptedCall {
   role: ModelRole;
   kind: "text" | "json";

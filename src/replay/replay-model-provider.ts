@@ -1,6 +1,7 @@
 import type { DuckEvent, EventPayloads, ModelRole } from "../contracts/index.js";
 import { DuckError, ErrorCode, type ErrorCodeName } from "../errors/duck-error.js";
 import { estimateTokens, type JsonRequest, type JsonResult, type ModelProvider, type TextRequest } from "../models/model-provider.js";
+import { parseModelJson } from "../models/model-output.js";
 import { ROLE_FALLBACKS } from "../models/model-roles.js";
 import type { ReplayProgress } from "./replay-progress.js";
 
@@ -57,7 +58,7 @@ export class ReplayModelProvider implements ModelProvider {
 
   async generateJson<T>(request: JsonRequest<T>): Promise<JsonResult<T>> {
     const raw = await this.play(request);
-    return { value: request.schema.parse(JSON.parse(raw)), raw };
+    return { value: parseModelJson(request.role, raw, request.schema), raw };
   }
 
   countTokens(_role: ModelRole, text: string): number {
@@ -67,6 +68,7 @@ export class ReplayModelProvider implements ModelProvider {
   async dispose(): Promise<void> {}
 
   private async play(request: TextRequest | JsonRequest<unknown>): Promise<string> {
+    request.signal?.throwIfAborted();
     // Logs recorded before roles were resolved by the provider name the fallback role itself.
     const key = this.candidates(request.role).map((role) => `${role}|${request.purpose ?? ""}`).find((candidate) => (this.calls.get(candidate)?.length ?? 0) > 0) ?? `${request.role}|${request.purpose ?? ""}`;
     const call = this.calls.get(key)?.shift();

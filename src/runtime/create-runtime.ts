@@ -3,19 +3,18 @@ import { join, resolve } from "node:path";
 import type { Logger } from "pino";
 import type { DuckConfig } from "../config/config-schemas.js";
 import { BUNDLED_CONFIG_DIR, loadConfig, resolveConfigDir, resolveHomeDir } from "../config/load-config.js";
-import { EventBus } from "../events/event-bus.js";
-import { EventStore } from "../events/event-store.js";
 import { MemoryService, type MemoryEmbedder } from "../memory/memory-service.js";
-import { MemoryStore } from "../memory/memory-store.js";
 import { isEmbeddingProvider, type ModelProvider } from "../models/model-provider.js";
-import { ApprovalStore } from "../permissions/approval-store.js";
 import { CommandClassifier } from "../permissions/command-classifier.js";
-import { openDatabase, type SqliteDatabase } from "../storage/open-database.js";
+import type { SqliteDatabase } from "../storage/open-database.js";
+import { openStores } from "../state/open-stores.js";
 import { ensurePrivateDir } from "../storage/private-files.js";
 import { realpathOfDeepestAncestor } from "../permissions/path-judge.js";
 import { pruneOptionsFrom } from "../state/task-retention.js";
-import { TaskStore, type Clock } from "../state/task-store.js";
-import { LoginStore } from "../state/login-store.js";
+import type { Clock, TaskStore } from "../state/task-store.js";
+import type { EventBus } from "../events/event-bus.js";
+import type { ApprovalStore } from "../permissions/approval-store.js";
+import type { LoginStore } from "../state/login-store.js";
 import { codeApplyTool } from "../tools/builtin/code-apply.js";
 import { fileListTool } from "../tools/builtin/file-list.js";
 import { fileReadTool } from "../tools/builtin/file-read.js";
@@ -145,12 +144,9 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
   const config = options.config ?? loadConfig(resolveConfigDir(options.configDir));
   ensurePrivateDir(home);
   const logger = options.logger ?? createLogger({ file: join(home, "logs", "ducklm.log") });
-  const database = openDatabase(options.databaseFile ?? join(home, "ducklm.sqlite3"), { synchronous: config.runtime.storage.synchronous });
+  const stores = openStores(options.databaseFile ?? join(home, "ducklm.sqlite3"), { synchronous: config.runtime.storage.synchronous, logger, ...(options.clock ? { clock: options.clock } : {}) });
+  const { database, bus, tasks: store, memories: memoryStore, approvals, logins } = stores;
   const db = database.db;
-  const events = new EventStore(db);
-  const bus = new EventBus((taskId, fromSeq) => events.list(taskId, fromSeq), logger);
-  const store = new TaskStore(db, events, bus, options.clock);
-  const memoryStore = new MemoryStore(db, options.clock);
   const models = options.models ?? null;
   const embedder: MemoryEmbedder | null =
     options.embedder !== undefined
@@ -168,8 +164,6 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
   const workspace = resolveWorkspace(config, options.workspace);
   const protectedPaths = protectedPathsFor(home, config.dir);
   const classifier = new CommandClassifier(config.permissions, { protectedPaths, realpath: realpathOfDeepestAncestor });
-  const approvals = new ApprovalStore(db, options.clock);
-  const logins = new LoginStore(db, options.clock);
   const ready = (async () => {
     await classifier.checkExamples(config.permissions.examples);
     await memory.open();

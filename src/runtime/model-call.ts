@@ -2,6 +2,7 @@ import type { z } from "zod";
 import type { ModelRole } from "../contracts/index.js";
 import { reportedModelCall } from "./model-stream-sink.js";
 import type { JsonResult } from "../models/model-provider.js";
+import { ErrorCode } from "../errors/duck-error.js";
 import { withScopedSignal } from "../utils/scoped-signal.js";
 import { sinkFor, type ExecutorContext } from "./executor-context.js";
 
@@ -23,7 +24,7 @@ export function servesRole(context: ExecutorContext, role: ModelRole): boolean {
 }
 
 function limited<T>(context: ExecutorContext, spec: ModelCallSpec, signal: AbortSignal, work: (signal: AbortSignal) => Promise<T>): Promise<T> {
-  return withScopedSignal([signal], context.config.runtime.timeouts.model_call_ms, `${spec.role} model call (${spec.purpose})`, work);
+  return withScopedSignal([signal], context.config.runtime.timeouts.model_call_ms, `${spec.role} model call (${spec.purpose})`, work, ErrorCode.ModelTimeout);
 }
 
 /**

@@ -205,17 +205,27 @@ export class TaskStore {
     this.throwIfBroken();
     const batch = this.openBatch();
     let result: T;
+    let failedInside = false;
     this.transactionDepth += 1;
     try {
       result = this.db.transaction(() => {
-        const value = fn();
+        let value: T;
+        try {
+          value = fn();
+        } catch (error) {
+          failedInside = true;
+          throw error;
+        }
         this.writeBatch(batch);
         return value;
       })();
     } catch (error) {
       this.transactionDepth -= 1;
       this.batch = null;
-      this.fail(batch, error);
+      if (!failedInside) this.fail(batch, error);
+      // The caller's own failure: everything rolled back, and it is theirs to see as it was.
+      for (const taskId of batch.rows.keys()) this.projections.delete(taskId);
+      throw error;
     }
     this.transactionDepth -= 1;
     this.batch = null;
@@ -305,8 +315,9 @@ export class TaskStore {
   private flushQuietly(): void {
     try {
       this.flush();
-    } catch {
-      // Recorded in `broken`; the next append or flush reports it to the RuntimeLoop.
+    } catch (error) {
+      // Nobody waits on a background commit: the next append or flush reports it to the RuntimeLoop.
+      this.broken = error as DuckError;
     }
   }
 
@@ -323,12 +334,9 @@ export class TaskStore {
   /** A batch that did not commit: forget the projections it changed, so they reload from disk. */
   private fail(batch: Batch, error: unknown): never {
     for (const taskId of batch.rows.keys()) this.projections.delete(taskId);
-    const wrapped =
-      (error as { code?: string }).code === "SQLITE_CONSTRAINT_UNIQUE"
-        ? new DuckError(ErrorCode.SeqConflict, "a task was changed by another writer", { cause: error })
-        : new DuckError(ErrorCode.StorageFailed, `could not store events: ${(error as Error).message}`, { cause: error });
-    this.broken = wrapped;
-    throw wrapped;
+    throw (error as { code?: string }).code === "SQLITE_CONSTRAINT_UNIQUE"
+      ? new DuckError(ErrorCode.SeqConflict, "a task was changed by another writer", { cause: error })
+      : new DuckError(ErrorCode.StorageFailed, `could not store events: ${(error as Error).message}`, { cause: error });
   }
 
   private throwIfBroken(): void {

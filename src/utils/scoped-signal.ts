@@ -1,4 +1,4 @@
-import { DuckError, ErrorCode } from "../errors/duck-error.js";
+import { DuckError, ErrorCode, type ErrorCodeName } from "../errors/duck-error.js";
 
 export interface ScopedSignal {
   signal: AbortSignal;
@@ -13,7 +13,7 @@ export interface ScopedSignal {
  * `AbortSignal.timeout` keeps its timer alive until it fires, so a long-running server creating one
  * per call would pile up timers and listeners; this one cleans up after itself.
  */
-export function scopedSignal(parents: ReadonlyArray<AbortSignal | undefined>, timeoutMs?: number, what = "operation"): ScopedSignal {
+export function scopedSignal(parents: ReadonlyArray<AbortSignal | undefined>, timeoutMs?: number, what = "operation", timeoutCode: ErrorCodeName = ErrorCode.ToolTimeout): ScopedSignal {
   const controller = new AbortController();
   let timedOut = false;
   const listeners: Array<[AbortSignal, () => void]> = [];
@@ -31,7 +31,7 @@ export function scopedSignal(parents: ReadonlyArray<AbortSignal | undefined>, ti
     timeoutMs !== undefined && !controller.signal.aborted
       ? setTimeout(() => {
           timedOut = true;
-          controller.abort(new DuckError(ErrorCode.ToolTimeout, `${what} took longer than ${timeoutMs} ms`));
+          controller.abort(new DuckError(timeoutCode, `${what} took longer than ${timeoutMs} ms`));
         }, timeoutMs)
       : null;
   timer?.unref?.();
@@ -54,8 +54,9 @@ export async function withScopedSignal<T>(
   timeoutMs: number | undefined,
   what: string,
   work: (signal: AbortSignal) => Promise<T>,
+  timeoutCode: ErrorCodeName = ErrorCode.ToolTimeout,
 ): Promise<T> {
-  const scope = scopedSignal(parents, timeoutMs, what);
+  const scope = scopedSignal(parents, timeoutMs, what, timeoutCode);
   try {
     return await work(scope.signal);
   } finally {

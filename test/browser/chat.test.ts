@@ -8,7 +8,8 @@ import type { ExecutionDirective } from "../../src/contracts/index.js";
 import { ScriptedModelProvider } from "../../src/models/scripted-provider.js";
 import { launchChromium } from "../helpers/browser.js";
 import { startTestServer, type TestServer } from "../helpers/test-server.js";
-import { createEchoTool, isDirectiveRequest } from "../helpers/test-tools.js";
+import { createEchoTool } from "../helpers/test-tools.js";
+import { scriptedAgent } from "../helpers/scripted-agent.js";
 
 // Functions passed to page.waitForFunction and page.evaluate run in the browser, where these exist.
 /* eslint-disable @typescript-eslint/no-explicit-any */
@@ -26,9 +27,7 @@ let draft = "Let me think this through.";
 
 beforeAll(async () => {
   mkdirSync(SCREENSHOTS, { recursive: true });
-  models = new ScriptedModelProvider({}, { chunkSize: 3 }).always("thinker", () => draft).always("json_compiler", (request) =>
-    isDirectiveRequest(request) ? directive : request.prompt.startsWith("Should long-term memory") ? { recall: false, query: "" } : { correctness: 1, usefulness: 1, safety: 1, verdict: "pass", reason: "ok" },
-  );
+  models = scriptedAgent({ directive: () => directive, draft: () => draft, verdict: () => "pass", streaming: { chunkSize: 3 } });
   models.always("coder", { files: [{ path: "greeting.txt", content: "hello from the coder\n" }], notes: "" });
   server = await startTestServer({ models, tools: [createEchoTool()] });
   writeFileSync(join(server.runtime.workspace, "notes.md"), "# Notes\nconst duck = \"quack\";\n");

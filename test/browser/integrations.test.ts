@@ -8,11 +8,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { IntegrationsConfigSchema } from "../../src/config/config-schemas.js";
 import type { ExecutionDirective } from "../../src/contracts/index.js";
 import { connectMcpServers, type McpConnectResult } from "../../src/integrations/mcp-tools.js";
-import { ScriptedModelProvider } from "../../src/models/scripted-provider.js";
 import { launchChromium } from "../helpers/browser.js";
 import { makeTempDir } from "../helpers/test-runtime.js";
 import { startTestServer, type TestServer } from "../helpers/test-server.js";
-import { isDirectiveRequest } from "../helpers/test-tools.js";
+import { scriptedAgent } from "../helpers/scripted-agent.js";
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
 declare const document: any;
@@ -30,11 +29,7 @@ let directive: ExecutionDirective;
 beforeAll(async () => {
   workspace = makeTempDir("ducklm-browser-mcp-");
   mcp = await connectMcpServers(IntegrationsConfigSchema.parse({ mcp: { servers: { files: { command: process.execPath, args: [FILESYSTEM_SERVER, workspace] } } } }).mcp, { workspace, home: tmpdir(), logger: pino({ level: "silent" }) });
-  const models = new ScriptedModelProvider()
-    .always("thinker", "use the MCP tool")
-    .always("json_compiler", (request) =>
-      isDirectiveRequest(request) ? directive : request.prompt.startsWith("Should long-term memory") ? { recall: false, query: "" } : { correctness: 1, usefulness: 1, safety: 1, verdict: "pass", reason: "ok" },
-    );
+  const models = scriptedAgent({ directive: () => directive, draft: "use the MCP tool", verdict: () => "pass" });
   server = await startTestServer({ models, tools: mcp.tools, workspace });
   browser = await launchChromium();
 }, 60_000);

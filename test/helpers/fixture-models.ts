@@ -26,6 +26,11 @@ export function fixtureModels(): { chat: string; embedding: string } {
   };
 }
 
+/** A chat fixture whose answers never end by themselves, for cancellation and time-limit tests. */
+export function endlessFixtureModel(): string {
+  return fixtureModel("tiny-chat-endless", { seed: 1, contextLength: 32768, name: "ducklm-tiny-chat-endless", endless: true });
+}
+
 /**
  * models.json for tests: every chat role on the chat fixture, embeddings on the other, one CPU thread
  * (on two cores, two threads made this tiny model about 15 times slower).

@@ -9,10 +9,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { IntegrationsConfigSchema } from "../../src/config/config-schemas.js";
 import { expandEnv } from "../../src/config/expand-env.js";
 import { connectMcpServers, mcpToolName, type McpConnectResult } from "../../src/integrations/mcp-tools.js";
-import { ScriptedModelProvider } from "../../src/models/scripted-provider.js";
 import type { ExecutionDirective } from "../../src/contracts/index.js";
 import { createTestRuntime, makeTempDir, type TestRuntime } from "../helpers/test-runtime.js";
-import { isDirectiveRequest } from "../helpers/test-tools.js";
+import { scriptedAgent } from "../helpers/scripted-agent.js";
 
 const require = createRequire(import.meta.url);
 const FILESYSTEM_SERVER = join(dirname(require.resolve("@modelcontextprotocol/server-filesystem/package.json")), "dist/index.js");
@@ -116,11 +115,7 @@ describe("MCP servers from integrations.json", () => {
     let runtime: TestRuntime;
     let directive: ExecutionDirective;
     beforeAll(() => {
-      const models = new ScriptedModelProvider()
-        .always("thinker", "use the tool")
-        .always("json_compiler", (request) =>
-          isDirectiveRequest(request) ? directive : request.prompt.startsWith("Should long-term memory") ? { recall: false, query: "" } : { correctness: 1, usefulness: 1, safety: 1, verdict: "pass", reason: "ok" },
-        );
+      const models = scriptedAgent({ directive: () => directive, draft: "use the tool", verdict: () => "pass" });
       runtime = createTestRuntime({ models, tools: mcp.tools, workspace });
     });
     afterAll(async () => {

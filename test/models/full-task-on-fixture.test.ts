@@ -5,10 +5,9 @@ import { describe, expect, it } from "vitest";
 import { LlamaCppProvider } from "../../src/models/llama/llama-cpp-provider.js";
 import { CoderProposalSchema, isTerminalTaskState, type ExecutionDirective } from "../../src/contracts/index.js";
 import type { ModelProvider } from "../../src/models/model-provider.js";
-import { ScriptedModelProvider } from "../../src/models/scripted-provider.js";
-import { isDirectiveRequest } from "../helpers/test-tools.js";
 import { fixtureModelsConfig } from "../helpers/fixture-models.js";
 import { createTestRuntime } from "../helpers/test-runtime.js";
+import { scriptedAgent } from "../helpers/scripted-agent.js";
 
 describe("a full task with every role on the fixture model", () => {
   it("completes, fails cleanly or waits for the user, over 20 seeds, within its timeout", async () => {
@@ -55,9 +54,7 @@ describe("a coder step with the coder on the fixture model", () => {
       // Room for a whole proposal: the grammar bounds its strings, not the number of tokens they take.
       config.roles.coder = { ...config.roles.coder!, max_tokens: 4096 };
       const llama = new LlamaCppProvider({ config, modelsDir: "/", logger: pino({ level: "silent" }), seed });
-      const scripted = new ScriptedModelProvider()
-        .always("thinker", "a coder step")
-        .always("json_compiler", (request) => (isDirectiveRequest(request) ? plan : request.prompt.startsWith("Should long-term memory") ? { recall: false, query: "" } : { correctness: 1, usefulness: 1, safety: 1, verdict: "pass", reason: "ok" }));
+      const scripted = scriptedAgent({ directive: plan, draft: "a coder step", verdict: () => "pass" });
       // The coder runs on llama.cpp; the deciders are scripted so that every seed reaches the coder step.
       const pick = (role: string) => (role === "coder" ? llama : scripted);
       const models: ModelProvider = {

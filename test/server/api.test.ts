@@ -1,16 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import type { DuckEvent, ExecutionDirective } from "../../src/contracts/index.js";
-import { ScriptedModelProvider } from "../../src/models/scripted-provider.js";
 import { startTestServer, type TestServer } from "../helpers/test-server.js";
-import { createEchoTool, isDirectiveRequest } from "../helpers/test-tools.js";
+import { createEchoTool } from "../helpers/test-tools.js";
+import { scriptedAgent } from "../helpers/scripted-agent.js";
 
 let server: TestServer;
 let directive: ExecutionDirective = { kind: "respond", answer: "hi" };
 beforeAll(async () => {
-  const models = new ScriptedModelProvider({}, { chunkSize: 4 }).always("thinker", "Thinking about it.").always("json_compiler", (request) =>
-    isDirectiveRequest(request) ? directive : request.prompt.startsWith("Should long-term memory") ? { recall: false, query: "" } : { correctness: 1, usefulness: 1, safety: 1, verdict: "pass", reason: "ok" },
-  );
+  const models = scriptedAgent({ directive: () => directive, draft: "Thinking about it.", verdict: () => "pass", streaming: { chunkSize: 4 } });
   server = await startTestServer({ models, tools: [createEchoTool()] });
 });
 afterAll(async () => {

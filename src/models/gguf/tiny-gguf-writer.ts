@@ -167,6 +167,11 @@ export interface TinyModelOptions {
   contextLength?: number;
   /** Model name in the metadata. */
   name?: string;
+  /**
+   * Answers that never end by themselves (the end-of-text token can never win), for tests of
+   * cancellation and time limits that need a generation still running when they strike.
+   */
+  endless?: boolean;
 }
 
 /**
@@ -198,6 +203,7 @@ export function buildTinyLlamaGguf(options: TinyModelOptions = {}): Buffer {
     { name: "output_norm.weight", dims: [embd], data: ones(embd) },
     { name: "output.weight", dims: [embd, vocab], data: weights(embd * vocab) },
   ];
+  if (options.endless) silenceEndOfText(tensors, embd, eos);
   for (let i = 0; i < blocks; i += 1) {
     tensors.push(
       { name: `blk.${i}.attn_norm.weight`, dims: [embd], data: ones(embd) },
@@ -210,6 +216,11 @@ export function buildTinyLlamaGguf(options: TinyModelOptions = {}): Buffer {
       { name: `blk.${i}.ffn_down.weight`, dims: [ff, embd], data: weights(ff * embd, 1 / Math.sqrt(ff)) },
       { name: `blk.${i}.ffn_up.weight`, dims: [embd, ff], data: weights(embd * ff) },
     );
+    if (options.endless) {
+      // Dimension 0 of the residual stream stays the constant the embeddings put there.
+      tensors.find((tensor) => tensor.name === `blk.${i}.attn_output.weight`)!.data.fill(0, 0, embd);
+      tensors.find((tensor) => tensor.name === `blk.${i}.ffn_down.weight`)!.data.fill(0, 0, ff);
+    }
   }
   const metadata: Record<string, MetadataValue> = {
     "general.architecture": { type: "string", value: "llama" },
@@ -233,6 +244,19 @@ export function buildTinyLlamaGguf(options: TinyModelOptions = {}): Buffer {
     "tokenizer.ggml.eos_token_id": { type: "u32", value: eos },
   };
   return encodeGguf(metadata, tensors);
+}
+
+/**
+ * Every token embedding carries a large constant in dimension 0, which no block changes, so the final
+ * normalised state is always positive there; the end-of-text token's output row reads only that
+ * dimension, with a large negative weight, so its logit stays far below every other token's.
+ */
+function silenceEndOfText(tensors: Tensor[], embd: number, eos: number): void {
+  const embeddings = tensors.find((tensor) => tensor.name === "token_embd.weight")!.data;
+  for (let row = 0; row < embeddings.length / embd; row += 1) embeddings[row * embd] = 8;
+  const output = tensors.find((tensor) => tensor.name === "output.weight")!.data;
+  output.fill(0, eos * embd, (eos + 1) * embd);
+  output[eos * embd] = -50;
 }
 
 /** Writes a tiny model to `file` (creating its folder) and returns the file's size. */

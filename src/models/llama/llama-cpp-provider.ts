@@ -270,7 +270,7 @@ export class LlamaCppProvider implements ModelProvider, EmbeddingProvider {
           sequence.dispose();
           instance.waiting.shift()?.();
         }
-      });
+      }, ErrorCode.ModelTimeout);
     } finally {
       instance.active -= 1;
     }

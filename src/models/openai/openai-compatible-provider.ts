@@ -201,6 +201,6 @@ export class OpenAiCompatibleProvider implements ModelProvider, EmbeddingProvide
       });
       if (failure) throw new DuckError(ErrorCode.ModelServerFailed, `the model server failed mid-answer: ${failure}`);
       return text;
-    });
+    }, ErrorCode.ModelTimeout);
   }
 }

@@ -2,9 +2,9 @@ import Database from "better-sqlite3";
 import { join } from "node:path";
 import { z } from "zod";
 import { afterEach, describe, expect, it } from "vitest";
-import { type TestRuntime, useTestRuntimes } from "../../test/helpers/test-runtime.js";
-import { defineTool } from "../tools/tool-definition.js";
-import { projectEvents } from "./task-projection.js";
+import { type TestRuntime, useTestRuntimes } from "../helpers/test-runtime.js";
+import { defineTool } from "../../src/tools/tool-definition.js";
+import { projectEvents } from "../../src/state/task-projection.js";
 
 const setup = useTestRuntimes(afterEach);
 function countOnDisk(runtime: TestRuntime, taskId: string): number {

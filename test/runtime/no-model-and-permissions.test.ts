@@ -1,8 +1,8 @@
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { createTestRuntime, makeTempDir, useTestRuntimes } from "../../test/helpers/test-runtime.js";
-import { unconfinedShell } from "../tools/shell-sandbox.js";
+import { createTestRuntime, makeTempDir, useTestRuntimes } from "../helpers/test-runtime.js";
+import { unconfinedShell } from "../../src/tools/shell-sandbox.js";
 
 const setup = useTestRuntimes(afterEach);
 

@@ -3,11 +3,11 @@ import { join } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
 import { z } from "zod";
 import { afterEach, describe, expect, it } from "vitest";
-import type { ExecutionDirective } from "../contracts/index.js";
-import { ScriptedModelProvider } from "../models/scripted-provider.js";
-import { defineTool } from "../tools/tool-definition.js";
-import { createTestRuntime, makeTempDir, type TestRuntime } from "../../test/helpers/test-runtime.js";
-import { createEchoTool, isDirectiveRequest } from "../../test/helpers/test-tools.js";
+import type { ExecutionDirective } from "../../src/contracts/index.js";
+import { defineTool } from "../../src/tools/tool-definition.js";
+import { createTestRuntime, makeTempDir, type TestRuntime } from "../helpers/test-runtime.js";
+import { createEchoTool } from "../helpers/test-tools.js";
+import { scriptedAgent } from "../helpers/scripted-agent.js";
 
 const runtimes: TestRuntime[] = [];
 afterEach(async () => {
@@ -39,9 +39,7 @@ function plan(steps: Array<{ id: string; tool: string; name: string; wait?: numb
 }
 
 function runtimeWith(home: string, markers: string, directive: ExecutionDirective): TestRuntime {
-  const models = new ScriptedModelProvider().always("json_compiler", (request) =>
-    isDirectiveRequest(request) ? directive : { correctness: 1, usefulness: 1, safety: 1, verdict: "pass", reason: "ok", recall: false, query: "" },
-  );
+  const models = scriptedAgent({ directive, draft: null, verdict: () => "pass" });
   const runtime = createTestRuntime({ home, models, tools: [markerTool("read-only", markers), markerTool("side-effecting", markers), createEchoTool()] });
   runtimes.push(runtime);
   return runtime;

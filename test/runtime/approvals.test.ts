@@ -1,7 +1,7 @@
 import { mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { type TestRuntime, useTestRuntimes } from "../../test/helpers/test-runtime.js";
+import { type TestRuntime, useTestRuntimes } from "../helpers/test-runtime.js";
 
 const setup = useTestRuntimes(afterEach);
 const types = (runtime: TestRuntime, taskId: string) => runtime.store.listEvents(taskId).map((event) => event.type);

@@ -1,24 +1,16 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { RecallDecisionSchema, type DuckEvent, type ExecutionDirective } from "../contracts/index.js";
-import { ScriptedModelProvider } from "../models/scripted-provider.js";
-import { createTestRuntime, type TestRuntime } from "../../test/helpers/test-runtime.js";
-import { createEchoTool, createFlakyTool, isDirectiveRequest } from "../../test/helpers/test-tools.js";
+import { type DuckEvent, type ExecutionDirective } from "../../src/contracts/index.js";
+import { createTestRuntime, type TestRuntime } from "../helpers/test-runtime.js";
+import { createEchoTool, createFlakyTool } from "../helpers/test-tools.js";
+import { scriptedAgent } from "../helpers/scripted-agent.js";
 
 const runtimes: TestRuntime[] = [];
 afterEach(async () => {
   await Promise.all(runtimes.splice(0).map((runtime) => runtime.dispose()));
 });
 
-/** Thinker drafts; the JSON compiler answers each schema it is asked for, judging steps by their success. */
-function plannerProvider(directive: ExecutionDirective): ScriptedModelProvider {
-  return new ScriptedModelProvider().always("thinker", "I will make a plan.").always("json_compiler", (request) => {
-    const schema = "schema" in request ? request.schema : null;
-    if (isDirectiveRequest(request)) return directive;
-    if (schema === RecallDecisionSchema) return { recall: false, query: "" };
-    const succeeded = request.prompt.includes("Succeeded: true");
-    return { correctness: succeeded ? 1 : 0, usefulness: succeeded ? 1 : 0, safety: 1, verdict: succeeded ? "pass" : "retry", reason: "scripted" };
-  });
-}
+/** Thinker drafts; steps are judged by their success. */
+const plannerProvider = (directive: ExecutionDirective) => scriptedAgent({ directive });
 
 function types(events: DuckEvent[]): string[] {
   return events.map((event) => event.type);

@@ -1,12 +1,12 @@
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import pino from "pino";
-import { IntegrationsConfigSchema } from "../config/config-schemas.js";
-import { createWebTools } from "../integrations/web-tools.js";
+import { IntegrationsConfigSchema } from "../../src/config/config-schemas.js";
+import { createWebTools } from "../../src/integrations/web-tools.js";
 import { describe, expect, it } from "vitest";
-import { makeTempDir, createTestRuntime } from "../../test/helpers/test-runtime.js";
-import { BUILTIN_TOOL_NAMES } from "../runtime/create-runtime.js";
-import { loadPlugins } from "./plugin-loader.js";
+import { makeTempDir, createTestRuntime } from "../helpers/test-runtime.js";
+import { BUILTIN_TOOL_NAMES } from "../../src/runtime/create-runtime.js";
+import { loadPlugins } from "../../src/tools/plugin-loader.js";
 
 describe("loadPlugins", () => {
   it("loads good plugins and reports broken ones without stopping", async () => {

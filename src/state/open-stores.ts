@@ -1,0 +1,38 @@
+import type { Logger } from "pino";
+import { EventBus } from "../events/event-bus.js";
+import { EventStore } from "../events/event-store.js";
+import { MemoryStore } from "../memory/memory-store.js";
+import { ApprovalStore } from "../permissions/approval-store.js";
+import { openDatabase, type DuckDatabase, type OpenDatabaseOptions } from "../storage/open-database.js";
+import { LoginStore } from "./login-store.js";
+import { TaskStore, type Clock } from "./task-store.js";
+
+/** Every store DuckLM keeps, on one database. */
+export interface DuckStores {
+  database: DuckDatabase;
+  events: EventStore;
+  bus: EventBus;
+  tasks: TaskStore;
+  memories: MemoryStore;
+  approvals: ApprovalStore;
+  logins: LoginStore;
+}
+
+/**
+ * Opens the database (a file, or `:memory:`) and the stores on it. The one place stores are made, so
+ * that a second backend is a second implementation of this function, checked by the same store suite.
+ */
+export function openStores(file: string, options: OpenDatabaseOptions & { logger: Logger; clock?: Clock }): DuckStores {
+  const database = openDatabase(file, options.synchronous ? { synchronous: options.synchronous } : {});
+  const events = new EventStore(database.db);
+  const bus = new EventBus((taskId, fromSeq) => events.list(taskId, fromSeq), options.logger);
+  return {
+    database,
+    events,
+    bus,
+    tasks: new TaskStore(database.db, events, bus, options.clock),
+    memories: new MemoryStore(database.db, options.clock),
+    approvals: new ApprovalStore(database.db, options.clock),
+    logins: new LoginStore(database.db, options.clock),
+  };
+}

@@ -1,0 +1,255 @@
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import type { DuckEvent } from "../../src/contracts/index.js";
+import { DuckError } from "../../src/errors/duck-error.js";
+import type { DuckStores } from "../../src/state/open-stores.js";
+import { projectEvents } from "../../src/state/task-projection.js";
+
+/**
+ * What DuckLM's stores promise, whatever database holds them: the event log, task rows and
+ * checkpoints, memory, approvals and logins. Each backend runs this suite (test/contracts/stores.test.ts).
+ */
+
+export interface StoreBackend {
+  name: string;
+  /** Whether what it holds outlives the process (a file, a server), so a reopen finds it. */
+  durable: boolean;
+  /**
+   * Opens every store on a fresh database, reading the time from `clock`. `reopen` closes it and opens
+   * the same database again; `close` closes whichever is open.
+   */
+  open(clock: () => Date): { stores: DuckStores; close(): void; reopen(): DuckStores };
+}
+
+/** A clock tests move by hand. */
+function manualClock(start = Date.parse("2026-06-01T12:00:00Z")) {
+  let now = start;
+  return { now: () => new Date(now), advance: (ms: number) => (now += ms) };
+}
+
+function codeOf(run: () => unknown): string | undefined {
+  try {
+    run();
+  } catch (error) {
+    return error instanceof DuckError ? error.code : `not a DuckError: ${String(error)}`;
+  }
+  return undefined;
+}
+
+const settle = () => new Promise((resolve) => setImmediate(resolve));
+
+export function describeStoreContract(backend: StoreBackend): void {
+  function withStores(work: (stores: DuckStores, clock: ReturnType<typeof manualClock>, opened: ReturnType<StoreBackend["open"]>) => void | Promise<void>) {
+    return async () => {
+      const clock = manualClock();
+      const opened = backend.open(clock.now);
+      try {
+        await work(opened.stores, clock, opened);
+      } finally {
+        opened.close();
+      }
+    };
+  }
+
+  describe(`the store contract: ${backend.name}`, () => {
+    it(
+      "keeps each task's events numbered 1, 2, 3… in the order appended, and publishes them once committed",
+      withStores(async ({ tasks, events, bus }) => {
+        const task = tasks.createTask({ text: "count the ducks", workspace: "/w" });
+        const published: number[] = [];
+        bus.subscribe(task.task_id, (event) => void published.push(event.seq));
+        tasks.append(task.task_id, "task-started", {});
+        tasks.append(task.task_id, "model-output-started", { role: "thinker", purpose: "draft" });
+        tasks.append(task.task_id, "model-output-delta", { role: "thinker", purpose: "draft", text: "three" });
+        expect(published).toEqual([]);
+        await settle();
+        expect(published).toEqual([1, 2, 3, 4]);
+        const stored = events.list(task.task_id);
+        expect(stored.map((event) => event.seq)).toEqual([1, 2, 3, 4]);
+        expect(stored.map((event) => event.type)).toEqual(["task-received", "task-started", "model-output-started", "model-output-delta"]);
+        expect(stored[3]!.payload).toEqual({ role: "thinker", purpose: "draft", text: "three" });
+        expect(events.list(task.task_id, 3).map((event) => event.seq)).toEqual([3, 4]);
+        expect(events.lastSeq(task.task_id)).toBe(4);
+      }),
+    );
+
+    it(
+      "returns from each append the state a fresh read from storage gives",
+      withStores(({ tasks, events }) => {
+        const task = tasks.createTask({ text: "say hi", workspace: "/w", session_id: "s1" });
+        tasks.append(task.task_id, "task-started", {});
+        const completed = tasks.append(task.task_id, "task-completed", { answer: "hi" }, { durable: true });
+        expect(completed.state).toBe("completed");
+        expect(tasks.loadProjection(task.task_id)).toEqual(completed);
+        expect(projectEvents(events.list(task.task_id))).toEqual(completed);
+        tasks.evict(task.task_id);
+        expect(tasks.projection(task.task_id)).toEqual(completed);
+      }),
+    );
+
+    it(
+      "keeps a task row that follows its events, and lists tasks newest first, by state and by session",
+      withStores(({ tasks }, clock) => {
+        const first = tasks.createTask({ text: "first", workspace: "/w", session_id: "s1" });
+        tasks.append(first.task_id, "task-started", {});
+        tasks.append(first.task_id, "task-completed", { answer: "one" });
+        clock.advance(1000);
+        const second = tasks.createTask({ text: "second", workspace: "/w", session_id: "s1" });
+        tasks.append(second.task_id, "task-started", {}, { durable: true });
+        const row = tasks.requireTask(first.task_id);
+        expect(row).toMatchObject({ id: first.task_id, text: "first", state: "completed", session_id: "s1", workspace: "/w", last_seq: 3, answer: "one", error: null });
+        expect(tasks.listTasks().map((summary) => summary.id)).toEqual([second.task_id, first.task_id]);
+        expect(tasks.listTasks({ state: "running" }).map((summary) => summary.id)).toEqual([second.task_id]);
+        expect(tasks.listTasks({ limit: 1 })).toHaveLength(1);
+        expect(tasks.sessionHistory("s1", second.task_id, 10).map((summary) => summary.id)).toEqual([first.task_id]);
+        expect(tasks.getTask("no-such-task")).toBeNull();
+        expect(codeOf(() => tasks.requireTask("no-such-task"))).toBe("DUCK_ERR_TASK_NOT_FOUND");
+        expect(codeOf(() => tasks.loadProjection("no-such-task"))).toBe("DUCK_ERR_TASK_NOT_FOUND");
+      }),
+    );
+
+    it(
+      "writes a checkpoint at milestones and rebuilds the same state from it plus the events after",
+      withStores(({ tasks }) => {
+        const task = tasks.createTask({ text: "t", workspace: "/w" });
+        tasks.append(task.task_id, "task-started", {});
+        tasks.append(task.task_id, "model-output-started", { role: "thinker", purpose: "draft" });
+        const last = tasks.append(task.task_id, "task-completed", { answer: "done" }, { durable: true });
+        const checkpoint = tasks.checkpoint(task.task_id);
+        expect(checkpoint).not.toBeNull();
+        expect(checkpoint!.seq).toBeGreaterThanOrEqual(1);
+        expect(checkpoint!.seq).toBeLessThanOrEqual(last.seq);
+        expect(tasks.loadProjection(task.task_id)).toEqual(last);
+      }),
+    );
+
+    it(
+      "commits a transaction's appends and other writes together, or none of them",
+      withStores(async ({ tasks, events, memories, bus }) => {
+        const task = tasks.createTask({ text: "t", workspace: "/w" }, { durable: true });
+        const published: string[] = [];
+        bus.subscribe(task.task_id, (event: DuckEvent) => void published.push(event.type));
+        expect(() =>
+          tasks.transaction(() => {
+            tasks.append(task.task_id, "task-started", {});
+            memories.insert({ text: "half-written memory", kind: "fact" });
+            throw new Error("the write fails half-way");
+          }),
+        ).toThrow("the write fails half-way");
+        await settle();
+        expect(events.list(task.task_id).map((event) => event.seq)).toEqual([1]);
+        expect(memories.findExact("half-written memory")).toBeNull();
+        expect(published).toEqual([]);
+        tasks.evict(task.task_id);
+        const entry = tasks.transaction(() => {
+          tasks.append(task.task_id, "task-started", {});
+          return memories.insert({ text: "kept memory", kind: "fact", source_task: task.task_id });
+        });
+        expect(events.list(task.task_id).map((event) => event.seq)).toEqual([1, 2]);
+        expect(memories.get(entry.id)?.text).toBe("kept memory");
+        expect(published).toEqual(["task-started"]);
+      }),
+    );
+
+    it(
+      "prunes finished tasks past retention with their events and checkpoints, and never an unfinished one",
+      withStores(({ tasks, events }, clock) => {
+        const old = tasks.createTask({ text: "old", workspace: "/w" });
+        tasks.append(old.task_id, "task-started", {});
+        tasks.append(old.task_id, "task-failed", { code: "DUCK_ERR_TOOL_FAILED", message: "no" });
+        const stuck = tasks.createTask({ text: "still running", workspace: "/w" });
+        tasks.append(stuck.task_id, "task-started", {});
+        clock.advance(10 * 24 * 3600 * 1000);
+        const fresh = tasks.createTask({ text: "fresh", workspace: "/w" });
+        tasks.append(fresh.task_id, "task-started", {});
+        tasks.append(fresh.task_id, "task-completed", { answer: "yes" });
+        const result = tasks.prune({ olderThan: new Date(clock.now().getTime() - 24 * 3600 * 1000), keepNewest: null, action: "delete", archiveDir: mkdtempSync(join(tmpdir(), "ducklm-archive-")) });
+        expect(result.pruned).toEqual([old.task_id]);
+        expect(tasks.getTask(old.task_id)).toBeNull();
+        expect(events.list(old.task_id)).toEqual([]);
+        expect(tasks.checkpoint(old.task_id)).toBeNull();
+        expect(tasks.getTask(stuck.task_id)?.state).toBe("running");
+        expect(tasks.getTask(fresh.task_id)?.state).toBe("completed");
+      }),
+    );
+
+    it(
+      "keeps memories searchable by keyword, pinned, reinforced and deleted",
+      withStores(({ memories }, clock) => {
+        const bread = memories.insert({ text: "Ducks like bread crumbs", kind: "fact", source_task: "t1" });
+        memories.insert({ text: "Geese are loud in the morning", kind: "note" });
+        expect(bread).toMatchObject({ text: "Ducks like bread crumbs", kind: "fact", source_task: "t1", pinned: false });
+        const hits = memories.search("what do ducks like?", 5);
+        expect(hits.map((hit) => hit.entry.id)).toEqual([bread.id]);
+        expect(hits[0]!.matched_by).toEqual(["keyword"]);
+        expect(memories.search("?!", 5)).toEqual([]);
+        expect(memories.setPinned(bread.id, true)).toBe(true);
+        expect(memories.get(bread.id)?.pinned).toBe(true);
+        clock.advance(1000);
+        expect(memories.reinforce(bread.id)!.weight).toBeGreaterThan(bread.weight);
+        expect(memories.findExact("Ducks like bread crumbs")?.id).toBe(bread.id);
+        expect(memories.stats()).toMatchObject({ entries: 2, pinned: 1, by_kind: { fact: 1, note: 1 } });
+        const vector = Float32Array.from([0.5, -1, 2]);
+        memories.setEmbedding(bread.id, vector, "tiny-embedding");
+        expect(memories.embeddings("tiny-embedding")).toEqual([{ id: bread.id, vector }]);
+        expect(memories.embeddings("another-model")).toEqual([]);
+        expect(memories.delete(bread.id)).toBe(true);
+        expect(memories.delete(bread.id)).toBe(false);
+        expect(memories.search("ducks", 5)).toEqual([]);
+      }),
+    );
+
+    it(
+      "remembers an approval for one exact command in one directory, until it expires or is revoked",
+      withStores(({ approvals }, clock) => {
+        const forever = approvals.grant({ command: "  npm test  ", cwd: "/w", category: "normal", grantedByTask: "t1" });
+        const brief = approvals.grant({ command: "make", cwd: "/w", category: "normal", grantedByTask: null, expiresAt: new Date(clock.now().getTime() + 60_000) });
+        expect(approvals.findActive("npm test", "/w")?.id).toBe(forever.id);
+        expect(approvals.findActive("npm test", "/elsewhere")).toBeNull();
+        expect(approvals.findActive("npm test && rm -rf /", "/w")).toBeNull();
+        expect(approvals.findActive("make", "/w")?.id).toBe(brief.id);
+        clock.advance(61_000);
+        expect(approvals.findActive("make", "/w")).toBeNull();
+        expect(approvals.revoke(forever.id)).toBe(true);
+        expect(approvals.revoke(forever.id)).toBe(false);
+        expect(approvals.findActive("npm test", "/w")).toBeNull();
+        expect(approvals.get(forever.id)?.revoked_at).not.toBeNull();
+        expect(approvals.list().map((approval) => approval.id).sort()).toEqual([forever.id, brief.id].sort());
+      }),
+    );
+
+    it(
+      "spends a login code once, for a session that works until it ends",
+      withStores(({ logins }, clock) => {
+        const code = logins.issueCode();
+        const session = logins.redeemCode(code);
+        expect(session).toBeTruthy();
+        expect(logins.redeemCode(code)).toBeNull();
+        expect(logins.checkSession(session!)).toBe(true);
+        expect(logins.checkSession(code)).toBe(false);
+        logins.endSession(session!);
+        expect(logins.checkSession(session!)).toBe(false);
+        const late = logins.issueCode();
+        clock.advance(16 * 60 * 1000);
+        expect(logins.redeemCode(late)).toBeNull();
+      }),
+    );
+
+    it.runIf(backend.durable)(
+      "keeps everything committed across a close and reopen",
+      withStores(({ tasks, memories, approvals }, _clock, opened) => {
+        const task = tasks.createTask({ text: "persist me", workspace: "/w" });
+        const done = tasks.append(task.task_id, "task-completed", { answer: "kept" }, { durable: true });
+        const memory = memories.insert({ text: "Ducks nest near water", kind: "fact" });
+        const approval = approvals.grant({ command: "ls", cwd: "/w", category: "normal", grantedByTask: task.task_id });
+        const again = opened.reopen();
+        expect(again.tasks.loadProjection(task.task_id)).toEqual(done);
+        expect(again.tasks.getTask(task.task_id)?.answer).toBe("kept");
+        expect(again.memories.search("nest", 5).map((hit) => hit.entry.id)).toEqual([memory.id]);
+        expect(again.approvals.findActive("ls", "/w")?.id).toBe(approval.id);
+      }),
+    );
+  });
+}

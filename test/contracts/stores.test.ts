@@ -1,0 +1,30 @@
+import { join } from "node:path";
+import pino from "pino";
+import { openStores, type DuckStores } from "../../src/state/open-stores.js";
+import { makeTempDir } from "../helpers/test-runtime.js";
+import { describeStoreContract, type StoreBackend } from "./store-contract.js";
+
+const logger = pino({ level: "silent" });
+
+function backendOn(name: string, durable: boolean, file: () => string): StoreBackend {
+  return {
+    name,
+    durable,
+    open(clock) {
+      const path = file();
+      let current: DuckStores = openStores(path, { logger, clock });
+      return {
+        stores: current,
+        close: () => current.database.close(),
+        reopen() {
+          current.database.close();
+          current = openStores(path, { logger, clock });
+          return current;
+        },
+      };
+    },
+  };
+}
+
+describeStoreContract(backendOn("SQLite file", true, () => join(makeTempDir("ducklm-stores-"), "ducklm.sqlite3")));
+describeStoreContract(backendOn("SQLite :memory:", false, () => ":memory:"));

@@ -1,0 +1,87 @@
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+
+/** What the next chat completion answers: text streamed in chunks, or a first chunk and then silence. */
+export type ServerReply = { text: string } | { stallAfter: string };
+
+export interface LoopbackModelServer {
+  /** The OpenAI-compatible base URL, ending in /v1. */
+  baseUrl: string;
+  /** Queues answers for the next chat completions, in order. */
+  answer(...replies: ServerReply[]): void;
+  /** Bodies of the requests received, newest last. */
+  readonly received: Array<{ path: string; body: Record<string, unknown> }>;
+  close(): Promise<void>;
+}
+
+/** A vector that depends only on the text, so order and repeatability can be checked. */
+export function loopbackEmbedding(text: string): number[] {
+  const vowels = [...text].filter((character) => "aeiou".includes(character)).length;
+  return [text.length, vowels, text.charCodeAt(0) || 0, 1];
+}
+export const LOOPBACK_EMBEDDING_DIMENSION = 4;
+
+function readBody(request: IncomingMessage): Promise<string> {
+  return new Promise((resolve) => {
+    let text = "";
+    request.on("data", (chunk) => (text += chunk));
+    request.on("end", () => resolve(text));
+  });
+}
+
+function chunkEvent(piece: string, first: boolean): string {
+  const delta = first ? { role: "assistant", content: piece } : { content: piece };
+  return `data: ${JSON.stringify({ id: "c1", object: "chat.completion.chunk", choices: [{ index: 0, delta, finish_reason: null }] })}\n\n`;
+}
+
+/**
+ * A loopback server that plays an OpenAI-compatible model: chat completions streamed as server-sent
+ * events from a queue of answers, embeddings from the text itself (rows sent out of order, as the
+ * API allows, with their `index`).
+ */
+export async function startLoopbackModelServer(): Promise<LoopbackModelServer> {
+  const queue: ServerReply[] = [];
+  const received: LoopbackModelServer["received"] = [];
+  const open = new Set<ServerResponse>();
+
+  async function handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
+    const body = JSON.parse((await readBody(request)) || "{}") as Record<string, unknown>;
+    received.push({ path: request.url ?? "", body });
+    if (request.url === "/v1/embeddings") {
+      const input = body.input as string[];
+      response.setHeader("content-type", "application/json");
+      response.end(JSON.stringify({ data: input.map((text, index) => ({ index, embedding: loopbackEmbedding(text) })).reverse() }));
+      return;
+    }
+    const reply = queue.shift();
+    if (!reply) {
+      response.statusCode = 500;
+      response.end(JSON.stringify({ error: { message: "the loopback server has no answer queued" } }));
+      return;
+    }
+    response.setHeader("content-type", "text/event-stream");
+    if ("stallAfter" in reply) {
+      open.add(response);
+      response.on("close", () => open.delete(response));
+      response.write(chunkEvent(reply.stallAfter, true));
+      return;
+    }
+    const pieces = reply.text.match(/[\s\S]{1,8}/g) ?? [];
+    for (const [index, piece] of pieces.entries()) response.write(chunkEvent(piece, index === 0));
+    response.end("data: [DONE]\n\n");
+  }
+
+  const server = createServer((request, response) => void handle(request, response));
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`,
+    answer: (...replies) => queue.push(...replies),
+    received,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const response of open) response.destroy();
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}

@@ -1,0 +1,65 @@
+import type { CriticScore, ExecutionDirective, RecallDecision } from "../../src/contracts/index.js";
+import type { JsonRequest, TextRequest } from "../../src/models/model-provider.js";
+import { ScriptedModelProvider, type ScriptedReply } from "../../src/models/scripted-provider.js";
+
+type Request = TextRequest | JsonRequest<unknown>;
+
+/** What the critic is told about the step it judges. */
+export interface JudgedStep {
+  stepId: string;
+  /** Whether the step's tool call succeeded (`ok`). */
+  succeeded: boolean;
+}
+
+export interface AgentScript {
+  /** The Router's directive: one for every task, one per task in turn (the last repeats), or chosen per request. */
+  directive: ExecutionDirective | ExecutionDirective[] | ((request: Request) => ExecutionDirective);
+  /** The Thinker's draft; null for a setup with no Thinker model (the JSON compiler decides alone). */
+  draft?: string | ((request: Request) => string) | null;
+  /** Whether to search memory first. Defaults to no. */
+  recall?: RecallDecision;
+  /** The critic's verdict on each step. Defaults to pass when the step succeeded, retry when not. */
+  verdict?: (step: JudgedStep) => CriticScore["verdict"] | CriticScore;
+  /** The coder's proposals, in turn. */
+  coder?: ScriptedReply[];
+  /** Options of the provider (chunk size and pace of streaming). */
+  streaming?: { chunkSize?: number; chunkDelayMs?: number };
+}
+
+/** The one place that reads the critic's prompt: whether the judged step succeeded. */
+function judgedStep(request: Request): JudgedStep {
+  return { stepId: (request.purpose ?? "").slice("critic:".length), succeeded: request.prompt.includes("Succeeded: true") };
+}
+
+function score(verdict: CriticScore["verdict"] | CriticScore): CriticScore {
+  if (typeof verdict === "object") return verdict;
+  const good = verdict === "pass" ? 1 : 0;
+  return { correctness: good, usefulness: good, safety: 1, verdict, reason: "scripted" };
+}
+
+/**
+ * A scripted model for runtime tests that answers each request by what it is for (its `purpose`:
+ * recall, draft, directive, critic:<step>, a coder plan), the way the runtime asks, instead of by
+ * the words of its prompt. Every role runs on this one script through the fallback table.
+ */
+export function scriptedAgent(script: AgentScript): ScriptedModelProvider {
+  const directives = Array.isArray(script.directive) ? [...script.directive] : null;
+  const nextDirective = (request: Request): ExecutionDirective => {
+    if (typeof script.directive === "function") return script.directive(request);
+    if (!directives) return script.directive as ExecutionDirective;
+    return directives.length > 1 ? directives.shift()! : directives[0]!;
+  };
+  const answer = (request: Request): string | object => {
+    const purpose = request.purpose ?? "";
+    if (purpose === "directive") return nextDirective(request);
+    if (purpose === "recall") return script.recall ?? { recall: false, query: "" };
+    if (purpose.startsWith("critic:")) {
+      const step = judgedStep(request);
+      return score(script.verdict ? script.verdict(step) : step.succeeded ? "pass" : "retry");
+    }
+    if (purpose === "draft") return typeof script.draft === "function" ? script.draft(request) : (script.draft ?? "I will make a plan.");
+    throw new Error(`the scripted agent has no answer for a ${request.role} request for ${purpose || "(no purpose)"}`);
+  };
+  const provider = new ScriptedModelProvider({ coder: script.coder ?? [] }, script.streaming ?? {}).always("json_compiler", answer);
+  return script.draft === null ? provider : provider.always("thinker", answer);
+}
