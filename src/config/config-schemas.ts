@@ -145,7 +145,7 @@ export const RuntimeConfigSchema = z.strictObject({
      * Folders and files hidden from every confined command besides DuckLM's own (`~` is your home):
      * keys, agents' sockets and cloud credentials by default.
      */
-    hide: z.array(z.string().min(1)).default(["~/.ssh", "~/.gnupg", "~/.aws", "~/.azure", "~/.config/gcloud", "~/.kube", "~/.docker", "~/.netrc", "~/.git-credentials", "~/.password-store", "~/.local/share/keyrings"]),
+    hide: z.array(z.string().min(1)).default(["~/.ssh", "~/.gnupg", "~/.aws", "~/.azure", "~/.config/gcloud", "~/.kube", "~/.docker", "~/.netrc", "~/.git-credentials", "~/.password-store", "~/.local/share/keyrings", "~/.npmrc", "~/.yarnrc", "~/.pypirc", "~/.cargo/credentials", "~/.cargo/credentials.toml", "~/.gem/credentials", "~/.config/gh", "~/.config/hub", "~/.config/glab-cli", "~/.claude", "~/.claude.json", "~/.codex", "~/.config/openai", "~/.huggingface", "~/.cache/huggingface/token", "~/.terraform.d/credentials.tfrc.json", "~/.vault-token", "~/.config/rclone", "~/.s3cfg", "~/.boto", "~/.mozilla", "~/.config/google-chrome", "~/.config/chromium", "~/.config/BraveSoftware"]),
   }).prefault({}),
   /** Directory the tools work in, relative to where DuckLM starts. Defaults to `.`. */
   workspace: z.string().min(1).default("."),

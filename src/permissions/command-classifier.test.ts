@@ -37,6 +37,14 @@ const UNKNOWN = [
   "git branch new-branch", "git tag v1", "git remote add x y", "sort --compress-program=sh x", "file -C -m x", "tree -o /tmp/x", "ls /etc", "ls ~/.ssh",
   "cat /etc/passwd", "cat ~/.ssh/id_rsa", "cat ../secret", "cd / && ls", "cd .. && cat x", "cat .git/config", "ls .git/hooks", "echo x > .git/hooks/pre-commit",
   "touch .git/hooks/pre-commit", "mkdir -p .git/hooks", "cat ~/.local/share/ducklm/token", "ls ~/.local/share/ducklm", "echo x > ~/.config/ducklm/runtime.json",
+  // Found by a second attack: here-documents bash ends elsewhere, backticks in their text, a `..` or
+  // `.git` after a glob, `cd -` (wherever $OLDPWD was), files written before git reads them, jq's
+  // two-valued options.
+  "cat <<EO''F\nx\nEOF\nsh -c id > PWNED\nEO''F", "cat <<-EO''F\nx\nEOF\nid\nEO''F", "cat <<E\"O\"F\nx\nEOF\nid\nE\"O\"F", "cat <<$'EOF'\nx\nEOF",
+  "cat <<EOF\n`sh -c id > PWNED`\nEOF", "cat <<EOF\n$(id)\nEOF", "cat d*/../../../../../etc/shadow", "cat */../.git/config", "cat */.git/config",
+  "printf x >> d*/../node_modules/pkg/.git/config", "cd - && ls -la", "cd - && grep -rs -e ^root:", "cd - && git status",
+  "mkdir -p sub/objects sub/refs && echo x > sub/HEAD && cd sub && git log -p", "echo '* diff=x' > .gitattributes && git log -p",
+  "jq -n --arg a --arg --rawfile --arg /etc/shadow '$ARGS.named'",
   "cat $F", "ls $(cat dirs.txt)", "echo hi > $OUT", "grep x *", "rg x *", "head -n $N a", "env", "env ls", "xargs cat < files", "find . | xargs grep x",
   // Ordinary risky commands: asked, and an "always" may be remembered.
   "curl https://example.com", "wget https://example.com/x.tar.gz", "python3 script.py", "node server.js", "npm install left-pad", "npm test", "make",
@@ -114,6 +122,21 @@ const HARD_STOP = [
   "base64 -d <<< cm0gLXJmIC8= | sh", "rm -rf \"$(echo -e '\\x2f')\"", "a=; rm -rf ${a:-/}", "rm -rf ${TARGET:-/}", "cd / && rm -rf \"$PWD\"", "for d in /; do rm -rf \"$d\"; done",
   "f() { rm -rf \"$1\"; }; f /", "find / -exec sh -c 'rm -rf \"$1\"' _ {} \\;", "find / -maxdepth 0 -exec env rm -rf {} +", "ls -d / | xargs rm -rf", "xargs rm -rf <<< /",
   "kill -9 -1 -l", "kill -9 -01", "kill -9 ' -1'", "systemctl start poweroff.target", "systemctl -p Id reboot", ":(){ :|:;};:", "a(){ b|b& }; b(){ a|a& }; a",
+  // Found by a second attack: behind programs no rule knows, in redirections without a program,
+  // behind variables, in login shells.
+  "setpriv --reuid=0 tee -a /etc/passwd", "prlimit --nproc=1 rm -rf /", "runcon -t x rm -rf /", "coproc tee -a /etc/passwd", "trap 'tee -a /etc/passwd </dev/null' EXIT",
+  "sg root -c \"rm -rf /*\"", "git -c alias.x='!rm -rf /' x", "sed -n '1e tee -a /etc/passwd' f", "make -f /dev/stdin <<EOF\nall:\n\trm -rf /\nEOF",
+  "tar --checkpoint-action=exec='rm -rf /' -cf x.tar .", "tmux new 'rm -rf /'", "screen -dm rm -rf /", "gdb -ex 'shell rm -rf /' -batch", "valgrind rm -rf /",
+  "numactl -C 0 rm -rf /", "eatmydata rm -rf /", "bwrap --bind / / rm -rf /", "run0 rm -rf /", "chronic rm -rf /", "at now <<< 'rm -rf /'",
+  "exec > /dev/sda; echo x", "exec 3>/dev/sda; echo x >&3", "{ echo x; } > /dev/sda", "(echo x) > /dev/sda", "> /dev/sda", "exec 1<>/etc/passwd",
+  "if true; then echo; fi > /etc/passwd", "while :; do :; done > /etc/passwd",
+  "printf -v a rm; $a -rf /", "read a <<< rm; $a -rf /", "a=(rm -rf /); \"${a[@]}\"", "set -- rm -rf /; \"$@\"", "x=rm; y=x; ${!y} -rf /",
+  "mapfile -t a <<< rm; ${a[0]} -rf /", "while read a; do $a -rf /; done <<< rm", "f() { rm -rf \"$@\"; }; f /", "rm -rf /$(true)", "rm -rf \"$HOME/$EMPTY\"",
+  "kill -9 $((-1))", "kill -9 $((0-1))", "while :; do bash & done", "systemctl start ctrl-alt-del.target",
+  "busctl call org.freedesktop.login1 /org/freedesktop/login1 org.freedesktop.login1.Manager PowerOff b false",
+  "dbus-send --system --print-reply --dest=org.freedesktop.login1 /org/freedesktop/login1 org.freedesktop.login1.Manager.Reboot boolean:true",
+  "sudo -i rm -rf .", "sudo --login find . -delete", "su - -c \"rm -rf .\"", "sudo -u bob -i rm -rf .", "env -C / rm -rf .", "sudo -D /etc rm -f passwd",
+  "rm -rf d*/../..",
 ];
 
 describe("CommandClassifier on a table of commands", () => {

@@ -1,14 +1,14 @@
-import { existsSync } from "node:fs";
 import { homedir } from "node:os";
-import { dirname, join } from "node:path";
 import type { CommandCategory } from "../contracts/index.js";
 import type { PermissionsConfig } from "../config/config-schemas.js";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import { matchShape, parseShape, type CommandShape } from "./command-shapes.js";
-import { baseName, unwrap } from "./command-wrappers.js";
+import { baseName, unwrap, wrapperDirectory } from "./command-wrappers.js";
 import { judgeDestructive, type ResolvedCommand } from "./destructive-commands.js";
 import { isInterpreter, readInterpreter, scanCode } from "./inline-code.js";
+import { repositoryProblem } from "./git-repository.js";
 import { looseCommands } from "./loose-commands.js";
+import { hardStopInWordRuns, hiddenHardStop, looseWordsOf, type HardStopProbe } from "./hidden-hard-stops.js";
 import { isNetworkPseudoFile, judgeWorkspacePath, normalisePath, REAL_FILE_SYSTEM, realpathOfDeepestAncestor, type PathContext } from "./path-judge.js";
 import { inputOf, producedWords } from "./literal-output.js";
 import { sharedShellParser, type ShellCommand, type ShellParser, type ShellRedirect } from "./shell-script.js";
@@ -126,6 +126,24 @@ interface ScriptState {
   /** Every directory the next command may run in; null where a `cd` went somewhere unknowable. */
   cwds: Array<string | null>;
   context: PathContext;
+  /** The first command of the line that may create files, as shown to people (shared by nested scripts). */
+  writes: { by: string | null };
+}
+
+// Programs whose safe shapes create no file: what runs before a git command in one line cannot
+// have made the repository it reads.
+const CREATE_NO_FILES = new Set([
+  "cd", "pushd", "popd", "pwd", "ls", "cat", "head", "tail", "wc", "grep", "egrep", "fgrep", "rg", "echo", "printf", "true", "false",
+  "test", "[", "[[", "which", "type", "command", "stat", "file", "du", "df", "date", "whoami", "id", "uname", "sort", "tree", "diff",
+  "cmp", "basename", "dirname", "realpath", "readlink", "jq", "sleep", ":", "printenv", "hostname", "nproc", "git", "find",
+]);
+
+/** The command as shown, when it may create or change files (a write redirection, a program that writes); else null. */
+function mayCreateFiles(command: ShellCommand): string | null {
+  const writes = command.redirects.some((redirect) => redirect.operator !== "<" && redirect.body === undefined && !(redirect.target && /^(\/dev\/(null|stdout|stderr)|\d+-?|-)$/.test(redirect.target.text)));
+  const program = unwrap(command.words).words[0];
+  if (!writes && (!program || (program.static && CREATE_NO_FILES.has(baseName(program.text))))) return null;
+  return shown(command.words) || command.redirects.map((redirect) => `${redirect.operator} ${redirect.target?.text ?? ""}`).join(" ");
 }
 
 function shown(words: readonly ShellWord[]): string {
@@ -173,6 +191,9 @@ function readShellArgs(args: readonly ShellWord[]): { inline: boolean; script: S
 
 /** A glob as a program name (`/bin/r[m]`) may name any program it matches: the destructive ones are tried. */
 const PROGRAMS_TO_TRY = ["rm", "dd", "mkfs", "mke2fs", "wipefs", "shred", "find", "chmod", "chown", "mv", "kill", "killall5", "shutdown", "reboot", "poweroff", "halt", "systemctl", "init", "telinit", "sh", "bash", "python3", "perl", "node"];
+
+// Programs that destroy by what their arguments say: what a program only known at run time is tried as.
+const ARGUMENT_DESTROYERS = ["rm", "dd", "find", "chmod", "chown", "mv", "cp", "kill", "tee", "truncate", "shred", "systemctl"];
 
 function globMatches(pattern: string): string[] {
   const base = pattern.slice(pattern.lastIndexOf("/") + 1);
@@ -229,7 +250,7 @@ export class CommandClassifier {
     const judgement = new Judgement();
     if (command.trim() === "") return { category: "unknown", commands: [], reason: "empty command", network: false, sudo: [] };
     const paths: PathContext = { workspace: context.workspace, home: this.home, protectedPaths: this.protectedPaths, ...(this.realpath ? { realpath: this.realpath, physical: REAL_FILE_SYSTEM } : {}) };
-    const state: ScriptState = { env: { home: this.home, variables: new Map(), ifs: "" }, aliases: new Map(), depth: 0, cwds: [context.workspace], context: paths };
+    const state: ScriptState = { env: { home: this.home, variables: new Map(), ifs: "" }, aliases: new Map(), depth: 0, cwds: [context.workspace], context: paths, writes: { by: null } };
     this.judgeScript(parser, command, state, judgement);
     return { category: judgement.category, commands: judgement.commands, reason: judgement.reason, network: judgement.network, sudo: judgement.sudo };
   }
@@ -242,11 +263,16 @@ export class CommandClassifier {
     const script = parser.parse(text, state.env);
     if (script.parseError) judgement.raise("unknown", "the command does not parse completely; asking");
     for (const construct of script.unsafeConstructs) judgement.raise("unknown", `uses ${construct}, which no safe shape covers`);
-    if (script.forkBomb) judgement.raise("hard_stop", "defines a function that starts copies of itself without end (a fork bomb)");
+    if (script.forkBomb) judgement.raise("hard_stop", "starts copies of itself or of a shell without end (a fork bomb)");
     if (script.commands.length === 0) judgement.raise("unknown", "no command found");
     const env: WordEnvironment = { ...state.env, variables: script.variables };
     const inner: ScriptState = { ...state, env, cwds: [...state.cwds] };
     for (const command of script.commands) this.judgeCommand(parser, command, inner, judgement);
+    // A program named by a variable (`$a -rf /`, `"${a[@]}"`) runs words set anywhere in the script.
+    if (script.commands.some((command) => unwrap(command.words).words[0]?.static === false)) {
+      const found = hardStopInWordRuns(looseWordsOf(text), this.hardStopProbe(parser, inner));
+      if (found) judgement.raise("hard_stop", `${found}: the script runs a program named by a variable, and these words are in it`);
+    }
     // Where the grammar gives up, bash may not (`{rm,-rf,/}` is a command to bash): judge a loose reading too.
     if (script.parseError) for (const words of looseCommands(text, env)) this.judgeLoose(words, { ...inner, cwds: [...state.cwds, ...inner.cwds] }, judgement);
   }
@@ -256,22 +282,34 @@ export class CommandClassifier {
     const plain: ShellWord[] = [];
     for (let i = 0; i < words.length; i += 1) {
       const word = words[i]!;
+      const attached = /^\d*(>>?|>\||&>>?|<>)(.+)$/.exec(word.text);
       if (/^\d*(>>?|>\||&>>?|<>)$/.test(word.text) && words[i + 1]) {
         redirects.push({ operator: word.text.replace(/^\d+/, ""), fd: null, target: words[i + 1]! });
         i += 1;
-      } else plain.push(word);
+      } else if (attached) redirects.push({ operator: attached[1]!, fd: null, target: { ...word, text: attached[2]! } });
+      else plain.push(word);
     }
     const unwrapped = unwrap(plain);
     const program = unwrapped.words[0];
-    if (!program?.static) return;
+    if (!program?.static) {
+      const written = judgeDestructive({ program: "", args: [], redirects, cwds: state.cwds, home: this.home });
+      if (written?.category === "hard_stop") judgement.raise("hard_stop", written.reason);
+      return;
+    }
     const resolved: ResolvedCommand = { program: baseName(program.text), args: unwrapped.words.slice(1), redirects, cwds: state.cwds, home: this.home };
     const verdict = judgeDestructive(resolved);
     if (verdict?.category === "hard_stop") judgement.raise("hard_stop", verdict.reason);
   }
 
   private judgeCommand(parser: ShellParser, command: ShellCommand, state: ScriptState, judgement: Judgement): void {
+    this.judgeOneCommand(parser, command, state, judgement);
+    state.writes.by ??= mayCreateFiles(command);
+  }
+
+  private judgeOneCommand(parser: ShellParser, command: ShellCommand, state: ScriptState, judgement: Judgement): void {
     const cwds = [...state.cwds];
     if (command.words.length === 0) {
+      this.judgeDestructiveRedirects(command, state, judgement);
       this.judgeRedirects(command, state, judgement, "");
       if (command.redirects.length === 0 && command.assignments.length === 0) judgement.raise("unknown", "no command found");
       return;
@@ -279,6 +317,14 @@ export class CommandClassifier {
     for (const assignment of command.assignments) judgement.raise("unknown", `sets ${assignment.name} in the command's environment, which can change what any program does`);
     const unwrapped = unwrap(command.words);
     if (unwrapped.words.length > 0) judgement.commands.push(shown(unwrapped.words));
+    // `sudo -i`, `su -`, `env -C dir`: the wrapped command runs somewhere else, and is judged there.
+    let moved: string | null | undefined;
+    for (const wrapper of unwrapped.wrappers) {
+      const directory = wrapperDirectory(wrapper);
+      if (directory !== undefined) moved = directory === null || moved === null ? null : normalisePath(directory, moved ?? cwds.at(-1) ?? "/");
+    }
+    if (moved !== undefined) cwds.splice(0, cwds.length, moved);
+    const wrapped: ScriptState = moved === undefined ? state : { ...state, cwds: [moved] };
     for (const wrapper of unwrapped.wrappers) {
       judgement.commands.push(wrapper.name);
       if (wrapper.words[0]?.expanded) judgement.raise("no_always", `the program "${wrapper.name}" comes from a variable or a command substitution`);
@@ -291,18 +337,24 @@ export class CommandClassifier {
       this.matchLegacy(wrapper.name, wrapper.words.slice(1), state, judgement);
     }
     for (const assignment of unwrapped.assignments) judgement.raise("unknown", `sets ${assignment.name} in the command's environment, which can change what any program does`);
-    for (const script of unwrapped.scripts) this.judgeNestedScript(parser, script, state, judgement, "a command line handed to a shell");
+    for (const script of unwrapped.scripts) this.judgeNestedScript(parser, script, wrapped, judgement, "a command line handed to a shell");
     const head = unwrapped.words[0];
     if (!head) {
       const query = unwrapped.wrappers.at(-1);
       if (!(query && query.name === "command" && unwrapped.wrappers.length === 1)) {
         if (unwrapped.scripts.length === 0) judgement.raise("unknown", `"${shown(command.words)}" runs no command of its own`);
       }
+      this.judgeDestructiveRedirects(command, state, judgement);
       this.judgeRedirects(command, state, judgement, "");
       return;
     }
     if (!head.static) {
       judgement.raise("no_always", `"${shown(command.words)}": the program is only known at run time`);
+      // Whatever program it turns out to be, these arguments must not be able to destroy.
+      for (const candidate of ARGUMENT_DESTROYERS) {
+        const destructive = judgeDestructive({ program: candidate, args: unwrapped.words.slice(1), redirects: command.redirects, cwds, home: this.home });
+        if (destructive?.category === "hard_stop") judgement.raise("hard_stop", `"${shown(unwrapped.words)}" could be "${candidate}", which ${destructive.reason}`);
+      }
       this.judgeRedirects(command, state, judgement, "");
       return;
     }
@@ -321,15 +373,16 @@ export class CommandClassifier {
       this.matchLegacy(candidate, args, state, judgement);
     }
     this.judgeRedirects(command, state, judgement, program);
-    const nestedHandled = this.judgeNested(parser, command, program, args, state, judgement);
+    const nestedHandled = this.judgeNested(parser, command, program, args, wrapped, judgement);
     if (program === "hash") {
       // `hash -p /bin/rm ls` makes `ls` run rm from then on.
       const index = args.findIndex((word) => word.text === "-p");
       if (index !== -1 && args[index + 1]?.static) for (const name of args.slice(index + 2)) state.aliases.set(name.text, baseName(args[index + 1]!.text));
     }
     if (program === "cd" || program === "pushd") {
-      const target = args.find((word) => !word.text.startsWith("-"));
-      state.cwds.push(!target ? this.home : target.static && !target.glob ? normalisePath(target.text, cwds.at(-1) ?? "/") : null);
+      // `cd -` goes where $OLDPWD says, which the text does not show.
+      const target = args.find((word) => !word.text.startsWith("-") || word.text === "-");
+      state.cwds.push(!target ? this.home : target.static && !target.glob && target.text !== "-" ? normalisePath(target.text, cwds.at(-1) ?? "/") : null);
     }
     if (head.text.includes("/") && !TRUSTED_DIRS.has(head.text.slice(0, head.text.lastIndexOf("/")) || "/")) {
       judgement.raise("unknown", `"${head.text}" is not a system program`);
@@ -338,39 +391,20 @@ export class CommandClassifier {
     if (nestedHandled || unwrapped.appendsInput || unwrapped.assignments.length > 0 || command.assignments.length > 0) return;
     if (unwrapped.wrappers.some((wrapper) => !NEUTRAL_WRAPPERS.has(wrapper.name))) return;
     if (program === "git") {
-      const repository = this.repositoryProblem(cwds, state);
+      const repository = state.writes.by ? `an earlier command of this line ("${state.writes.by}") may have made the repository git would obey` : repositoryProblem(cwds, state.context.workspace);
       if (repository) {
         judgement.raise("unknown", `"${shown(command.words)}": ${repository}`);
         return;
       }
     }
-    this.matchShapes(program, args, cwds, state, judgement, command);
+    this.matchShapes(parser, program, args, cwds, state, judgement, command);
   }
 
-  /**
-   * git obeys the configuration of the repository it finds, which runs programs (diff drivers,
-   * fsmonitor, pagers, filters). Only the workspace's own `.git`, which no task can write, is trusted:
-   * a repository the task could have made on the way (a nested `.git`, a folder that looks like a bare
-   * repository) makes a git command no longer safe to run unasked.
-   */
-  private repositoryProblem(cwds: ReadonlyArray<string | null>, state: ScriptState): string | null {
-    const workspace = state.context.workspace;
-    for (const cwd of cwds) {
-      if (cwd === null) return "it runs where an earlier cd went, which is only known at run time";
-      for (let dir = cwd; dir.startsWith(workspace); dir = dirname(dir)) {
-        if (dir !== workspace && (existsSync(join(dir, ".git")) || (existsSync(join(dir, "HEAD")) && existsSync(join(dir, "objects")) && existsSync(join(dir, "refs"))))) {
-          return `${dir} holds a git repository of its own, whose configuration a task could have written`;
-        }
-        if (dir === workspace || dir === "/") break;
-      }
-    }
-    return null;
-  }
-
-  private matchShapes(program: string, args: ShellWord[], cwds: Array<string | null>, state: ScriptState, judgement: Judgement, command: ShellCommand): void {
+  private matchShapes(parser: ShellParser, program: string, args: ShellWord[], cwds: Array<string | null>, state: ScriptState, judgement: Judgement, command: ShellCommand): void {
     const candidates = this.shapes.filter((shape) => shape.program === program);
     if (candidates.length === 0) {
       judgement.raise("unknown", `no safe shape for "${program}"`);
+      this.judgeHiddenHardStops(parser, command, args, state, judgement);
       return;
     }
     let reason = "";
@@ -381,6 +415,43 @@ export class CommandClassifier {
       if (!reason || (shape.subcommand && args.some((word) => word.text === shape.subcommand))) reason = match.reason;
     }
     judgement.raise("unknown", `"${shown(command.words)}": ${reason}`);
+    this.judgeHiddenHardStops(parser, command, args, state, judgement);
+  }
+
+  /** Arguments and fed text of a command no shape covers may hold a command it runs (see hidden-hard-stops.ts). */
+  private judgeHiddenHardStops(parser: ShellParser, command: ShellCommand, args: ShellWord[], state: ScriptState, judgement: Judgement): void {
+    const fed = command.redirects.flatMap((redirect) => (redirect.body?.static ? [redirect.body.text] : []));
+    const found = hiddenHardStop(args, fed, this.hardStopProbe(parser, state));
+    if (found) judgement.raise("hard_stop", `${found}, in the arguments of "${shown(command.words).slice(0, 200)}"`);
+  }
+
+  private hardStopProbe(parser: ShellParser, state: ScriptState): HardStopProbe {
+    return {
+      words: (words) => {
+        const unwrapped = unwrap(words);
+        const program = unwrapped.words[0];
+        if (!program?.static) return null;
+        const name = baseName(program.text);
+        const args = unwrapped.words.slice(1);
+        const verdict = judgeDestructive({ program: name, args, redirects: [], cwds: state.cwds, home: this.home });
+        if (verdict?.category === "hard_stop") return `"${shown(unwrapped.words)}" ${verdict.reason}`;
+        const rule = this.hardStop.find((candidate) => ruleMatches(candidate, name, args, this.home, state.cwds.at(-1) ?? "/"));
+        return rule ? `"${shown(unwrapped.words)}" matches hard_stop rule "${rule.text}"` : null;
+      },
+      text: (text) => {
+        // Text inside text inside text…: a few levels are read, which is all a command line needs.
+        if (state.depth >= 2) return null;
+        const probe = new Judgement();
+        this.judgeScript(parser, text, { ...state, depth: state.depth + 1, cwds: [...state.cwds], writes: { by: null } }, probe);
+        return probe.category === "hard_stop" ? probe.reason : null;
+      },
+    };
+  }
+
+  /** Writes of a redirection with no program of its own (`> /dev/sda`, `exec 3>/dev/sda`, `{ …; } > /etc/passwd`). */
+  private judgeDestructiveRedirects(command: ShellCommand, state: ScriptState, judgement: Judgement): void {
+    const verdict = judgeDestructive({ program: "", args: [], redirects: command.redirects, cwds: state.cwds, home: this.home });
+    if (verdict) judgement.raise(verdict.category, verdict.reason);
   }
 
   /** Redirections: writes only into the workspace, reads only from it; `/dev/tcp` is the network. */

@@ -209,5 +209,13 @@ export function matchShape(shape: CommandShape, program: string, args: readonly 
     const checked = checkValue(word.glob ? "path" : kind, word, cwds, paths, "operand");
     if (!checked.ok) return checked;
   }
+  // Without a path, a command that takes paths works on the directory it runs in (`ls`, `grep -r x`):
+  // that directory is judged as if named, so `cd - && ls` is no way out.
+  const takesPaths = shape.operands.kinds.includes("path") || shape.operands.rest === "path";
+  const namedPath = operands.some((word, i) => (shape.operands.kinds[i] ?? shape.operands.rest) === "path");
+  if (takesPaths && !namedPath) {
+    const here = checkValue("path", { text: ".", static: true, glob: false }, cwds, paths, "the directory it runs in");
+    if (!here.ok) return here;
+  }
   return { ok: true };
 }

@@ -56,7 +56,7 @@ const WRAPPERS: Record<string, WrapperSpec> = {
   caffeinate: { withValue: ["-t", "-w"] },
   "systemd-run": { withValue: ["--unit", "-u", "-p", "--property", "-E", "--setenv", "--description", "--slice", "-M", "--machine", "-H", "--host", "--uid", "--gid", "--nice", "--working-directory", "--on-calendar", "--on-active"] },
   runuser: { withValue: ["-u", "--user", "-g", "--group", "-G", "--supp-group", "-s", "--shell"], scriptOptions: ["-c", "--command"] },
-  su: { withValue: ["-s", "--shell", "-g", "--group", "-G", "--supp-group", "-w", "--whitelist-environment"], scriptOptions: ["-c", "--command", "--session-command"] },
+  su: { withValue: ["-s", "--shell", "-g", "--group", "-G", "--supp-group", "-w", "--whitelist-environment"], scriptOptions: ["-c", "--command", "--session-command"], positionals: 1 },
   pkexec: { withValue: ["--user"] },
   script: { withValue: ["-E", "--echo", "-T", "--log-timing", "-I", "--log-in", "-O", "--log-out", "-B", "--log-io"], scriptOptions: ["-c", "--command"] },
   "dbus-run-session": {},
@@ -153,6 +153,11 @@ export function unwrap(words: readonly ShellWord[]): UnwrappedCommand {
         index += consumed;
         continue;
       }
+      // `su -` is a login shell, and the next plain word the user to become.
+      if ((name === "su" || name === "runuser") && text === "-") {
+        index += 1;
+        continue;
+      }
       if (name === "nice" && /^-\d+$/.test(text)) {
         index += 1;
         continue;
@@ -191,4 +196,57 @@ export function unwrap(words: readonly ShellWord[]): UnwrappedCommand {
   }
   result.words = rest;
   return result;
+}
+
+/** The home a login shell of `user` starts in (root's is /root; others' as on most systems). */
+function loginHome(user: string): string {
+  return user === "root" || user === "0" ? "/root" : `/home/${user}`;
+}
+
+/** The value of a wrapper's option, given as `-x v`, `-xv`, `--long v` or `--long=v`. */
+function optionValue(words: readonly ShellWord[], short: string | null, long: string | null): string | null {
+  for (let i = 1; i < words.length; i += 1) {
+    const text = words[i]!.text;
+    if ((short && text === short) || (long && text === long)) return words[i + 1]?.text ?? null;
+    if (long && text.startsWith(`${long}=`)) return text.slice(long.length + 1);
+    if (short && text.startsWith(short) && !text.startsWith("--") && text.length > short.length) return text.slice(short.length);
+  }
+  return null;
+}
+
+/**
+ * Where a wrapper makes the wrapped command run, when it moves it: a login shell's home (`sudo -i`,
+ * `su -`, `runuser -l`), a named directory (`env -C`, `sudo -D`, `unshare -w`), or somewhere the text
+ * does not fix (null: a new root, a user's home by another name). Undefined when it stays put.
+ */
+export function wrapperDirectory(wrapper: WrapperUse): string | null | undefined {
+  const words = wrapper.words;
+  const texts = words.map((word) => word.text);
+  const named = (short: string | null, long: string | null) => {
+    const value = optionValue(words, short, long);
+    return value === null ? undefined : value;
+  };
+  switch (wrapper.name) {
+    case "sudo": {
+      if (texts.some((text) => text === "-i" || text === "--login" || /^-[A-Za-z]*i[A-Za-z]*$/.test(text))) return loginHome(optionValue(words, "-u", "--user") ?? "root");
+      return named("-D", "--chdir");
+    }
+    case "su":
+    case "runuser": {
+      if (!texts.some((text) => text === "-" || text === "-l" || text === "--login")) return undefined;
+      const user = words.slice(1).find((word, index) => !word.text.startsWith("-") && !["-s", "--shell", "-g", "--group", "-G", "--supp-group", "-c", "--command", "-u", "--user"].includes(texts[index] ?? ""));
+      return loginHome(user?.text ?? "root");
+    }
+    case "env":
+      return named("-C", "--chdir");
+    case "unshare":
+    case "nsenter":
+      return named("-w", "--wd");
+    case "systemd-run":
+      return named(null, "--working-directory");
+    case "chroot":
+      return null;
+    default:
+      return undefined;
+  }
 }

@@ -25,7 +25,10 @@ const DISK_WRITERS = new Set(["wipefs", "blkdiscard", "mke2fs", "mkdosfs", "mknt
 const PARTITION_TOOLS = new Set(["fdisk", "sfdisk", "cfdisk", "gdisk", "parted", "sgdisk"]);
 const POWER_PROGRAMS = new Set(["shutdown", "reboot", "poweroff", "halt", "killall5"]);
 const POWER_VERBS = new Set(["poweroff", "reboot", "halt", "kexec", "emergency", "rescue", "soft-reboot"]);
-const POWER_TARGETS = /^(poweroff|reboot|halt|kexec|rescue|emergency|shutdown|runlevel[0156])(\.target)?$/;
+const POWER_TARGETS = /^(poweroff|reboot|halt|kexec|rescue|emergency|shutdown|ctrl-alt-del|soft-reboot|runlevel[0156])(\.target)?$/;
+// The D-Bus methods of systemd and logind that switch the machine off, called by a bus client.
+const POWER_METHODS = /(^|\.)(PowerOff|Reboot|Halt|KExec|SoftReboot|Suspend|Hibernate|HybridSleep)$/;
+const BUS_CLIENTS = new Set(["busctl", "dbus-send", "gdbus", "qdbus", "dbus-run-session"]);
 
 interface Options {
   /** Option names as written: short ones one letter each (`-rf` → `r`, `f`), long ones whole (`--force`). */
@@ -245,6 +248,7 @@ function judgePower(command: ResolvedCommand): DestructiveVerdict | null {
     if (verb) return hard(`${program} ${verb} stops the machine`);
     if (program === "systemctl" && texts.some((text) => /\.target$/.test(text) && POWER_TARGETS.test(text))) return hard("systemctl switches the machine off or to rescue mode");
   }
+  if (BUS_CLIENTS.has(program) && texts.some((text) => POWER_METHODS.test(text))) return hard(`${program} asks systemd to stop the machine`);
   if ((program === "init" || program === "telinit") && texts.some((text) => /^[016sS]$/.test(text))) return hard(`${program} changes the run level to stop or reboot the machine`);
   return null;
 }

@@ -83,15 +83,35 @@ function within(root: string, candidate: string): boolean {
   return candidate === root || candidate.startsWith(root.endsWith("/") ? root : `${root}/`);
 }
 
-/** The literal directory a glob expands under (`src/*.ts` → `src`), or null when `..` may be matched. */
-function globBase(text: string): string | null {
+const GLOB_SEGMENT = /[*?[]/;
+/** Stands for whatever one glob segment matches: a name, never `.` or `..`, never hidden. */
+const MATCHED = "\u0000matched";
+
+/** The literal directory a glob expands under (`src/*.ts` → `src`). */
+function globBase(text: string): string {
   const segments = text.split("/");
-  const index = segments.findIndex((segment) => /[*?[]/.test(segment));
+  const index = segments.findIndex((segment) => GLOB_SEGMENT.test(segment));
   if (index === -1) return text;
-  // `.*` matched `.` and `..` in older shells: such a glob may climb out.
-  if (segments.slice(index).some((segment) => segment.startsWith(".") && /[*?[]/.test(segment))) return null;
   const base = segments.slice(0, index).join("/");
   return base === "" ? (text.startsWith("/") ? "/" : ".") : base;
+}
+
+/**
+ * What a glob can reach, as a path with each glob segment standing for one matched name, so that a
+ * `..` or `.git` after it counts (`d* /../../etc` climbs two levels from where `d*` matched); null
+ * when a segment could match a hidden name, `.` or `..` (`.*` did in older shells).
+ */
+function globReach(text: string): string | null {
+  const segments = text.split("/");
+  if (segments.some((segment) => GLOB_SEGMENT.test(segment) && segment.startsWith("."))) return null;
+  return segments.map((segment) => (GLOB_SEGMENT.test(segment) ? MATCHED : segment)).join("/");
+}
+
+/** Whether a `..` follows a glob segment: the name matched may be a link, and `..` then leaves from its target. */
+function climbsAfterGlob(text: string): boolean {
+  const segments = text.split("/");
+  const index = segments.findIndex((segment) => GLOB_SEGMENT.test(segment));
+  return index !== -1 && segments.slice(index + 1).includes("..");
 }
 
 /** Follows links through the deepest ancestor that exists, so a link inside the workspace cannot lead out. */
@@ -127,18 +147,28 @@ export function isProtectedPath(absolute: string, context: PathContext): boolean
  */
 export function judgeWorkspacePath(word: ShellWord, cwds: readonly (string | null)[], context: PathContext): PathVerdict {
   if (!word.static) return "dynamic";
-  const text = word.glob ? globBase(word.text) : word.text;
+  const text = word.glob ? globReach(word.text) : word.text;
   if (text === null) return "outside";
   let verdict: PathVerdict = "inside";
   for (const cwd of cwds) {
     if (cwd === null && !text.startsWith("/")) return "dynamic";
     const lexical = normalisePath(text, cwd ?? "/");
     const candidates = [lexical];
-    if (context.realpath) candidates.push(context.realpath(lexical));
-    // `link/../x` names what the kernel finds, not what the text says.
-    if (context.physical) candidates.push(context.physical.resolve(text, cwd ?? "/"));
-    // A glob may expand to a link in the folder it expands in, wherever that link leads.
-    if (word.glob && context.physical) candidates.push(...context.physical.linksIn(context.physical.resolve(text, cwd ?? "/")));
+    try {
+      if (context.realpath) candidates.push(context.realpath(lexical));
+      // `link/../x` names what the kernel finds, not what the text says.
+      if (context.physical) candidates.push(context.physical.resolve(text, cwd ?? "/"));
+      // A glob may expand to a link in the folder it expands in, wherever that link leads (and a `..`
+      // after it then leaves from there).
+      if (word.glob && context.physical) {
+        const links = context.physical.linksIn(context.physical.resolve(globBase(word.text), cwd ?? "/"));
+        if (links.length > 0 && climbsAfterGlob(word.text)) return "outside";
+        candidates.push(...links);
+      }
+    } catch {
+      // A path the file system will not resolve for us (`/proc/1/root` without the right): unknowable.
+      return "dynamic";
+    }
     for (const candidate of candidates) {
       if (isProtectedPath(candidate, context)) return "protected";
       if (!within(context.workspace, candidate)) verdict = "outside";
@@ -190,7 +220,8 @@ export function isNetworkPseudoFile(absolute: string): boolean {
  * since it expands to everything in it).
  */
 export function destructiveTargets(word: ShellWord, cwds: readonly (string | null)[]): Array<string | null> {
-  if (!word.static) return [null];
+  // `/$(…)` and `"$HOME/$dir"` are `/` and the home should what only the run knows be empty.
+  if (!word.static) return word.ifEmpty?.startsWith("/") ? [null, normalisePath(word.ifEmpty)] : [null];
   const targets: Array<string | null> = [];
   for (const cwd of cwds) {
     if (cwd === null && !word.text.startsWith("/")) {
@@ -198,10 +229,13 @@ export function destructiveTargets(word: ShellWord, cwds: readonly (string | nul
       continue;
     }
     if (word.glob) {
-      const segments = word.text.split("/");
-      const index = segments.findIndex((segment) => /[*?[]/.test(segment));
-      const base = segments.slice(0, index).join("/") || (word.text.startsWith("/") ? "/" : ".");
-      targets.push(normalisePath(base, cwd ?? "/"));
+      // Everything under the folder the glob expands in, or, when `..` leads past the glob, where it leads.
+      const reach = globReach(word.text);
+      const reached = reach === null ? null : normalisePath(reach, cwd ?? "/");
+      const beforeGlob = reached === null ? null : reached.split(`/${MATCHED}`)[0]!;
+      targets.push(normalisePath(globBase(word.text), cwd ?? "/"));
+      if (beforeGlob !== null && beforeGlob !== "") targets.push(beforeGlob);
+      else if (reached !== null) targets.push("/");
     } else {
       targets.push(normalisePath(word.text, cwd ?? "/"));
     }

@@ -91,6 +91,18 @@ function children(node: Node): Node[] {
   return node.children.filter((child): child is Node => child !== null);
 }
 
+/** `while :`, `while true`, `until false`: a loop only a break or a signal ends. */
+function endlessLoop(node: Node): boolean {
+  const condition = node.childForFieldName("condition")?.text.trim().replace(/;$/, "") ?? "";
+  return node.type === "while_statement" ? /^(:|true|\[ 1 \]|\(\( ?1 ?\)\))$/.test(condition) : /^false$/.test(condition);
+}
+
+function startsBackgroundJobs(node: Node): boolean {
+  const body = node.childForFieldName("body");
+  const search = (current: Node): boolean => children(current).some((child) => (!child.isNamed && child.type === "&") || (child.isNamed && search(child)));
+  return body ? search(body) : false;
+}
+
 /**
  * Scripts inside text the grammar leaves as plain words — `$(…)` and backticks in the default of
  * `${x:-…}`, in arithmetic, in the operands of `[[ ]]` (bash evaluates array subscripts there).
@@ -122,6 +134,63 @@ export function embeddedScripts(text: string): string[] {
   return found;
 }
 
+/**
+ * The word that ends a here-document as bash reads it (quotes removed), and whether any of it was
+ * quoted (then the text is taken literally). Only plain delimiters are read: `EOF`, `'EOF'`,
+ * `"EOF"`, `\EOF`; null for anything else (`EO''F`, `$'EOF'`), where the grammar and bash differ.
+ */
+function heredocDelimiter(start: string): { word: string; quoted: boolean } | null {
+  const plain = /^[A-Za-z0-9_.+-]+$/;
+  const quoted = /^'([A-Za-z0-9_.+-]+)'$|^"([A-Za-z0-9_.+-]+)"$|^\\([A-Za-z0-9_.+-]+)$/.exec(start);
+  if (quoted) return { word: quoted[1] ?? quoted[2] ?? quoted[3]!, quoted: true };
+  return plain.test(start) ? { word: start, quoted: false } : null;
+}
+
+/** The value of arithmetic made only of whole numbers and + - * (`-1`, `0-1`, `(2*3)`), else null. */
+function constantArithmetic(expression: string): string | null {
+  const text = expression.replace(/\s+/g, "");
+  if (!/^[-+*()\d]+$/.test(text) || text.length > 40) return null;
+  let position = 0;
+  const factor = (): number | null => {
+    if (text[position] === "-" || text[position] === "+") {
+      const sign = text[position++] === "-" ? -1 : 1;
+      const value = factor();
+      return value === null ? null : sign * value;
+    }
+    if (text[position] === "(") {
+      position += 1;
+      const value = sum();
+      if (text[position] !== ")") return null;
+      position += 1;
+      return value;
+    }
+    const digits = /^\d+/.exec(text.slice(position))?.[0];
+    if (!digits) return null;
+    position += digits.length;
+    return Number(digits);
+  };
+  const product = (): number | null => {
+    let value = factor();
+    while (value !== null && text[position] === "*") {
+      position += 1;
+      const next = factor();
+      value = next === null ? null : value * next;
+    }
+    return value;
+  };
+  const sum = (): number | null => {
+    let value = product();
+    while (value !== null && (text[position] === "+" || text[position] === "-")) {
+      const minus = text[position++] === "-";
+      const next = product();
+      value = next === null ? null : minus ? value - next : value + next;
+    }
+    return value;
+  };
+  const value = sum();
+  return value !== null && position === text.length && Number.isSafeInteger(value) ? String(value) : null;
+}
+
 class ScriptWalker {
   readonly commands: ShellCommand[] = [];
   readonly unsafe = new Set<string>();
@@ -130,6 +199,8 @@ class ScriptWalker {
   private readonly byNode = new Map<number, ShellCommand>();
   private readonly functions = new Map<string, { body: Node; calls: Set<string>; forks: boolean }>();
   private extraIfs = "";
+  /** A loop without end that starts a job in the background each time round. */
+  private endlessForks = false;
   private depth = 0;
 
   constructor(private readonly env: WordEnvironment, private readonly parser: Parser) {
@@ -137,7 +208,7 @@ class ScriptWalker {
   }
 
   result(): ShellScript {
-    return { commands: this.commands, unsafeConstructs: [...this.unsafe], parseError: this.parseError, forkBomb: this.forkBomb(), variables: this.variables };
+    return { commands: this.commands, unsafeConstructs: [...this.unsafe], parseError: this.parseError, forkBomb: this.forkBomb() || this.endlessForks, variables: this.variables };
   }
 
   /** Parses and walks text as a script of its own, its commands joining this one's. */
@@ -190,6 +261,10 @@ class ScriptWalker {
       case "for_statement":
         this.forStatement(node);
         return;
+      case "while_statement":
+      case "until_statement":
+        if (endlessLoop(node) && startsBackgroundJobs(node)) this.endlessForks = true;
+        break;
       case "command_substitution":
       case "process_substitution":
       case "expansion":
@@ -358,11 +433,22 @@ class ScriptWalker {
     if (node.type === "heredoc_redirect") {
       const start = named(node).find((child) => child.type === "heredoc_start");
       const bodyNode = named(node).find((child) => child.type === "heredoc_body");
-      const quotedDelimiter = Boolean(start && /['"\\]/.test(start.text));
-      const expands = bodyNode ? named(bodyNode).some((child) => child.type !== "heredoc_content") : false;
-      if (bodyNode) this.visitNested(bodyNode);
       const operator = children(node).find((child) => !child.isNamed)?.text ?? "<<";
-      return { operator, fd: null, target: null, body: { text: bodyNode?.text ?? "", static: quotedDelimiter || !expands } };
+      const delimiter = heredocDelimiter(start?.text ?? "");
+      const text = bodyNode?.text ?? "";
+      // Where the grammar and bash could end the here-document at different lines, the lines after
+      // it might be commands to bash: nothing in it can be trusted.
+      const lines = text.split("\n").map((line) => (operator === "<<-" ? line.replace(/^\t+/, "") : line));
+      if (!delimiter || lines.includes(delimiter.word)) this.unsafe.add("a here-document whose end bash may read differently");
+      const expanding = !delimiter?.quoted;
+      // An unquoted here-document runs `$(…)` and backticks in its text, wherever the grammar stops.
+      const runs = expanding && (/[`]|\$\(|\$\[/.test(text) || (bodyNode ? named(bodyNode).some((child) => child.type !== "heredoc_content") : false));
+      if (runs) {
+        this.unsafe.add("a here-document that runs commands");
+        if (bodyNode) this.visitNested(bodyNode);
+        this.visitEmbedded(text);
+      }
+      return { operator, fd: null, target: null, body: { text, static: !runs && !(expanding && text.includes("$")) } };
     }
     if (node.type === "herestring_redirect") {
       const value = named(node).at(-1);
@@ -407,6 +493,11 @@ class ScriptWalker {
     if (!fn || this.depth > MAX_NESTING) return;
     const saved = new Map(this.variables);
     words.slice(1).forEach((word, index) => (word.static ? this.variables.set(String(index + 1), word.text) : this.variables.delete(String(index + 1))));
+    const all = words.slice(1);
+    for (const name of ["@", "*"]) {
+      if (all.every((word) => word.static)) this.variables.set(name, all.map((word) => word.text).join(" "));
+      else this.variables.delete(name);
+    }
     this.depth += 1;
     try {
       this.visit(fn.body);
@@ -468,6 +559,11 @@ class ScriptWalker {
       case "expansion":
       case "command_substitution":
         return this.expansionPieces(node, false);
+      case "arithmetic_expansion": {
+        // `$((-1))` is as fixed as `-1` (and `kill -9 -1` signals every process).
+        const constant = constantArithmetic(node.text.slice(3, -2));
+        return [{ text: constant ?? node.text, quoted: false, dynamic: constant === null }];
+      }
       default:
         return [{ text: node.text, quoted: false, dynamic: true }];
     }
@@ -477,9 +573,14 @@ class ScriptWalker {
     let value: string | null = null;
     const parts = named(node);
     if (node.type === "simple_expansion" || node.type === "expansion") {
-      const name = parts[0]?.type === "variable_name" ? parts[0].text : null;
+      const name = parts[0]?.type === "variable_name" || parts[0]?.type === "special_variable_name" ? parts[0].text : null;
       const operator = node.type === "expansion" ? (children(node).find((child) => !child.isNamed && DEFAULT_OPERATORS.has(child.type))?.type ?? null) : null;
-      if (name !== null && parts.length === 1 && !operator) value = this.lookup(name);
+      // `${!name}` is the variable that name names.
+      const indirect = node.type === "expansion" && node.text.startsWith("${!");
+      if (indirect) {
+        const target = name !== null && parts.length === 1 ? this.lookup(name) : null;
+        value = target !== null && /^[A-Za-z_]\w*$/.test(target) ? this.lookup(target) : null;
+      } else if (name !== null && parts.length === 1 && !operator) value = this.lookup(name);
       else if (name !== null && operator) {
         const known = this.lookup(name);
         const fallback = parts.slice(1).flatMap((part) => this.wordsOf(part));
@@ -495,6 +596,8 @@ class ScriptWalker {
     if (value === null) return [{ text: node.text, quoted, dynamic: true }];
     // $HOME and $PWD are as good as literals; other values came from the script itself.
     const expanded = !(node.type !== "command_substitution" && (parts[0]?.text === "HOME" || parts[0]?.text === "PWD"));
+    // "$@" is each argument as a word of its own, quoted or not.
+    if (node.type === "simple_expansion" && parts[0]?.text === "@") return [{ text: value, quoted: false, dynamic: false, split: true, expanded }];
     return [quoted ? { text: value, quoted: true, dynamic: false, expanded } : { text: value, quoted: false, dynamic: false, split: true, expanded }];
   }
 

@@ -12,6 +12,8 @@ export interface ShellWord {
   glob: boolean;
   /** Part of it came from a variable or a command substitution whose value the text fixes. */
   expanded?: boolean;
+  /** For a word not fixed by the text: its value should every part only known at run time be empty. */
+  ifEmpty?: string;
 }
 
 /** One stretch of a word with the same quoting. */
@@ -230,11 +232,13 @@ export function wordsFromPieces(pieces: readonly WordPiece[], env: WordEnvironme
   const braced = splitAt.size > 0 ? [chars] : expandBraces(chars);
   for (const word of braced) {
     for (const part of splitWords(expandTilde(word, env), splitAt, env.ifs)) {
+      const dynamic = part.some((m) => m.dynamic);
       out.push({
         text: part.map((m) => m.ch).join(""),
-        static: !part.some((m) => m.dynamic),
+        static: !dynamic,
         glob: part.some((m) => m.globbable && (m.ch === "*" || m.ch === "?" || m.ch === "[")),
         ...(part.some((m) => m.expanded) ? { expanded: true } : {}),
+        ...(dynamic ? { ifEmpty: part.filter((m) => !m.dynamic).map((m) => m.ch).join("") } : {}),
       });
     }
   }

@@ -66,31 +66,35 @@ function isDirectory(path: string): boolean {
   return statSync(path, { throwIfNoEntry: false })?.isDirectory() ?? false;
 }
 
-const SKIP_WHEN_LOOKING = new Set(["node_modules", ".venv", "venv", "__pycache__", "dist", "build", "target", ".cache"]);
+/** Folders searched for repositories before giving up: bounded, since it is done before every command. */
+const MAX_FOLDERS_SEARCHED = 4000;
 
 /**
- * The `.git` folders of the workspace and of repositories inside it (a few levels down): read-only to
- * confined commands — config, hooks, `commondir` and all — and, being mount points, impossible to
- * rename or replace. What the user's own git later reads there, no task has written.
+ * The `.git` folders (and `.git` files, which point git elsewhere) of the workspace and of
+ * repositories inside it, down to `depth` levels, dependency folders included: read-only to confined
+ * commands — config, hooks, `commondir` and all — and, being mount points, impossible to rename or
+ * replace. What the user's own git later reads there, no task has written.
  */
-export function gitFolders(workspace: string, depth = 3): string[] {
+export function gitFolders(workspace: string, depth = 4): string[] {
   const found: string[] = [];
-  const walk = (dir: string, level: number) => {
-    if (found.length >= 64) return;
+  const queue: Array<[string, number]> = [[workspace, 0]];
+  let searched = 0;
+  // Breadth first, so that the bound leaves the shallow repositories, the likeliest, protected.
+  while (queue.length > 0 && searched < MAX_FOLDERS_SEARCHED && found.length < 256) {
+    const [dir, level] = queue.shift()!;
+    searched += 1;
     let entries: import("node:fs").Dirent[];
     try {
       entries = readdirSync(dir, { withFileTypes: true });
     } catch {
-      return;
+      continue;
     }
     for (const entry of entries) {
-      if (!entry.isDirectory()) continue;
       const path = join(dir, entry.name);
-      if (entry.name === ".git") found.push(path);
-      else if (level < depth && !SKIP_WHEN_LOOKING.has(entry.name)) walk(path, level + 1);
+      if (entry.name === ".git" && (entry.isDirectory() || entry.isFile())) found.push(path);
+      else if (entry.isDirectory() && level < depth) queue.push([path, level + 1]);
     }
-  };
-  walk(workspace, 0);
+  }
   return found;
 }
 

@@ -166,9 +166,12 @@ describe("shell_exec", () => {
   });
   it("does not pass secrets in the environment to commands", () => {
     const clean = scrubEnvironment({ PATH: "/bin", GITHUB_TOKEN: "x", AWS_SECRET_ACCESS_KEY: "y", DUCKLM_TOKEN: "z", HOME: "/h" });
-    expect(clean).toEqual({ PATH: "/bin", HOME: "/h" });
+    expect(clean).toEqual({ PATH: "/bin", HOME: "/h", ...GIT_PROTECTIONS });
   });
 });
+
+// git is told to ignore repositories it would only find by their look (see shell-exec.ts).
+const GIT_PROTECTIONS = { GIT_CONFIG_COUNT: "1", GIT_CONFIG_KEY_0: "safe.bareRepository", GIT_CONFIG_VALUE_0: "explicit" };
 
 describe("the environment a command gets", () => {
   it("leaves out credentials by name and by value, and what changes how the shell behaves", async () => {
@@ -181,6 +184,7 @@ describe("the environment a command gets", () => {
       AWS_SECRET_ACCESS_KEY: "k",
       DATABASE_URL: "postgres://app:hunter2@db/app",
       CDPATH: "/",
+      OLDPWD: "/etc",
       BASH_ENV: "/tmp/x",
       ENV: "/tmp/x",
       "BASH_FUNC_ls%%": "() { rm -rf ~; }",
@@ -191,6 +195,6 @@ describe("the environment a command gets", () => {
       DUCKLM_HOME: "/home/u/.local/share/ducklm",
       HTTPS_PROXY: "http://proxy",
     });
-    expect(clean).toEqual({ PATH: "/usr/bin", HOME: "/home/u", LANG: "C.UTF-8" });
+    expect(clean).toEqual({ ...GIT_PROTECTIONS, PATH: "/usr/bin", HOME: "/home/u", LANG: "C.UTF-8" });
   });
 });

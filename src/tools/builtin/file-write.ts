@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { constants } from "node:fs";
-import { lstat, mkdir, readFile, rename, rm } from "node:fs/promises";
+import { lstat, mkdir, rename, rm } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 import { createTwoFilesPatch } from "diff";
 import { z } from "zod";
@@ -45,6 +45,17 @@ export async function writeFileAtomically(workspace: string, path: string, conte
   }
 }
 
+/** The file's text as it is now, read without following a link someone may have put there since. */
+async function readExisting(workspace: string, path: string, protectedPaths: readonly string[]): Promise<string> {
+  const handle = await openInWorkspace(workspace, path, constants.O_RDONLY, 0, protectedPaths);
+  try {
+    if (!(await handle.stat()).isFile()) throw new DuckError(ErrorCode.ToolFailed, `${path} is not a regular file`);
+    return await handle.readFile("utf8");
+  } finally {
+    await handle.close();
+  }
+}
+
 export const fileWriteTool = defineTool({
   name: "file_write",
   description: "Create, overwrite or append to a text file in the workspace (written atomically); returns a diff.",
@@ -56,7 +67,7 @@ export const fileWriteTool = defineTool({
     const existing = await lstat(path).catch(() => null);
     if (existing && !existing.isFile()) throw new DuckError(ErrorCode.ToolFailed, `${input.path} exists and is not a regular file`);
     if (existing && input.mode === "create") throw new DuckError(ErrorCode.ToolFailed, `${input.path} already exists (mode create)`);
-    const before = existing ? await readFile(path, "utf8") : null;
+    const before = existing ? await readExisting(context.workspace, path, protectedPaths) : null;
     const after = input.mode === "append" && before !== null ? before + input.content : input.content;
     await writeFileAtomically(context.workspace, path, after, protectedPaths);
     const verb = before === null ? "created" : input.mode === "append" ? "appended to" : "overwrote";

@@ -14,10 +14,15 @@ const SECRET_ENV = /(TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|API_KEY|APIKEY|ACCE
 const SECRET_VALUE = /:\/\/[^/@\s:]+:[^/@\s]+@/;
 // What changes how the shell itself or a program behaves before the command's own words count:
 // startup files, exported functions, where `cd` looks, preloaded libraries, interpreter options.
-const BEHAVIOUR_ENV = /^(BASH_ENV|ENV|CDPATH|GLOBIGNORE|SHELLOPTS|BASHOPTS|IFS|PS4|PROMPT_COMMAND|INPUTRC|HISTFILE|LD_PRELOAD|LD_AUDIT|LD_LIBRARY_PATH|NODE_OPTIONS|PYTHONSTARTUP|PYTHONINSPECT|PERL5OPT|PERL5LIB|RUBYOPT|LESSOPEN|LESSCLOSE|GIT_.*|BASH_FUNC_.*)$/;
+const BEHAVIOUR_ENV = /^(BASH_ENV|ENV|CDPATH|OLDPWD|GLOBIGNORE|SHELLOPTS|BASHOPTS|IFS|PS4|PROMPT_COMMAND|INPUTRC|HISTFILE|LD_PRELOAD|LD_AUDIT|LD_LIBRARY_PATH|NODE_OPTIONS|PYTHONSTARTUP|PYTHONINSPECT|PERL5OPT|PERL5LIB|RUBYOPT|LESSOPEN|LESSCLOSE|GIT_.*|BASH_FUNC_.*)$/;
 // Addresses of agents and buses that would act for the command outside its sandbox, and proxy
 // settings of DuckLM's own process (a confined command gets its own when it may use the network).
 const SERVICE_ENV = new Set(["SSH_AUTH_SOCK", "GPG_AGENT_INFO", "DBUS_SESSION_BUS_ADDRESS", "DBUS_SYSTEM_BUS_ADDRESS", "DOCKER_HOST", "SUDO_ASKPASS", "KRB5CCNAME", "DISPLAY", "WAYLAND_DISPLAY", "XAUTHORITY"]);
+
+// git finds a bare repository in any folder that looks like one (HEAD, objects/, refs/) and obeys its
+// config, which a command can write on the way; only repositories named outright are used. The
+// setting counts only from protected configuration, which the command line's (these variables) is.
+const GIT_PROTECTIONS = { GIT_CONFIG_COUNT: "1", GIT_CONFIG_KEY_0: "safe.bareRepository", GIT_CONFIG_VALUE_0: "explicit" };
 
 export function scrubEnvironment(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   const clean: NodeJS.ProcessEnv = {};
@@ -26,7 +31,7 @@ export function scrubEnvironment(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
     if (value !== undefined && SECRET_VALUE.test(value)) continue;
     clean[key] = value;
   }
-  return clean;
+  return { ...clean, ...GIT_PROTECTIONS };
 }
 
 /** Collects a stream's bytes up to a cap and remembers whether anything was cut. */

@@ -1,0 +1,126 @@
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createTestRuntime, makeTempDir, type TestRuntime } from "./helpers/test-runtime.js";
+
+// Ways a task gets code run without a question through git, which obeys whatever repository it finds,
+// and through what a sandboxed command may leave for the user's own git to read later. Each attack
+// aims at a marker file: it must not appear, and the repositories it aims at must not change.
+let runtime: TestRuntime;
+let workspace: string;
+let head: string;
+
+function git(cwd: string, ...args: string[]): string {
+  return execFileSync("git", args, { cwd, encoding: "utf8", env: { ...process.env, GIT_CONFIG_GLOBAL: "/dev/null", GIT_AUTHOR_NAME: "t", GIT_AUTHOR_EMAIL: "t@x", GIT_COMMITTER_NAME: "t", GIT_COMMITTER_EMAIL: "t@x" } });
+}
+
+beforeAll(async () => {
+  workspace = makeTempDir("ducklm-git-escape-");
+  git(workspace, "init", "-q");
+  writeFileSync(join(workspace, "notes.txt"), "one\n");
+  git(workspace, "add", "notes.txt");
+  git(workspace, "commit", "-qm", "first");
+  head = git(workspace, "rev-parse", "HEAD").trim();
+  mkdirSync(join(workspace, "d1"));
+  runtime = createTestRuntime({ workspace, runtime: { timeouts: { step_ms: 15_000 }, retry: { max_step_retries: 0 } } });
+  await runtime.ready();
+}, 60_000);
+
+afterAll(async () => {
+  await runtime?.dispose();
+});
+
+async function attempt(command: string, approve: Array<"unknown" | "network"> = []): Promise<{ state: string; output: string }> {
+  const outcome = await runtime.loop.submit({ text: `run \`${command}\``, auto_approve: approve }).done;
+  if (outcome.state === "awaiting_permission") runtime.loop.cancel(outcome.task_id);
+  const result = runtime.store.listEvents(outcome.task_id).find((event) => event.type === "tool-result")?.payload.result as { output: string } | undefined;
+  return { state: outcome.state, output: result?.output ?? "" };
+}
+
+const marker = (name: string) => join(workspace, name);
+
+describe("git obeys no repository a task made", () => {
+  it("runs confined (bubblewrap)", () => {
+    expect(runtime.sandbox.kind).toBe("bwrap");
+  });
+
+  const bareRepository = (folder: string, markerName: string) =>
+    `mkdir -p ${folder}/objects/info ${folder}/refs ${folder}/info && echo ${head} > ${folder}/HEAD && echo ../../.git/objects > ${folder}/objects/info/alternates && echo '* diff=x' > ${folder}/info/attributes && printf '[diff "x"]\\n\\ttextconv = "id > ${marker(markerName)}; cat"\\n' > ${folder}/config`;
+
+  it("asks before git reads a repository built earlier in the same line", async () => {
+    const result = await attempt(`${bareRepository("sub", "PWNED-same-line")} && cd sub && git log -p`);
+    expect(result.state).toBe("awaiting_permission");
+    expect(existsSync(marker("PWNED-same-line"))).toBe(false);
+  });
+
+  it("asks before git reads a repository an earlier step built, and git itself refuses one found by its look", async () => {
+    const built = await attempt(bareRepository("sub2", "PWNED-later"));
+    expect(built.state).toBe("completed");
+    expect(existsSync(join(workspace, "sub2", "HEAD"))).toBe(true);
+    expect((await attempt("cd sub2 && git log -p")).state).toBe("awaiting_permission");
+    // Even approved, git is told to use only repositories named outright.
+    const approved = await attempt("cd sub2 && git log -p", ["unknown"]);
+    expect(approved.output).toMatch(/safe\.bareRepository|not a git repository|cannot use bare repository/i);
+    expect(existsSync(marker("PWNED-later"))).toBe(false);
+  });
+
+  it("asks before git runs in a nested repository", async () => {
+    mkdirSync(join(workspace, "inner"), { recursive: true });
+    git(join(workspace, "inner"), "init", "-q");
+    expect((await attempt("cd inner && git status")).state).toBe("awaiting_permission");
+  });
+});
+
+describe("what a confined command leaves for the user's own git", () => {
+  it("cannot write the .git of a repository nested in dependencies, however the path is spelt", async () => {
+    const nested = join(workspace, "node_modules", "pkg");
+    mkdirSync(nested, { recursive: true });
+    git(nested, "init", "-q");
+    const config = join(nested, ".git", "config");
+    const before = readFileSync(config, "utf8");
+    for (const path of ["node_modules/pkg/.git/config", "d*/../node_modules/pkg/.git/config"]) {
+      const result = await attempt(`printf '[core]\\n\\tfsmonitor = "id > ${marker("FSM")}"\\n' >> ${path}`, ["unknown"]);
+      expect(result.output).toMatch(/Read-only file system|Permission denied/);
+    }
+    expect(readFileSync(config, "utf8")).toBe(before);
+  });
+
+  it("cannot point a worktree's .git file at a repository of its own", async () => {
+    const worktree = join(makeTempDir("ducklm-worktree-"), "wt");
+    git(workspace, "worktree", "add", "-q", worktree);
+    const pointer = readFileSync(join(worktree, ".git"), "utf8");
+    const other = createTestRuntime({ workspace: worktree, runtime: { retry: { max_step_retries: 0 } } });
+    try {
+      await other.ready();
+      const outcome = await other.loop.submit({ text: "run `echo gitdir: /tmp/evil > .git`", auto_approve: ["unknown"] }).done;
+      const result = other.store.listEvents(outcome.task_id).find((event) => event.type === "tool-result")?.payload.result as { output: string } | undefined;
+      expect(result?.output).toMatch(/Read-only file system|Device or resource busy|Permission denied/);
+      expect(readFileSync(join(worktree, ".git"), "utf8")).toBe(pointer);
+    } finally {
+      await other.dispose();
+    }
+  });
+});
+
+describe("paths a task could hide its way out in", () => {
+  it("does not let a glob followed by .. read outside the workspace or into .git unasked", async () => {
+    for (const command of ["cat d*/../../../../../../etc/hostname", "cat */../.git/config", "cat d*/../.git/HEAD"]) {
+      expect((await attempt(command)).state, command).toBe("awaiting_permission");
+    }
+  });
+
+  it("does not give commands the directory DuckLM was started from as $OLDPWD, nor let `cd -` go there unasked", async () => {
+    const saved = process.env.OLDPWD;
+    process.env.OLDPWD = "/etc";
+    try {
+      expect((await attempt("cd - && ls -la")).state).toBe("awaiting_permission");
+      const approved = await attempt("cd - ; pwd", ["unknown"]);
+      expect(approved.output).not.toContain("/etc");
+      expect(approved.output).toMatch(/OLDPWD not set/);
+    } finally {
+      if (saved === undefined) delete process.env.OLDPWD;
+      else process.env.OLDPWD = saved;
+    }
+  });
+});
