@@ -51,8 +51,11 @@ export const unconfinedShell: ShellSandbox = {
 
 // Sockets of services that would run a command for the caller outside the sandbox (systemd and
 // D-Bus activation, container engines): hidden from every confined command.
-const SERVICE_SOCKET_DIRS = ["/run/user", "/run/dbus", "/var/run/dbus", "/run/containerd", "/run/podman", "/run/systemd/private"];
-const SERVICE_SOCKET_FILES = ["/run/docker.sock", "/var/run/docker.sock", "/run/snapd.socket"];
+const SERVICE_SOCKET_DIRS = [
+  "/run/user", "/run/dbus", "/var/run/dbus", "/run/containerd", "/run/podman", "/run/systemd/private", "/run/incus", "/run/libvirt", "/var/run/libvirt",
+  "/run/crio", "/run/k3s", "/run/buildkit", "/run/tailscale", "/var/run/tailscale", "/run/lxd", "/var/snap/lxd/common/lxd",
+];
+const SERVICE_SOCKET_FILES = ["/run/docker.sock", "/var/run/docker.sock", "/run/snapd.socket", "/var/lib/lxd/unix.socket", "/var/lib/incus/unix.socket", "/run/containerd/containerd.sock"];
 
 function realOrNull(path: string): string | null {
   try {
