@@ -1,4 +1,3 @@
-import type { Statement } from "better-sqlite3";
 import { randomUUID } from "node:crypto";
 import {
   EventType,
@@ -16,6 +15,7 @@ import type { EventStore } from "../events/event-store.js";
 import type { SqliteDatabase } from "../storage/open-database.js";
 import { applyEvent, initialProjection, projectEvents, type TaskProjection } from "./task-projection.js";
 import { pruneFinishedTasks, type PruneOptions, type PruneResult } from "./task-retention.js";
+import { TaskRows, type NewTaskRow } from "./task-rows.js";
 
 /** Events after which a snapshot is stored: the points a resume should not have to replay past. */
 const CHECKPOINTED: ReadonlySet<EventTypeName> = new Set<EventTypeName>([
@@ -46,25 +46,12 @@ export interface AppendOptions {
 
 interface Batch {
   /** Tasks first recorded in this batch: their rows are inserted before their events. */
-  created: Array<{ id: string; text: string; session_id: string | null; workspace: string; time: string }>;
+  created: NewTaskRow[];
   events: DuckEvent[];
   /** Task id to the time of its latest change: each task's row is written once per batch. */
   rows: Map<string, string>;
   /** Tasks that passed a milestone in this batch: their checkpoint is written once, at the end. */
   checkpoints: Set<string>;
-}
-
-interface TaskRow {
-  id: string;
-  text: string;
-  state: TaskState;
-  session_id: string | null;
-  workspace: string;
-  created_at: string;
-  updated_at: string;
-  last_seq: number;
-  answer: string | null;
-  error: string | null;
 }
 
 /**
@@ -80,14 +67,7 @@ export class TaskStore {
   private broken: DuckError | null = null;
   /** Sees each event before it is appended and may refuse it by throwing (replay stops at recorded crashes). */
   appendGuard: ((event: DuckEvent) => void) | null = null;
-  private readonly insertTask: Statement;
-  private readonly updateTask: Statement;
-  private readonly upsertCheckpoint: Statement;
-  private readonly selectCheckpoint: Statement<[string]>;
-  private readonly selectTask: Statement<[string]>;
-  private readonly selectTasks: Statement<[number]>;
-  private readonly selectTasksByState: Statement<[string, number]>;
-  private readonly selectSession: Statement<[string, string, number]>;
+  private readonly rows: TaskRows;
 
   constructor(
     private readonly db: SqliteDatabase,
@@ -95,24 +75,7 @@ export class TaskStore {
     private readonly bus: EventBus,
     private readonly clock: Clock = () => new Date(),
   ) {
-    this.insertTask = db.prepare(
-      `INSERT INTO tasks (id, text, state, session_id, workspace, created_at, updated_at, last_seq)
-       VALUES (@id, @text, 'received', @session_id, @workspace, @time, @time, 0)`,
-    );
-    this.updateTask = db.prepare(
-      "UPDATE tasks SET state = @state, updated_at = @time, last_seq = @seq, answer = @answer, error = @error WHERE id = @id",
-    );
-    this.upsertCheckpoint = db.prepare(
-      `INSERT INTO checkpoints (task_id, seq, time, snapshot) VALUES (?, ?, ?, ?)
-       ON CONFLICT(task_id) DO UPDATE SET seq = excluded.seq, time = excluded.time, snapshot = excluded.snapshot`,
-    );
-    this.selectCheckpoint = db.prepare("SELECT task_id, seq, time, snapshot FROM checkpoints WHERE task_id = ?");
-    this.selectTask = db.prepare("SELECT * FROM tasks WHERE id = ?");
-    this.selectTasks = db.prepare("SELECT * FROM tasks ORDER BY created_at DESC, id LIMIT ?");
-    this.selectSession = db.prepare(
-      "SELECT * FROM tasks WHERE session_id = ? AND id != ? AND state = 'completed' ORDER BY created_at DESC, id LIMIT ?",
-    );
-    this.selectTasksByState = db.prepare("SELECT * FROM tasks WHERE state = ? ORDER BY created_at DESC, id LIMIT ?");
+    this.rows = new TaskRows(db);
   }
 
   /**
@@ -269,13 +232,11 @@ export class TaskStore {
   }
 
   checkpoint(taskId: string): Checkpoint | null {
-    const row = this.selectCheckpoint.get(taskId) as { task_id: string; seq: number; time: string; snapshot: string } | undefined;
-    return row ? { task_id: row.task_id, seq: row.seq, time: row.time, snapshot: JSON.parse(row.snapshot) } : null;
+    return this.rows.checkpoint(taskId);
   }
 
   getTask(taskId: string): TaskSummary | null {
-    const row = this.selectTask.get(taskId) as TaskRow | undefined;
-    return row ? { ...row } : null;
+    return this.rows.get(taskId);
   }
 
   requireTask(taskId: string): TaskSummary {
@@ -285,15 +246,12 @@ export class TaskStore {
   }
 
   listTasks(options: { state?: TaskState; limit?: number } = {}): TaskSummary[] {
-    const limit = options.limit ?? 50;
-    const rows = options.state ? this.selectTasksByState.all(options.state, limit) : this.selectTasks.all(limit);
-    return (rows as TaskRow[]).map((row) => ({ ...row }));
+    return this.rows.list(options.state ?? null, options.limit ?? 50);
   }
 
   /** Earlier tasks of a conversation, oldest first. */
   sessionHistory(sessionId: string, beforeTaskId: string, limit: number): TaskSummary[] {
-    const rows = this.selectSession.all(sessionId, beforeTaskId, limit) as TaskRow[];
-    return rows.reverse().map((row) => ({ ...row }));
+    return this.rows.session(sessionId, beforeTaskId, limit);
   }
 
   listEvents(taskId: string, fromSeq = 1, limit?: number): DuckEvent[] {
@@ -322,12 +280,12 @@ export class TaskStore {
   }
 
   private writeBatch(batch: Batch): void {
-    for (const task of batch.created) this.insertTask.run(task);
+    for (const task of batch.created) this.rows.insert(task);
     for (const event of batch.events) this.events.insert(event);
     for (const [taskId, time] of batch.rows) {
       const projection = this.projections.get(taskId)!;
-      this.writeRow(projection, time);
-      if (batch.checkpoints.has(taskId)) this.writeCheckpoint(projection, time);
+      this.rows.update(projection, time);
+      if (batch.checkpoints.has(taskId)) this.rows.writeCheckpoint(projection, time);
     }
   }
 
@@ -344,20 +302,5 @@ export class TaskStore {
     const error = this.broken;
     this.broken = null;
     throw error;
-  }
-
-  private writeRow(projection: TaskProjection, time: string): void {
-    this.updateTask.run({
-      id: projection.task_id,
-      state: projection.state,
-      time,
-      seq: projection.seq,
-      answer: projection.answer,
-      error: projection.error ? `${projection.error.code}: ${projection.error.message}` : null,
-    });
-  }
-
-  private writeCheckpoint(projection: TaskProjection, time: string): void {
-    this.upsertCheckpoint.run(projection.task_id, projection.seq, time, JSON.stringify(projection));
   }
 }

@@ -1,0 +1,112 @@
+import { inputOf, producedWords } from "./literal-output.js";
+import { isInterpreter, readInterpreter, scanCode } from "./inline-code.js";
+import { Judgement, readShellArgs, shown, type ScriptState } from "./judgement.js";
+import { looseCommands } from "./loose-commands.js";
+import type { ScriptJudge } from "./script-judge.js";
+import type { ShellCommand, ShellParser } from "./shell-script.js";
+import { literalWord, type ShellWord } from "./shell-words.js";
+
+const SHELLS = new Set(["sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "csh", "tcsh", "yash"]);
+
+export function judgeNestedScript(judge: ScriptJudge, parser: ShellParser, script: ShellWord, state: ScriptState, judgement: Judgement, what: string): void {
+  if (!script.static) {
+    judgement.raise("no_always", `runs ${what} that is only known at run time: ${script.text}`);
+    for (const words of looseCommands(script.text, state.env)) judge.judgeLoose(words, state, judgement);
+    return;
+  }
+  judge.judgeScript(parser, script.text, { ...state, depth: state.depth + 1, cwds: [...state.cwds] }, judgement);
+}
+
+/**
+ * Shells, eval, interpreters and find -exec run more code: it is judged too. Returns true when the
+ * command's own words are accounted for by that (so no shape is needed).
+ */
+export function judgeNested(judge: ScriptJudge, parser: ShellParser, command: ShellCommand, program: string, args: ShellWord[], state: ScriptState, judgement: Judgement): boolean {
+  if (SHELLS.has(program)) {
+    if (args.length > 0 && args.every((word) => ["--version", "--help"].includes(word.text))) return false;
+    const shell = readShellArgs(args);
+    if (shell.inline) {
+      const script = shell.script ?? { text: "", static: false, glob: false };
+      // Arguments after the script become $0, $1… inside it.
+      const positional = new Map(state.env.variables);
+      shell.positional.forEach((word, index) => (word.static ? positional.set(String(index), word.text) : positional.delete(String(index))));
+      judgeNestedScript(judge, parser, script, { ...state, env: { ...state.env, variables: positional } }, judgement, "a script");
+      if (!shell.plainOptions || shell.positional.length > 0) judgement.raise("unknown", `"${program} ${shown(args)}" starts a shell with options or arguments`);
+      return true;
+    }
+    if (shell.file) {
+      judgement.raise("unknown", `runs the script file ${shell.file.text}, whose content is not judged`);
+      return true;
+    }
+    judgeStdinScript(judge, parser, command, state, judgement, program);
+    return true;
+  }
+  if (program === "eval") {
+    judgeNestedScript(judge, parser, { text: shown(args), static: args.every((word) => word.static), glob: false }, state, judgement, "eval text");
+    return true;
+  }
+  if (program === "source" || program === ".") {
+    judgement.raise("unknown", `runs the script file ${args[0]?.text ?? "(none)"} in the shell itself`);
+    return true;
+  }
+  if (program === "alias") {
+    for (const word of args) if (word.text.includes("=")) judgeNestedScript(judge, parser, { ...word, text: word.text.slice(word.text.indexOf("=") + 1) }, state, judgement, "an alias");
+    judgement.raise("unknown", "defines an alias");
+    return true;
+  }
+  if (program === "find") {
+    const starts = producedWords({ words: [literalWord("find"), ...args], assignments: [], redirects: [], pipedFrom: null }) ?? ["."];
+    for (let i = 0; i < args.length; i += 1) {
+      if (!["-exec", "-execdir", "-ok", "-okdir"].includes(args[i]!.text)) continue;
+      const end = args.findIndex((word, j) => j > i && (word.text === ";" || word.text === "+"));
+      const part = args.slice(i + 1, end === -1 ? undefined : end);
+      if (part.length === 0) continue;
+      // `{}` is each path found: judged as each place the search starts from.
+      for (const start of starts) {
+        const words = part.map((word) => (word.text.includes("{}") ? { ...word, text: word.text.split("{}").join(start) } : word));
+        judge.judgeCommand(parser, { words, assignments: [], redirects: [], pipedFrom: null }, state, judgement);
+      }
+    }
+    return false;
+  }
+  if (isInterpreter(program)) {
+    const use = readInterpreter(program, args);
+    if (use.query) return false;
+    for (const code of use.inline) {
+      if (!code.static) {
+        judgement.raise("no_always", `${program} runs code only known at run time`);
+        continue;
+      }
+      scanInterpreterCode(judge, parser, code.text, state, judgement, program);
+      judgement.raise("unknown", `${program} runs inline code`);
+    }
+    if (use.readsStdin) judgeStdinScript(judge, parser, command, state, judgement, program, true);
+    if (use.runsFile) judgement.raise("unknown", `${program} runs a program file, whose content is not judged`);
+    return true;
+  }
+  return false;
+}
+
+function judgeStdinScript(judge: ScriptJudge, parser: ShellParser, command: ShellCommand, state: ScriptState, judgement: Judgement, program: string, code = false): void {
+  const input = inputOf(command);
+  if (!input) {
+    judgement.raise("unknown", `${program} reads commands from its input`);
+    return;
+  }
+  if (!input.static) {
+    judgement.raise("no_always", `${program} runs a script piped in from a command whose output is only known at run time`);
+    return;
+  }
+  if (code) scanInterpreterCode(judge, parser, input.text, state, judgement, program);
+  else judge.judgeScript(parser, input.text, { ...state, depth: state.depth + 1, cwds: [...state.cwds] }, judgement);
+  judgement.raise("unknown", `${program} runs a script fed through its input`);
+}
+
+function scanInterpreterCode(judge: ScriptJudge, parser: ShellParser, code: string, state: ScriptState, judgement: Judgement, program: string): void {
+  const finding = scanCode(code, (text) => {
+    const probe = new Judgement();
+    judge.judgeScript(parser, text, { ...state, depth: state.depth + 1, cwds: [...state.cwds] }, probe);
+    return probe.category === "hard_stop" ? probe.reason : null;
+  });
+  if (finding) judgement.raise("hard_stop", `${program}: ${finding.reason}`);
+}

@@ -1,0 +1,103 @@
+import type { Statement } from "better-sqlite3";
+import type { Checkpoint, TaskState, TaskSummary } from "../contracts/index.js";
+import type { SqliteDatabase } from "../storage/open-database.js";
+import type { TaskProjection } from "./task-projection.js";
+
+/** A task row as first written, with the time of its `task-received`. */
+export interface NewTaskRow {
+  id: string;
+  text: string;
+  session_id: string | null;
+  workspace: string;
+  time: string;
+}
+
+interface TaskRow {
+  id: string;
+  text: string;
+  state: TaskState;
+  session_id: string | null;
+  workspace: string;
+  created_at: string;
+  updated_at: string;
+  last_seq: number;
+  answer: string | null;
+  error: string | null;
+}
+
+/**
+ * The `tasks` and `checkpoints` tables: one row per task that follows its events, one snapshot per
+ * task at its latest milestone. Written only inside TaskStore's commits.
+ */
+export class TaskRows {
+  private readonly insertTask: Statement;
+  private readonly updateTask: Statement;
+  private readonly upsertCheckpoint: Statement;
+  private readonly selectCheckpoint: Statement<[string]>;
+  private readonly selectTask: Statement<[string]>;
+  private readonly selectTasks: Statement<[number]>;
+  private readonly selectTasksByState: Statement<[string, number]>;
+  private readonly selectSession: Statement<[string, string, number]>;
+
+  constructor(db: SqliteDatabase) {
+    this.insertTask = db.prepare(
+      `INSERT INTO tasks (id, text, state, session_id, workspace, created_at, updated_at, last_seq)
+       VALUES (@id, @text, 'received', @session_id, @workspace, @time, @time, 0)`,
+    );
+    this.updateTask = db.prepare(
+      "UPDATE tasks SET state = @state, updated_at = @time, last_seq = @seq, answer = @answer, error = @error WHERE id = @id",
+    );
+    this.upsertCheckpoint = db.prepare(
+      `INSERT INTO checkpoints (task_id, seq, time, snapshot) VALUES (?, ?, ?, ?)
+       ON CONFLICT(task_id) DO UPDATE SET seq = excluded.seq, time = excluded.time, snapshot = excluded.snapshot`,
+    );
+    this.selectCheckpoint = db.prepare("SELECT task_id, seq, time, snapshot FROM checkpoints WHERE task_id = ?");
+    this.selectTask = db.prepare("SELECT * FROM tasks WHERE id = ?");
+    this.selectTasks = db.prepare("SELECT * FROM tasks ORDER BY created_at DESC, id LIMIT ?");
+    this.selectSession = db.prepare(
+      "SELECT * FROM tasks WHERE session_id = ? AND id != ? AND state = 'completed' ORDER BY created_at DESC, id LIMIT ?",
+    );
+    this.selectTasksByState = db.prepare("SELECT * FROM tasks WHERE state = ? ORDER BY created_at DESC, id LIMIT ?");
+  }
+
+  insert(task: NewTaskRow): void {
+    this.insertTask.run(task);
+  }
+
+  update(projection: TaskProjection, time: string): void {
+    this.updateTask.run({
+      id: projection.task_id,
+      state: projection.state,
+      time,
+      seq: projection.seq,
+      answer: projection.answer,
+      error: projection.error ? `${projection.error.code}: ${projection.error.message}` : null,
+    });
+  }
+
+  writeCheckpoint(projection: TaskProjection, time: string): void {
+    this.upsertCheckpoint.run(projection.task_id, projection.seq, time, JSON.stringify(projection));
+  }
+
+  checkpoint(taskId: string): Checkpoint | null {
+    const row = this.selectCheckpoint.get(taskId) as { task_id: string; seq: number; time: string; snapshot: string } | undefined;
+    return row ? { task_id: row.task_id, seq: row.seq, time: row.time, snapshot: JSON.parse(row.snapshot) } : null;
+  }
+
+  get(taskId: string): TaskSummary | null {
+    const row = this.selectTask.get(taskId) as TaskRow | undefined;
+    return row ? { ...row } : null;
+  }
+
+  /** Newest first, optionally in one state only. */
+  list(state: TaskState | null, limit: number): TaskSummary[] {
+    const rows = state ? this.selectTasksByState.all(state, limit) : this.selectTasks.all(limit);
+    return (rows as TaskRow[]).map((row) => ({ ...row }));
+  }
+
+  /** Completed tasks of a conversation before the given one, oldest first. */
+  session(sessionId: string, beforeTaskId: string, limit: number): TaskSummary[] {
+    const rows = this.selectSession.all(sessionId, beforeTaskId, limit) as TaskRow[];
+    return rows.reverse().map((row) => ({ ...row }));
+  }
+}
