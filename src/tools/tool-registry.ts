@@ -52,11 +52,14 @@ export class ToolRegistry {
   private readonly tools = new Map<string, ToolDefinition<unknown>>();
   /** Tools the runtime runs itself (a coder step's code_apply): never shown to the models or callable by name in a directive. */
   private readonly internal = new Set<string>();
+  /** The catalogue as last built: JSON schemas are costly to derive, and tools change only on register. */
+  private cachedCatalogue: ToolCatalogueEntry[] | null = null;
 
   register<Input>(tool: ToolDefinition<Input>, options: { internal?: boolean } = {}): this {
     if (this.tools.has(tool.name)) throw new DuckError(ErrorCode.InvalidInput, `tool ${tool.name} is registered twice`);
     this.tools.set(tool.name, tool as ToolDefinition<unknown>);
     if (options.internal) this.internal.add(tool.name);
+    this.cachedCatalogue = null;
     return this;
   }
 
@@ -84,12 +87,13 @@ export class ToolRegistry {
 
   /** What the models are told about each tool. */
   catalogue(): ToolCatalogueEntry[] {
-    return [...this.tools.values()].filter((tool) => !this.internal.has(tool.name)).map((tool) => ({
+    this.cachedCatalogue ??= [...this.tools.values()].filter((tool) => !this.internal.has(tool.name)).map((tool) => ({
       name: tool.name,
       description: tool.description,
       effect: tool.effect,
       input_schema: tool.jsonSchema ?? z.toJSONSchema(tool.inputSchema, { io: "input", unrepresentable: "any" }),
     }));
+    return this.cachedCatalogue;
   }
 
   /** Validates and runs one call; never throws: failures come back as a ToolResult with an error. */
