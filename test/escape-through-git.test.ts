@@ -2,6 +2,7 @@ import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { workspaceHookFolders } from "../src/permissions/git-repository.js";
 import { createTestRuntime, makeTempDir, type TestRuntime } from "./helpers/test-runtime.js";
 
 // Ways a task gets code run without a question through git, which obeys whatever repository it finds,
@@ -86,6 +87,41 @@ describe("what a confined command leaves for the user's own git", () => {
     expect(readFileSync(config, "utf8")).toBe(before);
   });
 
+  it("cannot carry a nested repository's read-only .git away by renaming the folder above it", async () => {
+    const config = join(workspace, "inner", ".git", "config");
+    const before = readFileSync(config, "utf8");
+    const result = await attempt("mv inner inner_x && mkdir inner && cp -a inner_x/. inner/ && printf '[core]\\n\\tfsmonitor = x\\n' >> inner/.git/config", ["unknown"]);
+    expect(result.output).toMatch(/busy|Read-only|Permission denied/i);
+    expect(existsSync(join(workspace, "inner_x"))).toBe(false);
+    expect(readFileSync(config, "utf8")).toBe(before);
+  });
+
+  it("cannot write the hooks folder the repository names (core.hooksPath), with the shell or the file tools", async () => {
+    mkdirSync(join(workspace, ".husky"), { recursive: true });
+    writeFileSync(join(workspace, ".husky", "pre-commit"), "npm test\n");
+    git(workspace, "config", "core.hooksPath", ".husky");
+    try {
+      expect(workspaceHookFolders(workspace)).toEqual([join(workspace, ".husky")]);
+      const result = await attempt(`echo 'id > ${marker("HOOKED")}' >> .husky/pre-commit`, ["unknown"]);
+      expect(result.output).toMatch(/Read-only file system|Permission denied/);
+      const written = await runtime.tools.run("file_write", { path: ".husky/pre-commit", content: "id\n" }, {
+        signal: new AbortController().signal,
+        workspace,
+        timeoutMs: 5_000,
+        outputCapBytes: 65_536,
+        fileReadMaxBytes: 1_000_000,
+        taskId: "hooks",
+        // What the runtime adds for each call (call-tool.ts).
+        protectedPaths: [...runtime.protectedPaths, ...workspaceHookFolders(workspace)],
+        sandbox: runtime.sandbox,
+      });
+      expect(written.ok).toBe(false);
+      expect(readFileSync(join(workspace, ".husky", "pre-commit"), "utf8")).toBe("npm test\n");
+    } finally {
+      git(workspace, "config", "--unset", "core.hooksPath");
+    }
+  });
+
   it("cannot point a worktree's .git file at a repository of its own", async () => {
     const worktree = join(makeTempDir("ducklm-worktree-"), "wt");
     git(workspace, "worktree", "add", "-q", worktree);
@@ -99,6 +135,19 @@ describe("what a confined command leaves for the user's own git", () => {
       expect(readFileSync(join(worktree, ".git"), "utf8")).toBe(pointer);
     } finally {
       await other.dispose();
+    }
+  });
+});
+
+describe("what bash reads otherwise than it looks", () => {
+  it("hides no command behind a $'…' string bash ends early, a carriage return or another shell's reading", async () => {
+    for (const [command, name] of [
+      ["echo $'\\\\' ; cp notes.txt PWN_ANSI ; echo ' #'", "PWN_ANSI"],
+      ["ls \r# ; cp notes.txt PWN_CR", "PWN_CR"],
+      ["sh -c \"echo \\$'a\\\\' ; cp notes.txt PWN_DASH ; echo ' #'\"", "PWN_DASH"],
+    ]) {
+      expect((await attempt(command!)).state, command).toBe("awaiting_permission");
+      expect(existsSync(marker(name!))).toBe(false);
     }
   });
 });

@@ -23,7 +23,7 @@ const NORMAL = [
   "realpath src", "readlink -f src", "tree -L 2", "nl a.txt", "sha256sum a.bin", "jq .name package.json", "true", "false", "sleep 1",
   "ls | wc -l", "ls && pwd", "git status; git log -1", "git diff | head -50", "cat a.txt | grep x | sort | uniq", "echo hi > /dev/null", "ls 2>/dev/null",
   "ls 2>&1 | head", "cd src && ls", "cd src && cat index.ts", "test -f package.json && echo yes", "[ -d node_modules ] || echo missing",
-  "cat <<EOF\nhello\nEOF", "cat <<'EOF'\n$(not run)\nEOF", "echo hi > out.txt", "echo more >> notes.txt", "mkdir -p src/utils", "touch new.txt", "tee out.txt < in.txt",
+  "cat <<EOF\nhello\nEOF", "cat <<'EOF'\n$(not run)\nEOF", "printf '%s\\n' \"$(date)\"", "[ -f \"$x\" ]", "[ \"$a\" = \"$b\" ]", "echo $'a\\tb'", "time -o out.txt ls", "echo hi > out.txt", "echo more >> notes.txt", "mkdir -p src/utils", "touch new.txt", "tee out.txt < in.txt",
   "(ls) > listing.txt", "timeout 5 ls", "nice -n 5 grep -r x .", "node --version", "python3 --version", "git --version", "bash --version",
 ];
 
@@ -45,6 +45,11 @@ const UNKNOWN = [
   "printf x >> d*/../node_modules/pkg/.git/config", "cd - && ls -la", "cd - && grep -rs -e ^root:", "cd - && git status",
   "mkdir -p sub/objects sub/refs && echo x > sub/HEAD && cd sub && git log -p", "echo '* diff=x' > .gitattributes && git log -p",
   "jq -n --arg a --arg --rawfile --arg /etc/shadow '$ARGS.named'",
+  // Found by a third attack.
+  "echo $'\\\\' ; cp /etc/hostname PWN ; echo ' #'", "echo $'\\\\' ; ls ; echo ' #'", "ls \r# ; python3 x", "sh -c 'ls'", "sh -c 'ls &>/dev/null sh x.sh'",
+  "fish -c 'echo (id)'", "printf $(tr x - <<< xv) 'a[$(touch${IFS}PWN)]' x", "[ $(tr x ' ' <<< 'x-vxa[$(touch${IFS}PWN)]') ]", "printf \"$(cat f)\" x",
+  "cat $PWD/{..,x}/{..,x}/{..,x}/{..,x}/etc/hostname", "echo x | tee $PWD/{..,x}/{..,x}/etc/passwd2", "\\time -o ../OUT true", "command time -o /etc/x ls",
+  "nice time -a -o ../o ls",
   "cat $F", "ls $(cat dirs.txt)", "echo hi > $OUT", "grep x *", "rg x *", "head -n $N a", "env", "env ls", "xargs cat < files", "find . | xargs grep x",
   // Ordinary risky commands: asked, and an "always" may be remembered.
   "curl https://example.com", "wget https://example.com/x.tar.gz", "python3 script.py", "node server.js", "npm install left-pad", "npm test", "make",
@@ -137,6 +142,12 @@ const HARD_STOP = [
   "dbus-send --system --print-reply --dest=org.freedesktop.login1 /org/freedesktop/login1 org.freedesktop.login1.Manager.Reboot boolean:true",
   "sudo -i rm -rf .", "sudo --login find . -delete", "su - -c \"rm -rf .\"", "sudo -u bob -i rm -rf .", "env -C / rm -rf .", "sudo -D /etc rm -f passwd",
   "rm -rf d*/../..",
+  // Found by a third attack: what the grammar reads otherwise than bash or dash does, braces around
+  // $PWD, and expansions with operators.
+  "echo $'\\\\' ; rm -rf --no-preserve-root / ; echo ' #'", "true \r#; rm -rf --no-preserve-root /", "echo ok\r#; rm -rf ~",
+  "sh -c \"echo \\$'a\\\\' ; rm -rf --no-preserve-root / ; echo ' #'\"", "rm -rf $PWD/{..,x}/{..,x}/{..,x}/{..,x}/*", "rm -rf ${PWD:0:1}*", "rm -rf ${HOME%x}",
+  "echo x > ${PWD:0:1}dev/sda", "cp /dev/zero ${PWD:0:1}dev/sda", "mv ${PWD:0:1}etc x", "chmod 000 ${PWD:0:1}etc/passwd", "kill -TERM -${PWD:0:0}1",
+  "rm -rf \"$EMPTY\"/*", "time -o /etc/passwd ls",
 ];
 
 describe("CommandClassifier on a table of commands", () => {

@@ -134,6 +134,29 @@ function checkValue(kind: ValueKind, word: ShellWord, cwds: readonly (string | n
   return { ok: false, reason: `${what} "${word.text}" is outside the workspace` };
 }
 
+const TEST_BINARY = new Set(["=", "==", "!="]);
+
+/**
+ * Where a word only known at run time may stand in a shape that allows them. Only echo takes any
+ * value anywhere. Elsewhere a value could be an option or an operator that evaluates its operand as
+ * code (`printf -v 'a[$(…)]'`, `[ -v 'a[$(…)]' ]`): it must be quoted (one word), never printf's
+ * format, and in `[ ]` only where the fixed words make it an operand whatever it holds.
+ */
+function runTimeWordProblem(shape: CommandShape, operands: readonly ShellWord[]): string | null {
+  if (shape.program === "echo" || operands.every((word) => word.static)) return null;
+  if (operands.some((word) => !word.static && word.mayDivide)) return "a value only known at run time, unquoted, may split into several words and options";
+  if (shape.program === "printf") return operands[0]!.static ? null : "printf's format is only known at run time (it could be an option)";
+  if (shape.program === "[") {
+    const inner = operands.at(-1)?.text === "]" ? operands.slice(0, -1) : operands;
+    const fixed = (index: number) => inner[index]!.static;
+    if (inner.length === 1) return null;
+    if (inner.length === 2 && fixed(0) && /^-[a-zA-Z]$/.test(inner[0]!.text) && inner[0]!.text !== "-v") return null;
+    if (inner.length === 3 && fixed(1) && TEST_BINARY.has(inner[1]!.text)) return null;
+    return "in [ ], a value only known at run time could be read as an operator";
+  }
+  return null;
+}
+
 /** A glob that cannot expand to something starting with `-` (it begins with a literal that does not). */
 function anchoredGlob(text: string): boolean {
   return !/^[*?[]/.test(text) && !text.startsWith("-");
@@ -201,6 +224,8 @@ export function matchShape(shape: CommandShape, program: string, args: readonly 
     }
   }
   if (shape.maxOperands !== null && operands.length > shape.maxOperands) return { ok: false, reason: `${shape.label} takes at most ${shape.maxOperands} operand(s)` };
+  const dynamicProblem = runTimeWordProblem(shape, operands);
+  if (dynamicProblem) return { ok: false, reason: dynamicProblem };
   for (let i = 0; i < operands.length; i += 1) {
     const kind = shape.operands.kinds[i] ?? shape.operands.rest;
     if (!kind) return { ok: false, reason: `${shape.label} takes no operand "${operands[i]!.text}"` };

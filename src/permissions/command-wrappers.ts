@@ -250,3 +250,18 @@ export function wrapperDirectory(wrapper: WrapperUse): string | null | undefined
       return undefined;
   }
 }
+
+/** Files a wrapper writes itself (`time -o FILE`, `strace -o FILE`): judged like redirections. */
+export function wrapperOutputFiles(wrapper: WrapperUse): ShellWord[] {
+  if (!["time", "strace", "ltrace"].includes(wrapper.name)) return [];
+  const files: ShellWord[] = [];
+  const words = wrapper.words;
+  for (let i = 1; i < words.length; i += 1) {
+    const word = words[i]!;
+    if (word.text === "-o" || word.text === "--output") {
+      if (words[i + 1]) files.push(words[i + 1]!);
+    } else if (word.text.startsWith("--output=")) files.push({ ...word, text: word.text.slice("--output=".length) });
+    else if (/^-o./.test(word.text)) files.push({ ...word, text: word.text.slice(2) });
+  }
+  return files;
+}

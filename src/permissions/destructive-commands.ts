@@ -190,7 +190,9 @@ function judgeKill(command: ResolvedCommand): DestructiveVerdict | null {
     }
     pids.push(text);
   }
-  const numbers = pids.map((pid) => (/^\s*[+-]?\d+\s*$/.test(pid) ? Number(pid.trim()) : Number.NaN));
+  // A pid only known at run time counts as what it is should its unknown parts be empty (`-${x:0:0}1`).
+  const fallbacks = command.args.filter((word) => !word.static && word.ifEmpty !== undefined).map((word) => word.ifEmpty!);
+  const numbers = [...pids, ...fallbacks].map((pid) => (/^\s*[+-]?\d+\s*$/.test(pid) ? Number(pid.trim()) : Number.NaN));
   if (numbers.includes(-1)) return hard("signals every process the user may signal (pid -1)");
   if (numbers.includes(1)) return hard("signals init (pid 1)");
   return null;

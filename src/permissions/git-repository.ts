@@ -1,5 +1,6 @@
-import { existsSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { existsSync, readFileSync, statSync } from "node:fs";
+import { homedir } from "node:os";
+import { dirname, isAbsolute, join, resolve } from "node:path";
 
 function looksLikeBareRepository(dir: string): boolean {
   return existsSync(join(dir, "HEAD")) && existsSync(join(dir, "objects")) && existsSync(join(dir, "refs"));
@@ -28,4 +29,49 @@ export function repositoryProblem(cwds: ReadonlyArray<string | null>, workspace:
     }
   }
   return null;
+}
+
+/** The git directory a `.git` entry leads to: itself, or where a `.git` file (`gitdir: …`) points. */
+function gitDirectoryOf(dotGit: string): string | null {
+  const info = statSync(dotGit, { throwIfNoEntry: false });
+  if (!info) return null;
+  if (info.isDirectory()) return dotGit;
+  const pointer = /^gitdir:\s*(.+?)\s*$/m.exec(readTextOrEmpty(dotGit));
+  if (!pointer) return null;
+  return isAbsolute(pointer[1]!) ? pointer[1]! : resolve(dirname(dotGit), pointer[1]!);
+}
+
+function readTextOrEmpty(path: string): string {
+  try {
+    return readFileSync(path, "utf8");
+  } catch {
+    return "";
+  }
+}
+
+/**
+ * The hooks folder the workspace's repository names in `core.hooksPath` when it lies inside the
+ * workspace (husky's `.husky/`): git runs what is there at the user's next commit, so it is as
+ * protected as `.git` itself. Read fresh each time; empty when there is none.
+ */
+export function workspaceHookFolders(workspace: string): string[] {
+  const gitDir = gitDirectoryOf(join(workspace, ".git"));
+  if (!gitDir) return [];
+  const folders: string[] = [];
+  let section = "";
+  const common = readTextOrEmpty(join(gitDir, "commondir")).trim();
+  const configs = [join(gitDir, "config"), ...(common ? [join(isAbsolute(common) ? common : resolve(gitDir, common), "config")] : [])];
+  for (const text of configs.map(readTextOrEmpty)) {
+    for (const raw of text.split(/\r?\n/)) {
+      const line = raw.trim();
+      const header = /^\[\s*([^\]\s"]+)/.exec(line);
+      if (header) section = header[1]!.toLowerCase();
+      const entry = /^hookspath\s*=\s*"?([^"#;]+?)"?\s*(?:[#;].*)?$/i.exec(line);
+      if (section === "core" && entry) {
+        const folder = resolve(workspace, entry[1]!.replace(/^~(?=\/)/, homedir()));
+        if (folder === workspace || folder.startsWith(`${workspace}/`)) folders.push(folder);
+      }
+    }
+  }
+  return folders;
 }

@@ -4,6 +4,7 @@ import { Judgement, readShellArgs, shown, type ScriptState } from "./judgement.j
 import { looseCommands } from "./loose-commands.js";
 import type { ScriptJudge } from "./script-judge.js";
 import type { ShellCommand, ShellParser } from "./shell-script.js";
+import { dashReading } from "./shell-syntax.js";
 import { literalWord, type ShellWord } from "./shell-words.js";
 
 const SHELLS = new Set(["sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "csh", "tcsh", "yash"]);
@@ -30,8 +31,14 @@ export function judgeNested(judge: ScriptJudge, parser: ShellParser, command: Sh
       // Arguments after the script become $0, $1… inside it.
       const positional = new Map(state.env.variables);
       shell.positional.forEach((word, index) => (word.static ? positional.set(String(index), word.text) : positional.delete(String(index))));
-      judgeNestedScript(judge, parser, script, { ...state, env: { ...state.env, variables: positional } }, judgement, "a script");
+      const inner = { ...state, env: { ...state.env, variables: positional } };
+      judgeNestedScript(judge, parser, script, inner, judgement, "a script");
       if (!shell.plainOptions || shell.positional.length > 0) judgement.raise("unknown", `"${program} ${shown(args)}" starts a shell with options or arguments`);
+      // The grammar is bash's: another shell may read the same text as other commands.
+      if (program !== "bash") {
+        judgement.raise("unknown", `${program} reads its script differently from bash, whose reading is all that is judged`);
+        if (script.static) judgeNestedScript(judge, parser, { ...script, text: dashReading(script.text) }, inner, judgement, "a script");
+      }
       return true;
     }
     if (shell.file) {

@@ -221,7 +221,10 @@ export function isNetworkPseudoFile(absolute: string): boolean {
  */
 export function destructiveTargets(word: ShellWord, cwds: readonly (string | null)[]): Array<string | null> {
   // `/$(…)` and `"$HOME/$dir"` are `/` and the home should what only the run knows be empty.
-  if (!word.static) return word.ifEmpty?.startsWith("/") ? [null, normalisePath(word.ifEmpty)] : [null];
+  if (!word.static) {
+    const fallbacks = [word.ifEmpty, word.worst].filter((text): text is string => text?.startsWith("/") === true);
+    return [null, ...fallbacks.flatMap((text) => destructiveTargets({ text, static: true, glob: /[*?[]/.test(text) }, cwds))];
+  }
   const targets: Array<string | null> = [];
   for (const cwd of cwds) {
     if (cwd === null && !word.text.startsWith("/")) {

@@ -12,7 +12,6 @@ import type { ShellWord } from "./shell-words.js";
  */
 export abstract class ScriptCommandReader extends ScriptWordReader {
   readonly commands: ShellCommand[] = [];
-  readonly unsafe = new Set<string>();
   parseError = false;
   protected readonly byNode = new Map<number, ShellCommand>();
 

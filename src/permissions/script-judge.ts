@@ -1,10 +1,11 @@
 import { matchShape, type CommandShape } from "./command-shapes.js";
-import { baseName, unwrap, wrapperDirectory } from "./command-wrappers.js";
+import { baseName, unwrap, wrapperDirectory, wrapperOutputFiles } from "./command-wrappers.js";
 import { judgeDestructive, type ResolvedCommand } from "./destructive-commands.js";
 import { repositoryProblem } from "./git-repository.js";
 import { hardStopInWordRuns, hiddenHardStop, looseWordsOf, type HardStopProbe } from "./hidden-hard-stops.js";
 import { ARGUMENT_DESTROYERS, commandText, globMatches, Judgement, mayCreateFiles, shown, xargsInput, type ScriptState } from "./judgement.js";
 import { looseCommands } from "./loose-commands.js";
+import { MISREAD_CONTROL_CHARACTERS, otherReadings } from "./shell-syntax.js";
 import { judgeNested, judgeNestedScript } from "./nested-code.js";
 import { isNetworkPseudoFile, judgeWorkspacePath, normalisePath } from "./path-judge.js";
 import { ruleMatches, type LegacyRule } from "./rule-matching.js";
@@ -42,6 +43,9 @@ export class ScriptJudge {
     }
     const script = parser.parse(text, state.env);
     if (script.parseError) judgement.raise("unknown", "the command does not parse completely; asking");
+    if (MISREAD_CONTROL_CHARACTERS.test(text)) judgement.raise("unknown", "holds control characters, which bash reads differently from how they look");
+    // What bash may read where the grammar reads otherwise is judged too, and can only make it stricter.
+    for (const reading of otherReadings(text)) this.judgeScript(parser, reading, { ...state, depth: state.depth + 1, cwds: [...state.cwds] }, judgement);
     for (const construct of script.unsafeConstructs) judgement.raise("unknown", `uses ${construct}, which no safe shape covers`);
     if (script.forkBomb) judgement.raise("hard_stop", "starts copies of itself or of a shell without end (a fork bomb)");
     if (script.commands.length === 0) judgement.raise("unknown", "no command found");
@@ -114,6 +118,12 @@ export class ScriptJudge {
         }
       }
       if (!NEUTRAL_WRAPPERS.has(wrapper.name)) judgement.raise("unknown", `runs through ${wrapper.name}`);
+      const written = wrapperOutputFiles(wrapper);
+      if (written.length > 0) {
+        const writes: ShellCommand = { ...command, redirects: written.map((target) => ({ operator: ">", fd: null, target })) };
+        this.judgeDestructiveRedirects(writes, state, judgement);
+        this.judgeRedirects(writes, state, judgement, wrapper.name);
+      }
       this.matchLegacy(wrapper.name, wrapper.words.slice(1), state, judgement);
     }
     for (const assignment of unwrapped.assignments) judgement.raise("unknown", `sets ${assignment.name} in the command's environment, which can change what any program does`);

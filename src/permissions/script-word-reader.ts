@@ -1,6 +1,6 @@
 import type { Node } from "web-tree-sitter";
 import { barePieces, decodeAnsiC, wordsFromPieces, type ShellWord, type WordEnvironment, type WordPiece } from "./shell-words.js";
-import { children, constantArithmetic, named } from "./shell-syntax.js";
+import { ansiCStringAgrees, children, constantArithmetic, named } from "./shell-syntax.js";
 
 // Operators of `${NAME…}` that give a default when NAME is unset (`-`, `=`) or also when it is empty (`:-`, `:=`).
 const DEFAULT_OPERATORS = new Set([":-", "-", ":=", "="]);
@@ -13,6 +13,8 @@ const DEFAULT_OPERATORS = new Set([":-", "-", ":=", "="]);
 export abstract class ScriptWordReader {
   protected readonly variables: Map<string, string>;
   protected extraIfs = "";
+  /** Constructs that no safe shape accounts for, each named once. */
+  readonly unsafe = new Set<string>();
 
   constructor(protected readonly env: WordEnvironment) {
     this.variables = new Map(env.variables);
@@ -38,6 +40,7 @@ export abstract class ScriptWordReader {
       case "raw_string":
         return [{ text: node.text.slice(1, -1), quoted: true, dynamic: false }];
       case "ansi_c_string":
+        if (!ansiCStringAgrees(node.text)) this.unsafe.add("a $'…' string bash ends elsewhere than it seems");
         return [{ text: decodeAnsiC(node.text.slice(2, -1)), quoted: true, dynamic: false }];
       case "string":
       case "translated_string": {
@@ -90,7 +93,13 @@ export abstract class ScriptWordReader {
     } else if (node.type === "command_substitution") {
       value = this.substitutionValue(node);
     }
-    if (value === null) return [{ text: node.text, quoted, dynamic: true }];
+    if (value === null) {
+      // `${PWD:0:1}`, `${HOME%x}`, `${x##*a}` of a known absolute path may come out as `/`.
+      const name = parts[0]?.type === "variable_name" ? parts[0].text : null;
+      const known = name === "PWD" ? "/" : name !== null ? this.lookup(name) : null;
+      const worst = node.type === "expansion" && known !== null ? (known.startsWith("/") ? "/" : known) : undefined;
+      return [{ text: node.text, quoted, dynamic: true, ...(worst !== undefined ? { worst } : {}) }];
+    }
     // $HOME and $PWD are as good as literals; other values came from the script itself.
     const expanded = !(node.type !== "command_substitution" && (parts[0]?.text === "HOME" || parts[0]?.text === "PWD"));
     // "$@" is each argument as a word of its own, quoted or not.

@@ -107,3 +107,50 @@ export function constantArithmetic(expression: string): string | null {
   const value = sum();
   return value !== null && position === text.length && Number.isSafeInteger(value) ? String(value) : null;
 }
+
+/**
+ * Whether bash ends a `$'…'` string where the grammar's node ends: inside it a backslash escapes the
+ * next character, whatever it is, so `$'\\'` is one backslash. Where they differ, what bash runs
+ * after the string is not what the grammar shows.
+ */
+export function ansiCStringAgrees(text: string): boolean {
+  for (let i = 2; i < text.length; i += 1) {
+    if (text[i] === "\\") i += 1;
+    else if (text[i] === "'") return i === text.length - 1;
+  }
+  return false;
+}
+
+/** Characters bash reads as parts of words but the grammar as blanks (`\r#` is a word to bash, a comment to it). */
+// eslint-disable-next-line no-control-regex -- these characters are what is looked for
+export const MISREAD_CONTROL_CHARACTERS = /[\x00-\x08\x0b\x0c\x0d\x0e-\x1f\x7f]/;
+
+/**
+ * Other readings of a script that bash (or dash) may make where the grammar makes another: each
+ * `$'…'` string cut where bash ends it, and control characters as the word characters they are to
+ * bash. Judged besides the grammar's reading, so that what hides behind the difference is seen.
+ */
+export function otherReadings(text: string): string[] {
+  const readings: string[] = [];
+  if (text.includes("$'")) {
+    let out = "";
+    for (let i = 0; i < text.length; i += 1) {
+      if (text[i] === "$" && text[i + 1] === "'") {
+        let j = i + 2;
+        while (j < text.length && text[j] !== "'") j += text[j] === "\\" ? 2 : 1;
+        out += "ANSI_C_STRING";
+        i = j;
+        continue;
+      }
+      out += text[i];
+    }
+    if (out !== text) readings.push(out);
+  }
+  if (MISREAD_CONTROL_CHARACTERS.test(text)) readings.push(text.replace(new RegExp(MISREAD_CONTROL_CHARACTERS.source, "g"), "_"));
+  return readings;
+}
+
+/** A script as dash reads it where bash differs: no `$'…'` strings, `&>` as `&` then `>`. */
+export function dashReading(text: string): string {
+  return text.replace(/\$'/g, "'").replace(/&>/g, "& >");
+}

@@ -14,6 +14,10 @@ export interface ShellWord {
   expanded?: boolean;
   /** For a word not fixed by the text: its value should every part only known at run time be empty. */
   ifEmpty?: string;
+  /** For a word not fixed by the text: its value with each unknown part at its most dangerous, where known. */
+  worst?: string;
+  /** Holds an unquoted part only known at run time: it may split into several words, options among them. */
+  mayDivide?: boolean;
 }
 
 /** One stretch of a word with the same quoting. */
@@ -27,6 +31,11 @@ export interface WordPiece {
   split?: boolean;
   /** Comes from a variable or command substitution the text fixes (`a=rm; $a`). */
   expanded?: boolean;
+  /**
+   * For a piece only known at run time: the most dangerous value it may take, for judging
+   * destruction (`${PWD:0:1}` may be `/`).
+   */
+  worst?: string;
 }
 
 /** What the evaluation of words knows about the environment. */
@@ -104,6 +113,12 @@ interface MarkedChar {
   /** An unquoted character that the shell matches against file names when it is a glob character. */
   globbable: boolean;
   expanded?: boolean;
+  /** Comes from an unquoted expansion: whitespace here separates words. */
+  splits?: boolean;
+  /** On the first character of a piece only known at run time: its most dangerous value. */
+  worst?: string;
+  /** Only known at run time and not quoted. */
+  unquotedDynamic?: boolean;
 }
 
 /** The matching unquoted `}` of the `{` at `open`, and the unquoted top-level commas between them. */
@@ -198,13 +213,13 @@ function expandTilde(chars: MarkedChar[], env: WordEnvironment): MarkedChar[] {
 }
 
 /** Splits the result of unquoted expansions on whitespace and the script's IFS characters. */
-function splitWords(chars: MarkedChar[], splitAt: ReadonlySet<number>, ifs: string): MarkedChar[][] {
-  if (splitAt.size === 0) return [chars];
+function splitWords(chars: MarkedChar[], ifs: string): MarkedChar[][] {
+  if (!chars.some((c) => c.splits)) return [chars];
   const separators = new Set([" ", "\t", "\n", ...ifs]);
   const words: MarkedChar[][] = [];
   let current: MarkedChar[] = [];
-  chars.forEach((c, index) => {
-    if (splitAt.has(index) && separators.has(c.ch)) {
+  chars.forEach((c) => {
+    if (c.splits && separators.has(c.ch)) {
       if (current.length > 0) words.push(current);
       current = [];
       return;
@@ -219,19 +234,18 @@ function splitWords(chars: MarkedChar[], splitAt: ReadonlySet<number>, ifs: stri
 export function wordsFromPieces(pieces: readonly WordPiece[], env: WordEnvironment): ShellWord[] {
   // Split expansions first: their characters are never subject to brace or tilde expansion.
   const chars: MarkedChar[] = [];
-  const splitAt = new Set<number>();
   for (const piece of pieces) {
-    for (const ch of piece.text) {
-      if (piece.split) splitAt.add(chars.length);
-      // An unquoted expansion is not brace-expanded, but its result is globbed (`x='*'; ls $x`).
-      chars.push({ ch, quoted: piece.quoted || piece.dynamic || Boolean(piece.split), dynamic: piece.dynamic, globbable: !piece.quoted && !piece.dynamic, expanded: piece.expanded === true });
+    for (const [index, ch] of [...piece.text].entries()) {
+      // An unquoted expansion is not brace-expanded, but its result is split and globbed (`x='*'; ls $x`).
+      const first = index === 0;
+      chars.push({ ch, quoted: piece.quoted || piece.dynamic || Boolean(piece.split), dynamic: piece.dynamic, globbable: !piece.quoted && !piece.dynamic, expanded: piece.expanded === true, splits: Boolean(piece.split), ...(first && piece.worst !== undefined ? { worst: piece.worst } : {}), ...(piece.dynamic && !piece.quoted ? { unquotedDynamic: true } : {}) });
     }
   }
   if (chars.length === 0) return pieces.length > 0 ? [{ text: "", static: !pieces.some((p) => p.dynamic), glob: false }] : [];
   const out: ShellWord[] = [];
-  const braced = splitAt.size > 0 ? [chars] : expandBraces(chars);
-  for (const word of braced) {
-    for (const part of splitWords(expandTilde(word, env), splitAt, env.ifs)) {
+  // Braces expand before variables do (`$PWD/{..,x}` is two words), so always, around expansions.
+  for (const word of expandBraces(chars)) {
+    for (const part of splitWords(expandTilde(word, env), env.ifs)) {
       const dynamic = part.some((m) => m.dynamic);
       out.push({
         text: part.map((m) => m.ch).join(""),
@@ -239,6 +253,8 @@ export function wordsFromPieces(pieces: readonly WordPiece[], env: WordEnvironme
         glob: part.some((m) => m.globbable && (m.ch === "*" || m.ch === "?" || m.ch === "[")),
         ...(part.some((m) => m.expanded) ? { expanded: true } : {}),
         ...(dynamic ? { ifEmpty: part.filter((m) => !m.dynamic).map((m) => m.ch).join("") } : {}),
+        ...(dynamic && part.some((m) => m.worst !== undefined) ? { worst: part.map((m) => (m.dynamic ? (m.worst ?? "") : m.ch)).join("") } : {}),
+        ...(part.some((m) => m.unquotedDynamic) ? { mayDivide: true } : {}),
       });
     }
   }

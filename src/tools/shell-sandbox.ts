@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import type { Logger } from "pino";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
+import { workspaceHookFolders } from "../permissions/git-repository.js";
 import { SANDBOX_PROXY_PORT, startNetworkProxy, type NetworkProxy } from "./network-proxy.js";
 
 export interface SandboxLaunch {
@@ -148,10 +149,14 @@ export function bubblewrapShell(options: BubblewrapOptions): ShellSandbox {
       const holdsWorkspace = (path: string) => launch.workspace === path || launch.workspace.startsWith(`${path}/`);
       for (const path of hidden.filter(holdsWorkspace)) hide(path);
       for (const path of [launch.workspace, ...(launch.extraWritable ?? [])]) args.push("--bind", path, path);
-      for (const path of gitFolders(launch.workspace)) args.push("--ro-bind", path, path);
+      const repositories = [...gitFolders(launch.workspace), ...workspaceHookFolders(launch.workspace).filter((folder) => existsSync(folder))];
       const inside = hidden.filter((candidate) => !holdsWorkspace(candidate));
-      // Pinned first, hidden after: a pinned folder that is itself hidden must end up hidden.
-      for (const ancestor of new Set(inside.flatMap((path) => pinnedAncestors(launch.workspace, path)))) args.push("--bind", ancestor, ancestor);
+      // Pinned first, protected after: a pinned folder must not cover a read-only `.git` or a hidden
+      // path within it. Folders holding a nested `.git` are pinned too, or renaming one (`mv sub x`)
+      // would carry the read-only `.git` off and leave a writable copy in its place.
+      const pinned = new Set([...inside, ...repositories].flatMap((path) => pinnedAncestors(launch.workspace, path)));
+      for (const ancestor of pinned) args.push("--bind", ancestor, ancestor);
+      for (const path of repositories) args.push("--ro-bind", path, path);
       for (const path of inside) hide(path);
       for (const path of SERVICE_SOCKET_DIRS) if (isDirectory(path) && realOrNull(path) === path) args.push("--tmpfs", path);
       for (const path of SERVICE_SOCKET_FILES) if (existsSync(path) && realOrNull(path) === path) args.push("--ro-bind", "/dev/null", path);
