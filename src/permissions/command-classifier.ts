@@ -4,7 +4,7 @@ import type { PermissionsConfig } from "../config/config-schemas.js";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import { parseShape, type CommandShape } from "./command-shapes.js";
 import { baseName, unwrap } from "./command-wrappers.js";
-import { judgeDestructive } from "./destructive-commands.js";
+import { hasDestructionRule, judgeDestructive } from "./destructive-commands.js";
 import { looseCommands } from "./loose-commands.js";
 import { Judgement, shown, type ScriptState } from "./judgement.js";
 import { parseLegacyRule, ruleMatches, type LegacyRule } from "./rule-matching.js";
@@ -105,8 +105,11 @@ export class CommandClassifier {
       if (verdict.category === "hard_stop") return verdict.reason;
     }
     const env: WordEnvironment = { home: this.home, variables: new Map(), ifs: "" };
+    const candidate = (word: string) => hasDestructionRule(baseName(word)) || this.hardStop.some((rule) => rule.program === baseName(word));
     for (const line of text.split(/\n|;|&&|\|\||\||\. /)) {
       const words = line.replace(/["'`“”‘’]/g, " ").split(/\s+/).filter(Boolean);
+      // Most prose names no program that can destroy: nothing to read loosely then.
+      if (!words.some(candidate)) continue;
       for (let i = 0; i < words.length; i += 1) {
         const tail = looseCommands(words.slice(i, i + 24).join(" "), env)[0];
         if (!tail) continue;

@@ -255,6 +255,20 @@ function judgePower(command: ResolvedCommand): DestructiveVerdict | null {
   return null;
 }
 
+// Every program judgeDestructive has a rule for (keep in step with it and judgeDisks/judgePower):
+// a word that is none of these cannot start a destructive command, whatever follows.
+const NAMED_DESTROYERS = new Set([
+  ...DESTROYING_PROGRAMS, ...DISK_WRITERS, ...PARTITION_TOOLS, ...POWER_PROGRAMS, ...BUS_CLIENTS,
+  "find", "chattr", "setfacl", "cp", "install", "ln", "rsync", "tee", "sed", "perl", "kill", "sort", "shuf", "tree", "uniq", "userdel",
+  "deluser", "mkswap", "badblocks", "hdparm", "nvme", "cryptsetup", "zpool", "mdadm", "lvremove", "vgremove", "pvremove", "dmsetup",
+  "flashrom", "systemctl", "loginctl", "init", "telinit",
+]);
+
+/** Whether judgeDestructive has a rule for the program at all (only these can be destructive by themselves). */
+export function hasDestructionRule(program: string): boolean {
+  return NAMED_DESTROYERS.has(program) || /^mkfs(\..+)?$/.test(program);
+}
+
 /**
  * Whether a command destroys something no one can give back — the system, a disk, a home — judged
  * on what it means after normalisation (paths, option spellings, globs at `/` or `$HOME`, the
