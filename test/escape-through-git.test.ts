@@ -1,8 +1,8 @@
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { workspaceHookFolders } from "../src/permissions/git-repository.js";
+import { workspaceRepositoryPaths } from "../src/permissions/git-repository.js";
 import { createTestRuntime, makeTempDir, type TestRuntime } from "./helpers/test-runtime.js";
 
 // Ways a task gets code run without a question through git, which obeys whatever repository it finds,
@@ -101,7 +101,7 @@ describe("what a confined command leaves for the user's own git", () => {
     writeFileSync(join(workspace, ".husky", "pre-commit"), "npm test\n");
     git(workspace, "config", "core.hooksPath", ".husky");
     try {
-      expect(workspaceHookFolders(workspace)).toEqual([join(workspace, ".husky")]);
+      expect(workspaceRepositoryPaths(workspace)).toEqual([join(workspace, ".husky")]);
       const result = await attempt(`echo 'id > ${marker("HOOKED")}' >> .husky/pre-commit`, ["unknown"]);
       expect(result.output).toMatch(/Read-only file system|Permission denied/);
       const written = await runtime.tools.run("file_write", { path: ".husky/pre-commit", content: "id\n" }, {
@@ -112,7 +112,7 @@ describe("what a confined command leaves for the user's own git", () => {
         fileReadMaxBytes: 1_000_000,
         taskId: "hooks",
         // What the runtime adds for each call (call-tool.ts).
-        protectedPaths: [...runtime.protectedPaths, ...workspaceHookFolders(workspace)],
+        protectedPaths: [...runtime.protectedPaths, ...workspaceRepositoryPaths(workspace)],
         sandbox: runtime.sandbox,
       });
       expect(written.ok).toBe(false);
@@ -120,6 +120,39 @@ describe("what a confined command leaves for the user's own git", () => {
     } finally {
       git(workspace, "config", "--unset", "core.hooksPath");
     }
+  });
+
+  it("cannot write a git directory the .git file points to inside the workspace (--separate-git-dir)", async () => {
+    const separate = makeTempDir("ducklm-separate-git-");
+    git(separate, "init", "-q", "--separate-git-dir=.repo");
+    const config = join(separate, ".repo", "config");
+    const before = readFileSync(config, "utf8");
+    const other = createTestRuntime({ workspace: separate, runtime: { retry: { max_step_retries: 0 } } });
+    try {
+      await other.ready();
+      const run = async (approve: Array<"unknown">) => {
+        const outcome = await other.loop.submit({ text: `run \`printf '[core]\\n\\tfsmonitor = x\\n' >> .repo/config\``, auto_approve: approve }).done;
+        if (outcome.state === "awaiting_permission") other.loop.cancel(outcome.task_id);
+        const result = other.store.listEvents(outcome.task_id).find((event) => event.type === "tool-result")?.payload.result as { output: string } | undefined;
+        return { state: outcome.state, output: result?.output ?? "" };
+      };
+      expect((await run([])).state).toBe("awaiting_permission");
+      expect((await run(["unknown"])).output).toMatch(/Read-only file system|Permission denied/);
+      expect(readFileSync(config, "utf8")).toBe(before);
+    } finally {
+      await other.dispose();
+    }
+  });
+
+  it("asks before diff -r follows a link that leads out of the workspace", async () => {
+    mkdirSync(join(workspace, "docs"), { recursive: true });
+    mkdirSync(join(workspace, "empty"), { recursive: true });
+    const outside = makeTempDir("ducklm-outside-");
+    writeFileSync(join(outside, "secret.json"), "{\"secret\":\"S3CRET\"}\n");
+    symlinkSync(outside, join(workspace, "docs", "link"));
+    const result = await attempt("diff -r -N docs empty");
+    expect(result.state).toBe("awaiting_permission");
+    expect(result.output).not.toContain("S3CRET");
   });
 
   it("cannot point a worktree's .git file at a repository of its own", async () => {

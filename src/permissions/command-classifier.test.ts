@@ -50,6 +50,9 @@ const UNKNOWN = [
   "fish -c 'echo (id)'", "printf $(tr x - <<< xv) 'a[$(touch${IFS}PWN)]' x", "[ $(tr x ' ' <<< 'x-vxa[$(touch${IFS}PWN)]') ]", "printf \"$(cat f)\" x",
   "cat $PWD/{..,x}/{..,x}/{..,x}/{..,x}/etc/hostname", "echo x | tee $PWD/{..,x}/{..,x}/etc/passwd2", "\\time -o ../OUT true", "command time -o /etc/x ls",
   "nice time -a -o ../o ls",
+  // Found by a fourth attack.
+  "find -- . -maxdepth 0 -exec sort + -S 64k --compress-program=sh p.txt \\;", "find -- . -exec cat {} +", "echo \"${PWD@P}\"", "echo ${x@P}",
+  "cd \"x /etc/passwd\" && cat $PWD", "ls $PWD", "jq -n 'import \"../outside/data\" as $d; $d'", "jq -n 'include \"x\"; 1'",
   "cat $F", "ls $(cat dirs.txt)", "echo hi > $OUT", "grep x *", "rg x *", "head -n $N a", "env", "env ls", "xargs cat < files", "find . | xargs grep x",
   // Ordinary risky commands: asked, and an "always" may be remembered.
   "curl https://example.com", "wget https://example.com/x.tar.gz", "python3 script.py", "node server.js", "npm install left-pad", "npm test", "make",
@@ -67,7 +70,7 @@ const UNKNOWN = [
 
 const NO_ALWAYS = [
   "killall node", "pkill -f server", "kill -9 1234", "kill -KILL 99", "systemctl stop nginx", "systemctl disable ssh", "systemctl restart docker",
-  "rm -rf build", "rm -r dist", "rm -fr node_modules", "rm --recursive --force tmp", "rm --rec tmp", "rm -R -f tmp", "rm -f lock", "git push --force origin main",
+  "mkdir -p \"y /\" && cd \"y /\" && rm -rf $PWD", "rm -rf build", "rm -r dist", "rm -fr node_modules", "rm --recursive --force tmp", "rm --rec tmp", "rm -R -f tmp", "rm -f lock", "git push --force origin main",
   "git push -f", "git push origin main --force", "git push origin +HEAD:main status", "git reset --hard HEAD~3", "git clean -fdx", "git checkout -- . log",
   "git stash drop status", "git branch -D feature", "sudo ls", "sudo -u www-data cat /etc/x", "timeout 5 sudo id", "ls && sudo apt update", "doas ls",
   "dd if=a of=b", "chmod -R 755 .", "chown -R me:me .", "find . -name '*.tmp' -delete", "find . -exec rm -rf {} \\;", "crontab -r",
@@ -148,6 +151,8 @@ const HARD_STOP = [
   "sh -c \"echo \\$'a\\\\' ; rm -rf --no-preserve-root / ; echo ' #'\"", "rm -rf $PWD/{..,x}/{..,x}/{..,x}/{..,x}/*", "rm -rf ${PWD:0:1}*", "rm -rf ${HOME%x}",
   "echo x > ${PWD:0:1}dev/sda", "cp /dev/zero ${PWD:0:1}dev/sda", "mv ${PWD:0:1}etc x", "chmod 000 ${PWD:0:1}etc/passwd", "kill -TERM -${PWD:0:0}1",
   "rm -rf \"$EMPTY\"/*", "time -o /etc/passwd ls",
+  // Found by a fourth attack: find's own options before its starting points.
+  "find -- / -delete", "find -P / -delete", "find -- ~ -delete", "find -- / -exec rm -rf {} +", "find -H -O3 / -delete",
 ];
 
 describe("CommandClassifier on a table of commands", () => {

@@ -9,7 +9,7 @@ import { looseCommands } from "./loose-commands.js";
 import { Judgement, shown, type ScriptState } from "./judgement.js";
 import { parseLegacyRule, ruleMatches, type LegacyRule } from "./rule-matching.js";
 import { REAL_FILE_SYSTEM, realpathOfDeepestAncestor, type PathContext } from "./path-judge.js";
-import { workspaceHookFolders } from "./git-repository.js";
+import { workspaceRepositoryPaths } from "./git-repository.js";
 import { ScriptJudge } from "./script-judge.js";
 import { sharedShellParser, type ShellParser } from "./shell-script.js";
 import type { WordEnvironment } from "./shell-words.js";
@@ -87,7 +87,7 @@ export class CommandClassifier {
     const parser = await this.loadParser();
     const judgement = new Judgement();
     if (command.trim() === "") return { category: "unknown", commands: [], reason: "empty command", network: false, sudo: [] };
-    const protectedPaths = [...this.protectedPaths, ...(this.realpath ? workspaceHookFolders(context.workspace) : [])];
+    const protectedPaths = [...this.protectedPaths, ...(this.realpath ? workspaceRepositoryPaths(context.workspace) : [])];
     const paths: PathContext = { workspace: context.workspace, home: this.home, protectedPaths, ...(this.realpath ? { realpath: this.realpath, physical: REAL_FILE_SYSTEM } : {}) };
     const state: ScriptState = { env: { home: this.home, variables: new Map(), ifs: "" }, aliases: new Map(), depth: 0, cwds: [context.workspace], context: paths, writes: { by: null } };
     this.judge.judgeScript(parser, command, state, judgement);

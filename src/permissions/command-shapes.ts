@@ -1,3 +1,4 @@
+import { readdirSync } from "node:fs";
 import type { SafeShapeConfig } from "../config/config-schemas.js";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import { judgeWorkspacePath, type PathContext } from "./path-judge.js";
@@ -157,6 +158,49 @@ function runTimeWordProblem(shape: CommandShape, operands: readonly ShellWord[])
   return null;
 }
 
+/**
+ * What a shape's program reads besides the paths it is given: `diff -r` follows links below them
+ * (a link a repository brought in may lead anywhere), jq's `import`/`include` load files from a
+ * search path. Null when it reads nothing more.
+ */
+function readsBeyondOperands(shape: CommandShape, words: readonly ShellWord[], operands: readonly ShellWord[], cwds: readonly (string | null)[], paths: PathContext): string | null {
+  if (shape.program === "jq") return operands[0] && /\b(import|include)\b|modulemeta|get_search_list/.test(operands[0].text) ? "jq loads modules and data files by import or include, which are not judged" : null;
+  if (shape.program !== "diff" || !words.some((word) => word.text === "--recursive" || /^-[a-zA-Z]*r/.test(word.text))) return null;
+  if (!paths.physical) return null;
+  for (const operand of operands) {
+    for (const cwd of cwds) {
+      if (cwd === null) return "diff -r runs where an earlier cd went, which is only known at run time";
+      const leaving = linksLeavingWorkspace(paths.physical.resolve(operand.text, cwd), paths);
+      if (leaving) return `diff -r follows links below its operands, and ${leaving}`;
+    }
+  }
+  return null;
+}
+
+/** A link under a folder that leads out of the workspace (or into what is protected), described; null when there is none. */
+function linksLeavingWorkspace(folder: string, paths: PathContext): string | null {
+  let budget = 2000;
+  const queue = [folder];
+  while (queue.length > 0) {
+    const dir = queue.shift()!;
+    let entries: import("node:fs").Dirent[];
+    try {
+      entries = readdirSync(dir, { withFileTypes: true });
+    } catch {
+      continue;
+    }
+    for (const entry of entries) {
+      if ((budget -= 1) < 0) return `${folder} holds too many files to check them all for links`;
+      const path = `${dir}/${entry.name}`;
+      if (entry.isSymbolicLink()) {
+        const target = paths.physical!.resolve(entry.name, dir);
+        if (judgeWorkspacePath({ text: target, static: true, glob: false }, [paths.workspace], paths) !== "inside") return `${path} leads to ${target}`;
+      } else if (entry.isDirectory()) queue.push(path);
+    }
+  }
+  return null;
+}
+
 /** A glob that cannot expand to something starting with `-` (it begins with a literal that does not). */
 function anchoredGlob(text: string): boolean {
   return !/^[*?[]/.test(text) && !text.startsWith("-");
@@ -192,7 +236,8 @@ export function matchShape(shape: CommandShape, program: string, args: readonly 
       continue;
     }
     if (text === "--") {
-      onlyOperands = true;
+      // find's `--` only ends its own few options: the expression after the starting points still counts.
+      if (!shape.wordOptions) onlyOperands = true;
       continue;
     }
     if (text.startsWith("--") || shape.wordOptions) {
@@ -226,6 +271,8 @@ export function matchShape(shape: CommandShape, program: string, args: readonly 
   if (shape.maxOperands !== null && operands.length > shape.maxOperands) return { ok: false, reason: `${shape.label} takes at most ${shape.maxOperands} operand(s)` };
   const dynamicProblem = runTimeWordProblem(shape, operands);
   if (dynamicProblem) return { ok: false, reason: dynamicProblem };
+  const readsFurther = readsBeyondOperands(shape, words, operands, cwds, paths);
+  if (readsFurther) return { ok: false, reason: readsFurther };
   for (let i = 0; i < operands.length; i += 1) {
     const kind = shape.operands.kinds[i] ?? shape.operands.rest;
     if (!kind) return { ok: false, reason: `${shape.label} takes no operand "${operands[i]!.text}"` };

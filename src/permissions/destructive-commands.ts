@@ -1,3 +1,4 @@
+import { findParts } from "./literal-output.js";
 import { destructiveTargets, isCriticalDirectory, isCriticalTarget } from "./path-judge.js";
 import type { ShellRedirect } from "./shell-script.js";
 import type { ShellWord } from "./shell-words.js";
@@ -127,9 +128,7 @@ function judgeRemoval(command: ResolvedCommand): DestructiveVerdict | null {
 }
 
 function judgeFind(command: ResolvedCommand): DestructiveVerdict | null {
-  const firstExpression = command.args.findIndex((word) => word.text.startsWith("-") || word.text === "(" || word.text === "!");
-  const starts = firstExpression === -1 ? command.args : command.args.slice(0, firstExpression);
-  const expression = firstExpression === -1 ? [] : command.args.slice(firstExpression);
+  const { starts, expression } = findParts(command.args);
   const texts = expression.map((word) => word.text);
   let destroys = texts.includes("-delete");
   texts.forEach((text, i) => {

@@ -49,15 +49,35 @@ function readTextOrEmpty(path: string): string {
   }
 }
 
+function inside(workspace: string, path: string): boolean {
+  return path === workspace || path.startsWith(`${workspace}/`);
+}
+
 /**
- * The hooks folder the workspace's repository names in `core.hooksPath` when it lies inside the
- * workspace (husky's `.husky/`): git runs what is there at the user's next commit, so it is as
- * protected as `.git` itself. Read fresh each time; empty when there is none.
+ * Where a `.git` file leads inside the workspace: the git directory it names (`--separate-git-dir`,
+ * a worktree's) and that directory's common one. Written there, a task's settings would be obeyed
+ * by the user's git as surely as through `.git` itself.
  */
-export function workspaceHookFolders(workspace: string): string[] {
-  const gitDir = gitDirectoryOf(join(workspace, ".git"));
+export function pointedRepositories(dotGit: string, workspace: string): string[] {
+  const info = statSync(dotGit, { throwIfNoEntry: false });
+  if (!info?.isFile()) return [];
+  const gitDir = gitDirectoryOf(dotGit);
   if (!gitDir) return [];
-  const folders: string[] = [];
+  const common = readTextOrEmpty(join(gitDir, "commondir")).trim();
+  const paths = [gitDir, ...(common ? [isAbsolute(common) ? common : resolve(gitDir, common)] : [])];
+  return paths.filter((path) => inside(workspace, path) && existsSync(path));
+}
+
+/**
+ * What of the workspace's repository lives outside a folder named `.git` and must be as protected:
+ * the git directory a `.git` file points to, and a hooks folder named in `core.hooksPath` (husky's
+ * `.husky/`), where git runs what it finds at the user's next commit. Read fresh each time.
+ */
+export function workspaceRepositoryPaths(workspace: string): string[] {
+  const dotGit = join(workspace, ".git");
+  const gitDir = gitDirectoryOf(dotGit);
+  if (!gitDir) return [];
+  const folders = [...pointedRepositories(dotGit, workspace)];
   let section = "";
   const common = readTextOrEmpty(join(gitDir, "commondir")).trim();
   const configs = [join(gitDir, "config"), ...(common ? [join(isAbsolute(common) ? common : resolve(gitDir, common), "config")] : [])];
@@ -69,9 +89,9 @@ export function workspaceHookFolders(workspace: string): string[] {
       const entry = /^hookspath\s*=\s*"?([^"#;]+?)"?\s*(?:[#;].*)?$/i.exec(line);
       if (section === "core" && entry) {
         const folder = resolve(workspace, entry[1]!.replace(/^~(?=\/)/, homedir()));
-        if (folder === workspace || folder.startsWith(`${workspace}/`)) folders.push(folder);
+        if (inside(workspace, folder)) folders.push(folder);
       }
     }
   }
-  return folders;
+  return [...new Set(folders)];
 }

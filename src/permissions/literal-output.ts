@@ -1,5 +1,5 @@
 import type { ShellCommand } from "./shell-script.js";
-import { decodeAnsiC } from "./shell-words.js";
+import { decodeAnsiC, type ShellWord } from "./shell-words.js";
 
 /** Text a command writes, and whether the command line alone fixes it. */
 export interface LiteralText {
@@ -101,7 +101,7 @@ export function producedWords(command: ShellCommand): string[] | null {
   const args = command.words.slice(1);
   if (!command.words.every((word) => word.static)) return null;
   if (program === "find") {
-    const starts = args.filter((word, i) => !word.text.startsWith("-") && args.slice(0, i).every((w) => !w.text.startsWith("-") && w.text !== "(" && w.text !== "!"));
+    const { starts } = findParts(args);
     return starts.length > 0 ? starts.map((word) => word.text) : ["."];
   }
   if (program === "ls" && args.some((word) => /^-[a-zA-Z]*d/.test(word.text))) return args.filter((word) => !word.text.startsWith("-")).map((word) => word.text);
@@ -109,4 +109,24 @@ export function producedWords(command: ShellCommand): string[] | null {
   if (program === "pwd") return ["."];
   const text = literalOutput(command);
   return text?.static ? text.text.split(/\s+/).filter(Boolean) : null;
+}
+
+/**
+ * GNU find's words: its options first (`-H`, `-L`, `-P`, `-D debugopts`, `-O3`, a closing `--`), then
+ * the starting points, then the expression from the first word that starts with `-`, `(` or `!`.
+ */
+export function findParts(args: readonly ShellWord[]): { starts: ShellWord[]; expression: ShellWord[] } {
+  let index = 0;
+  while (index < args.length) {
+    const text = args[index]!.text;
+    if (text === "-H" || text === "-L" || text === "-P" || /^-O\d*$/.test(text)) index += 1;
+    else if (text === "-D") index += 2;
+    else if (text === "--") {
+      index += 1;
+      break;
+    } else break;
+  }
+  let end = index;
+  while (end < args.length && !(args[end]!.text.startsWith("-") || args[end]!.text === "(" || args[end]!.text === "!")) end += 1;
+  return { starts: args.slice(index, end), expression: args.slice(end) };
 }

@@ -65,7 +65,8 @@ export function judgeNested(judge: ScriptJudge, parser: ShellParser, command: Sh
     const starts = producedWords({ words: [literalWord("find"), ...args], assignments: [], redirects: [], pipedFrom: null }) ?? ["."];
     for (let i = 0; i < args.length; i += 1) {
       if (!["-exec", "-execdir", "-ok", "-okdir"].includes(args[i]!.text)) continue;
-      const end = args.findIndex((word, j) => j > i && (word.text === ";" || word.text === "+"));
+      // `;` ends the command; `+` only right after `{}` (elsewhere it is an argument like any other).
+      const end = args.findIndex((word, j) => j > i && (word.text === ";" || (word.text === "+" && args[j - 1]?.text === "{}")));
       const part = args.slice(i + 1, end === -1 ? undefined : end);
       if (part.length === 0) continue;
       // `{}` is each path found: judged as each place the search starts from.

@@ -2,7 +2,7 @@ import type { Node } from "web-tree-sitter";
 import { literalOutput } from "./literal-output.js";
 import { ScriptWordReader } from "./script-word-reader.js";
 import type { ShellCommand, ShellRedirect } from "./shell-script.js";
-import { children, heredocDelimiter, named } from "./shell-syntax.js";
+import { children, heredocDelimiter, isTransformation, named } from "./shell-syntax.js";
 import type { ShellWord } from "./shell-words.js";
 
 /**
@@ -140,7 +140,7 @@ export abstract class ScriptCommandReader extends ScriptWordReader {
       return;
     }
     if (node.type === "expansion" || node.type === "arithmetic_expansion") {
-      if (node.type === "arithmetic_expansion" || !(named(node).length === 1 && named(node)[0]!.type === "variable_name")) this.unsafe.add(node.type === "expansion" ? "a parameter expansion with operators" : "arithmetic expansion");
+      if (node.type === "arithmetic_expansion" || !(named(node).length === 1 && named(node)[0]!.type === "variable_name") || isTransformation(node)) this.unsafe.add(node.type === "expansion" ? "a parameter expansion with operators" : "arithmetic expansion");
       this.visitEmbedded(node.text);
     }
     for (const child of named(node)) this.visitNested(child);

@@ -1,6 +1,6 @@
 import type { Node } from "web-tree-sitter";
 import { barePieces, decodeAnsiC, wordsFromPieces, type ShellWord, type WordEnvironment, type WordPiece } from "./shell-words.js";
-import { ansiCStringAgrees, children, constantArithmetic, named } from "./shell-syntax.js";
+import { ansiCStringAgrees, children, constantArithmetic, isTransformation, named } from "./shell-syntax.js";
 
 // Operators of `${NAME…}` that give a default when NAME is unset (`-`, `=`) or also when it is empty (`:-`, `:=`).
 const DEFAULT_OPERATORS = new Set([":-", "-", ":=", "="]);
@@ -80,7 +80,10 @@ export abstract class ScriptWordReader {
       if (indirect) {
         const target = name !== null && parts.length === 1 ? this.lookup(name) : null;
         value = target !== null && /^[A-Za-z_]\w*$/.test(target) ? this.lookup(target) : null;
-      } else if (name !== null && parts.length === 1 && !operator) value = this.lookup(name);
+      } else if (name !== null && parts.length === 1 && !operator && !isTransformation(node)) {
+        // An unquoted $PWD is split and globbed as the real path is, which a task can name as it likes.
+        value = name === "PWD" && !quoted ? null : this.lookup(name);
+      }
       else if (name !== null && operator) {
         const known = this.lookup(name);
         const fallback = parts.slice(1).flatMap((part) => this.wordsOf(part));

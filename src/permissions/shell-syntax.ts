@@ -154,3 +154,8 @@ export function otherReadings(text: string): string[] {
 export function dashReading(text: string): string {
   return text.replace(/\$'/g, "'").replace(/&>/g, "& >");
 }
+
+/** `${x@P}`, `${x@Q}`, `${x@E}`…: transformations of a value (`@P` expands it as a prompt, running `$(…)` in it). */
+export function isTransformation(node: Node): boolean {
+  return node.type === "expansion" && /^\$\{[^}]*@[A-Za-z]\}$/.test(node.text);
+}

@@ -7,7 +7,7 @@ import { scrubEnvironment } from "../tools/builtin/shell-exec.js";
 import { withScopedSignal } from "../utils/scoped-signal.js";
 import type { ExecutorContext } from "./executor-context.js";
 import { permitCall } from "./permit-call.js";
-import { workspaceHookFolders } from "../permissions/git-repository.js";
+import { workspaceRepositoryPaths } from "../permissions/git-repository.js";
 
 /** How a call's turn ended: its result is recorded, or it waits for the user. */
 export type CallTurn = "done" | "waiting";
@@ -56,7 +56,7 @@ export async function callTool(context: ExecutorContext, projection: TaskProject
         attempt: step.attempt,
         network: permit.network,
         // A hooks folder the repository names inside the workspace is as out of reach as .git.
-        protectedPaths: [...context.protectedPaths, ...workspaceHookFolders(projection.workspace)],
+        protectedPaths: [...context.protectedPaths, ...workspaceRepositoryPaths(projection.workspace)],
         sandbox: context.sandbox,
         ...(relay ? { extraEnv: { PATH: `${relay.binDir}:${process.env.PATH ?? ""}` }, extraReadable: [relay.folder], redact: [secret!] } : {}),
       }),

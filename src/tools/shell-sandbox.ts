@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import type { Logger } from "pino";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
-import { workspaceHookFolders } from "../permissions/git-repository.js";
+import { pointedRepositories, workspaceRepositoryPaths } from "../permissions/git-repository.js";
 import { SANDBOX_PROXY_PORT, startNetworkProxy, type NetworkProxy } from "./network-proxy.js";
 
 export interface SandboxLaunch {
@@ -149,7 +149,8 @@ export function bubblewrapShell(options: BubblewrapOptions): ShellSandbox {
       const holdsWorkspace = (path: string) => launch.workspace === path || launch.workspace.startsWith(`${path}/`);
       for (const path of hidden.filter(holdsWorkspace)) hide(path);
       for (const path of [launch.workspace, ...(launch.extraWritable ?? [])]) args.push("--bind", path, path);
-      const repositories = [...gitFolders(launch.workspace), ...workspaceHookFolders(launch.workspace).filter((folder) => existsSync(folder))];
+      const found = gitFolders(launch.workspace);
+      const repositories = [...new Set([...found, ...found.flatMap((dotGit) => pointedRepositories(dotGit, launch.workspace)), ...workspaceRepositoryPaths(launch.workspace).filter((folder) => existsSync(folder))])];
       const inside = hidden.filter((candidate) => !holdsWorkspace(candidate));
       // Pinned first, protected after: a pinned folder must not cover a read-only `.git` or a hidden
       // path within it. Folders holding a nested `.git` are pinned too, or renaming one (`mv sub x`)
