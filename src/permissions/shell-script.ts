@@ -4,8 +4,6 @@ import { ScriptCommandReader } from "./script-command-reader.js";
 import { children, embeddedScripts, endlessLoop, named, startsBackgroundJobs } from "./shell-syntax.js";
 import type { ShellWord, WordEnvironment } from "./shell-words.js";
 
-export { embeddedScripts } from "./shell-syntax.js";
-
 /** A redirection of one command: where it reads or writes, or the text it is fed. */
 export interface ShellRedirect {
   /** `>`, `>>`, `>|`, `&>`, `&>>`, `<`, `<>`, `>&`, `<&`, `<<`, `<<-`, `<<<`. */
