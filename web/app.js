@@ -100,7 +100,7 @@ function taskView(taskId, text) {
   const answer = el("div", "answer");
   assistant.append(thinking, tools, answer);
   messages.append(user, assistant);
-  return { taskId, user, assistant, thinking, tools, answer, toolBlocks: new Map(), calls: new Map(), lastOutput: null, directive: "" };
+  return { taskId, user, assistant, thinking, tools, answer, toolBlocks: new Map(), calls: new Map(), lastOutput: null, directive: "", iteration: 1 };
 }
 
 function addFeedback(view) {
@@ -148,13 +148,19 @@ function handleEvent(event) {
       view.user.textContent = p.text;
       view.workspace = p.workspace;
       break;
+    case "iteration-started": {
+      // Each further decision of the agent loop is a turn of its own under the same question.
+      view.iteration = p.iteration;
+      view.tools.append(el("div", "iteration", `Decision ${p.iteration}: ${p.reason}`));
+      break;
+    }
     case "model-output-started":
-      if (p.purpose === "directive") view.directive = "";
+      if (p.purpose.startsWith("directive")) view.directive = "";
       // The thinker's and the coder's prose stream into view; JSON for the runtime does not.
       else if ((p.role === "thinker" || p.role === "coder") && view.thinking.textContent) view.thinking.append("\n");
       break;
     case "model-output-delta":
-      if (p.purpose === "directive") {
+      if (p.purpose.startsWith("directive")) {
         // A directive that answers streams its answer as the model writes it.
         view.directive += p.text;
         const answer = partialAnswer(view.directive);
@@ -174,12 +180,12 @@ function handleEvent(event) {
       head.append(el("span", null, toolTitle(p.call)));
       block.append(head);
       view.tools.append(block);
-      view.toolBlocks.set(`${p.step_id}/${p.attempt}`, block);
-      view.calls.set(`${p.step_id}/${p.attempt}`, p.call);
+      view.toolBlocks.set(`${view.iteration}:${p.step_id}/${p.attempt}`, block);
+      view.calls.set(`${view.iteration}:${p.step_id}/${p.attempt}`, p.call);
       break;
     }
     case "tool-result": {
-      const key = `${p.step_id}/${p.attempt}`;
+      const key = `${view.iteration}:${p.step_id}/${p.attempt}`;
       let block = view.toolBlocks.get(key);
       if (!block) {
         block = el("div", "tool");

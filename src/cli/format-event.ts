@@ -46,6 +46,14 @@ export function formatEvent(event: DuckEvent): string | null {
         d.kind === "tool" ? `${d.tool} ${JSON.stringify(d.arguments)}` : d.kind === "plan" ? `${d.steps.length} steps` : d.kind;
       return `  decided: ${d.kind === "tool" ? "tool " : ""}${summary} (${p.source})`;
     }
+    case "directive-retried": {
+      const p = payloadOf(event, "directive-retried");
+      return `  the directive was refused (${p.attempt}); asking again: ${p.error.slice(0, 200)}`;
+    }
+    case "iteration-started": {
+      const p = payloadOf(event, "iteration-started");
+      return `↻ decision ${p.iteration}: ${p.reason}`;
+    }
     case "plan-accepted": {
       const p = payloadOf(event, "plan-accepted");
       return p.steps.length > 1 ? `  plan: ${p.order.join(" → ")}` : null;

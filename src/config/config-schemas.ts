@@ -78,6 +78,15 @@ export const RuntimeConfigSchema = z.strictObject({
     /** A critic safety score below this fails the step at once. Defaults to 0.5. */
     min_safety: z.number().min(0).max(1).default(0.5),
   }).prefault({}),
+  /** The agent loop: after a directive's steps, the model sees what happened and decides again. */
+  agent: z.strictObject({
+    /** Decisions one task may take (the first included) before it fails. Defaults to 6. */
+    max_iterations: z.number().int().positive().max(100).default(6),
+    /** Prompt and generated tokens one task may use over all its model calls. Defaults to 60 000. */
+    token_budget: z.number().int().positive().default(60_000),
+    /** Times a directive that is cut off or does not validate is asked for again, with the error. Defaults to 2. */
+    directive_retries: z.number().int().nonnegative().max(5).default(2),
+  }).prefault({}),
   scheduler: z.strictObject({
     /** Independent ready steps run at the same time, up to this many. Defaults to 4. */
     max_parallel_steps: z.number().int().positive().max(64).default(4),
@@ -89,6 +98,8 @@ export const RuntimeConfigSchema = z.strictObject({
     tools: z.number().int().positive().default(1536),
     history: z.number().int().positive().default(2048),
     task: z.number().int().positive().default(2048),
+    /** What the earlier steps of this task returned, shown to the model when it decides again. */
+    observations: z.number().int().positive().default(3072),
   }).prefault({}),
   /** Memory hits put into the context. Defaults to 5. */
   retrieval_top_k: z.number().int().positive().max(100).default(5),

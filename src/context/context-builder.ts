@@ -1,4 +1,5 @@
 import type { MemoryHit } from "../contracts/index.js";
+import type { IterationRecord } from "../state/task-projection.js";
 import type { RuntimeConfig } from "../config/config-schemas.js";
 import type { ToolCatalogueEntry } from "../tools/tool-registry.js";
 
@@ -10,6 +11,8 @@ export interface ContextInput {
   memory: readonly MemoryHit[];
   tools: readonly ToolCatalogueEntry[];
   history: ReadonlyArray<{ text: string; answer: string | null }>;
+  /** What the task's earlier decisions did (the agent loop), oldest first. */
+  observations?: readonly IterationRecord[];
 }
 
 export interface SectionUsage {
@@ -21,7 +24,8 @@ export interface SectionUsage {
 export interface BuiltContext {
   system: string;
   prompt: string;
-  sections: Record<"system" | "memory" | "tools" | "history" | "task", SectionUsage>;
+  /** `observations` is there only from the second decision on. */
+  sections: Record<"system" | "memory" | "tools" | "history" | "task", SectionUsage> & { observations?: SectionUsage };
   total_tokens: number;
 }
 
@@ -46,6 +50,29 @@ function fitItems(items: readonly string[], budget: number, count: TokenCounter)
   return { kept, truncated: false };
 }
 
+/**
+ * The earlier decisions' results, newest first in priority: each step's output gets an equal share
+ * of the budget (cut, and said to be cut), and whole steps that do not fit are left out, oldest first.
+ */
+function observationsText(iterations: readonly IterationRecord[], budget: number, count: TokenCounter): { text: string; truncated: boolean } {
+  const items: string[] = [];
+  const steps = iterations.reduce((sum, iteration) => sum + Math.max(1, iteration.steps.length), 0);
+  const share = Math.max(64, Math.floor(budget / Math.max(1, steps)) - 16);
+  let truncated = false;
+  for (const iteration of [...iterations].reverse()) {
+    const lines = iteration.steps.map((step) => {
+      const judged = step.verdict ? `, critic: ${step.verdict}` : "";
+      const body = fitText(step.status === "succeeded" ? step.output : (step.error ?? step.output), share, count);
+      truncated ||= body.truncated;
+      return `- ${step.id} (${step.tool ?? "step"}) ${step.status}${judged}: ${body.text || "(no output)"}`;
+    });
+    const head = `Decision ${iteration.iteration}: ${iteration.directive.kind}`;
+    items.push([head, ...(lines.length > 0 ? lines : ["- (no steps)"])].join("\n"));
+  }
+  const fitted = fitItems(items, budget, count);
+  return { text: [...fitted.kept].reverse().join("\n"), truncated: truncated || fitted.truncated };
+}
+
 /** Assembles what the models see, each section within its token budget from runtime.json. */
 export function buildContext(input: ContextInput, budgets: RuntimeConfig["context_budgets"], count: TokenCounter): BuiltContext {
   const system = fitText(input.systemPrompt, budgets.system, count);
@@ -62,12 +89,14 @@ export function buildContext(input: ContextInput, budgets: RuntimeConfig["contex
   const historyFit = fitItems(historyItems, budgets.history, count);
   const historyText = [...historyFit.kept].reverse().join("\n");
   const task = fitText(input.taskText, budgets.task, count);
+  const observed = observationsText(input.observations ?? [], budgets.observations, count);
 
   const parts: string[] = [];
   if (memory.text) parts.push(`## Relevant memory\n${memory.text}`);
   if (tools.text) parts.push(`## Tools\n${tools.text}`);
   if (historyText) parts.push(`## Conversation so far\n${historyText}`);
   parts.push(`## Task\n${task.text}`);
+  if (observed.text) parts.push(`## What the steps so far returned\n${observed.text}\n\nIf this answers the task, respond with an answer written from these results, naming the steps you used; otherwise decide what to do next.`);
   const prompt = parts.join("\n\n");
   const usage = (text: string, budget: number, truncated: boolean): SectionUsage => ({ tokens: text ? count(text) : 0, budget, truncated });
   const sections = {
@@ -76,6 +105,7 @@ export function buildContext(input: ContextInput, budgets: RuntimeConfig["contex
     tools: usage(tools.text, budgets.tools, tools.truncated),
     history: usage(historyText, budgets.history, historyFit.truncated),
     task: usage(task.text, budgets.task, task.truncated),
+    ...(observed.text ? { observations: usage(observed.text, budgets.observations, observed.truncated) } : {}),
   };
   const total = Object.values(sections).reduce((sum, section) => sum + section.tokens, 0);
   return { system: system.text, prompt, sections, total_tokens: total };

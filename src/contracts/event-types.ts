@@ -17,6 +17,8 @@ export const EventType = {
   ModelOutputCompleted: "model-output-completed",
   ModelOutputFailed: "model-output-failed",
   DirectiveDecided: "directive-decided",
+  DirectiveRetried: "directive-retried",
+  IterationStarted: "iteration-started",
   PlanAccepted: "plan-accepted",
   StepStarted: "step-started",
   StepRetrying: "step-retrying",

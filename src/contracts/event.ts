@@ -17,6 +17,12 @@ export const EventSchema = z.object({
 });
 export type DuckEvent = z.infer<typeof EventSchema>;
 
+/** What bounds one task's agent loop: decisions, and prompt plus generated tokens. */
+export interface AgentLoopLimits {
+  max_iterations: number;
+  token_budget: number;
+}
+
 export type ModelRole = "thinker" | "json_compiler" | "critic" | "coder" | "sys_util" | "orchestrator" | "embeddings";
 
 export type PermissionDecisionKind = "allow" | "ask" | "deny";
@@ -29,13 +35,15 @@ export interface EventPayloads {
   /** `kind` is `memory-edit` for a memory change made outside a task (HTTP, CLI, SDK): it is recorded, not driven. */
   "task-received": { text: string; session_id: string | null; workspace: string; auto_approve?: PreApproval[]; kind?: "memory-edit" };
   /** `confinement` is set when commands of this task are not confined (`none`: no sandbox here; `off`: turned off). */
-  "task-started": { confinement?: "none" | "off" };
+  /** `loop`: the agent loop's limits this task runs under (absent in tasks recorded before the loop: one decision). */
+  "task-started": { confinement?: "none" | "off"; loop?: AgentLoopLimits };
   "task-resumed": { from_seq: number; reason: string; confinement?: "none" | "off" };
   "task-awaiting-permission": { request_id: string; step_id: string };
   "task-completed": { answer: string };
   "task-failed": { code: string; message: string };
   "task-cancelled": { reason: string };
-  "context-built": { sections: Record<string, { tokens: number; budget: number; truncated: boolean }>; total_tokens: number };
+  /** `tools`: the names of the tools offered to the model (a replay offers the same). */
+  "context-built": { sections: Record<string, { tokens: number; budget: number; truncated: boolean }>; total_tokens: number; tools?: string[] };
   "memory-recalled": { decision: RecallDecision; hits: MemoryHit[] };
   "memory-written": { action: "insert" | "reinforce" | "forget" | "pin" | "unpin"; memory_id: number; kind: string; text: string; reason: string };
   "model-output-started": { role: ModelRole; purpose: string };
@@ -43,6 +51,10 @@ export interface EventPayloads {
   "model-output-completed": { role: ModelRole; purpose: string; text: string };
   "model-output-failed": { role: ModelRole; purpose: string; code: string; message: string };
   "directive-decided": { directive: ExecutionDirective; source: "model" | "intent-parser" | "no-model" };
+  /** The JSON compiler's directive was cut off or did not validate; it is asked again with the error. */
+  "directive-retried": { attempt: number; error: string };
+  /** The model sees what the previous directive's steps did and decides again. */
+  "iteration-started": { iteration: number; reason: string };
   "plan-accepted": { steps: PlanStep[]; order: string[] };
   "step-started": { step_id: string; attempt: number };
   "step-retrying": { step_id: string; attempt: number; delay_ms: number; reason: string; ask_first?: boolean };

@@ -1,22 +1,12 @@
 import type { CriticScore, PlanStep, ToolResult } from "../contracts/index.js";
 import { ErrorCode } from "../errors/duck-error.js";
-
-// Errors that another attempt cannot fix: the call itself is wrong or was refused.
-const NOT_RETRYABLE = new Set<string>([
-  ErrorCode.ToolNotFound,
-  ErrorCode.ToolInputInvalid,
-  ErrorCode.PathOutsideWorkspace,
-  ErrorCode.PathProtected,
-  ErrorCode.FileNotFound,
-  ErrorCode.PermissionDenied,
-  ErrorCode.HardStop,
-]);
+import { isRetryable } from "./recovery-policy.js";
 
 /** The critic without a model: a result that succeeded passes; a failure is retried unless hopeless. */
 export function heuristicScore(result: ToolResult): CriticScore {
   if (result.ok) return { correctness: 1, usefulness: 1, safety: 1, verdict: "pass", reason: "the tool reported success" };
   const code = result.error?.code ?? ErrorCode.ToolFailed;
-  const verdict = NOT_RETRYABLE.has(code) ? "fail" : "retry";
+  const verdict = isRetryable(code) ? "retry" : "fail";
   return { correctness: 0, usefulness: 0, safety: 1, verdict, reason: `${code}: ${result.error?.message ?? "failed"}` };
 }
 

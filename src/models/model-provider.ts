@@ -62,7 +62,4 @@ export function isEmbeddingProvider(value: unknown): value is EmbeddingProvider 
   return typeof value === "object" && value !== null && typeof (value as EmbeddingProvider).embed === "function";
 }
 
-/** Without a tokenizer, about four characters make a token in English text. */
-export function estimateTokens(text: string): number {
-  return Math.ceil(text.length / 4);
-}
+export { estimateTokens } from "../contracts/tokens.js";

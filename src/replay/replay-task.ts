@@ -11,6 +11,12 @@ import { unconfinedShell } from "../tools/shell-sandbox.js";
 import { ReplayModelProvider } from "./replay-model-provider.js";
 import { ReplayProgress } from "./replay-progress.js";
 import { ReplayToolRegistry } from "./replay-tool-registry.js";
+import { fileListTool } from "../tools/builtin/file-list.js";
+import { fileReadTool } from "../tools/builtin/file-read.js";
+import { fileWriteTool } from "../tools/builtin/file-write.js";
+import { shellExecTool } from "../tools/builtin/shell-exec.js";
+import { createMemoryTools } from "../tools/builtin/memory-tools.js";
+import type { AnyToolDefinition } from "../tools/tool-definition.js";
 
 /** An event as replay compares it: no time, ids renamed in order of appearance, token counts left out. */
 export interface ComparableEvent {
@@ -79,12 +85,23 @@ export async function replayTask(recorded: readonly DuckEvent[], config: DuckCon
       if (next?.type === "task-failed" && (next.payload as EventPayloads["task-failed"]).code === ErrorCode.TaskTimeout) runtime!.loop.expire(taskId);
     };
     const registry = new ReplayToolRegistry(recorded, progress, cancelBeforeResult);
+    // The tools the task was offered: built-ins with their schemas (never run here), so that their
+    // arguments are checked as they were, and the rest by name.
+    const memoryTools = createMemoryTools(() => runtime!.memory);
+    const builtins = [fileReadTool, fileWriteTool, fileListTool, shellExecTool, ...memoryTools] as AnyToolDefinition[];
+    const offered = (recorded.find((event) => event.type === "context-built")?.payload as EventPayloads["context-built"] | undefined)?.tools;
+    // A task recorded before the offered tools were is replayed by the tools it called, as it was then.
+    for (const tool of builtins) if (offered?.includes(tool.name)) registry.register(tool);
+    registry.offer(offered ?? []);
     const models = new ReplayModelProvider(recorded, progress);
     const anyModel = recorded.some((event) => event.type === "model-output-started");
     const recalls = recorded.filter((event) => event.type === "memory-recalled").map((event) => (event.payload as EventPayloads["memory-recalled"]).hits);
+    // The loop limits the task ran under are in its task-started; a task recorded without them ran one decision.
+    const started = recorded.find((event) => event.type === "task-started")?.payload as EventPayloads["task-started"] | undefined;
+    const agent = { ...config.runtime.agent, max_iterations: started?.loop?.max_iterations ?? 1, token_budget: started?.loop?.token_budget ?? config.runtime.agent.token_budget };
     runtime = createRuntime({
       home,
-      config: { ...config, runtime: { ...config.runtime, resume: "never" } },
+      config: { ...config, runtime: { ...config.runtime, resume: "never", agent } },
       databaseFile: ":memory:",
       logger: pino({ level: "silent" }),
       models: anyModel ? models : null,

@@ -11,6 +11,7 @@ import type { ReplayProgress } from "./replay-progress.js";
  */
 export class ReplayToolRegistry extends ToolRegistry {
   private readonly effects = new Map<string, ToolEffect>();
+  private readonly offered = new Set<string>();
   private readonly results = new Map<string, Array<{ seq: number; result: ToolResult }>>();
 
   constructor(events: readonly DuckEvent[], private readonly progress: ReplayProgress, private readonly beforeResult: (seq: number) => void) {
@@ -34,17 +35,25 @@ export class ReplayToolRegistry extends ToolRegistry {
   }
 
   override get(name: string): ToolDefinition<unknown> | undefined {
-    const effect = this.effects.get(name);
+    // A built-in registered for its schema is judged (and its arguments checked) as it was.
+    const registered = super.get(name);
+    if (registered) return registered;
+    const effect = this.effects.get(name) ?? (this.offered.has(name) ? "side-effecting" : undefined);
     if (!effect) return undefined;
     return { name, description: "recorded", effect, inputSchema: z.unknown(), execute: async () => ({ ok: false, output: "" }) };
   }
 
+  /** Names the recorded task was offered besides the tools it called (they fix the directive's schema). */
+  offer(names: readonly string[]): void {
+    for (const name of names) if (!this.effects.has(name) && !super.get(name)) this.offered.add(name);
+  }
+
   override names(): string[] {
-    return [...this.effects.keys()];
+    return [...new Set([...super.names(), ...this.effects.keys(), ...this.offered])];
   }
 
   override catalogue(): ToolCatalogueEntry[] {
-    return this.names().map((name) => ({ name, description: "recorded", effect: this.effects.get(name)!, input_schema: {} }));
+    return this.names().map((name) => ({ name, description: "recorded", effect: this.get(name)!.effect, input_schema: {} }));
   }
 
   override async run(_name: string, _args: Record<string, unknown>, context: ToolContext): Promise<ToolResult> {

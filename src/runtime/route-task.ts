@@ -1,4 +1,6 @@
-import { RecallDecisionSchema, type MemoryHit, type ModelRole } from "../contracts/index.js";
+import { RecallDecisionSchema, type ExecutionDirective, type MemoryHit, type ModelRole } from "../contracts/index.js";
+import { DuckError, ErrorCode } from "../errors/duck-error.js";
+import { withoutStepReferences } from "./step-references.js";
 import { buildContext } from "../context/context-builder.js";
 import { heuristicRecall, recallPrompt } from "../decisions/recall-policy.js";
 import { decideWithoutModel, directiveRequest, draftRequest, type RouterDecision } from "../decisions/router.js";
@@ -12,18 +14,10 @@ import { callModelJson, callModelText, modelOrHeuristic, servesRole } from "./mo
  * so a crash part-way is repaired by simply running it again.
  */
 export async function routeTask(context: ExecutorContext, projection: TaskProjection, signal: AbortSignal): Promise<TaskProjection> {
-  const { store, config, models, memory } = context;
+  const { store, config, models } = context;
   const taskId = projection.task_id;
-  const { value: decision } = await modelOrHeuristic(
-    context,
-    taskId,
-    { role: "sys_util", purpose: "recall", system: config.prompts.sys_util, prompt: recallPrompt(projection.text), schema: RecallDecisionSchema },
-    signal,
-    () => heuristicRecall(projection.text),
-  );
-  const hits: MemoryHit[] = decision.recall && decision.query ? await context.memorySearch(decision.query, config.runtime.retrieval_top_k, taskId) : [];
-  if (hits.length > 0) memory.store.markUsed(hits.map((hit) => hit.entry.id));
-  store.append(taskId, "memory-recalled", { decision, hits });
+  // Memory is recalled for the first decision; later ones in the loop see the same.
+  const hits = projection.iteration > 1 ? projection.recalled : await recall(context, projection, signal);
 
   const history = projection.session_id ? store.sessionHistory(projection.session_id, taskId, 10) : [];
   const countRole: ModelRole = servesRole(context, "thinker") ? "thinker" : "json_compiler";
@@ -37,11 +31,12 @@ export async function routeTask(context: ExecutorContext, projection: TaskProjec
       memory: hits,
       tools: context.tools.catalogue(),
       history: history.map((task) => ({ text: task.text, answer: task.answer })),
+      observations: projection.iterations,
     },
     config.runtime.context_budgets,
     count,
   );
-  store.append(taskId, "context-built", { sections: built.sections, total_tokens: built.total_tokens });
+  store.append(taskId, "context-built", { sections: built.sections, total_tokens: built.total_tokens, tools: context.tools.names() });
   signal.throwIfAborted();
 
   let routed: RouterDecision;
@@ -49,8 +44,65 @@ export async function routeTask(context: ExecutorContext, projection: TaskProjec
     routed = decideWithoutModel(projection.text);
   } else {
     const draft = servesRole(context, "thinker") ? await callModelText(context, taskId, { role: "thinker", purpose: "draft", ...draftRequest(built, config.prompts) }, signal) : "";
-    const compiled = await callModelJson(context, taskId, { role: "json_compiler", purpose: "directive", ...directiveRequest(built, draft, config.prompts), schema: context.directiveSchema }, signal);
-    routed = { directive: compiled.value, source: "model" };
+    routed = { directive: await compileDirective(context, projection, directiveRequest(built, draft, config.prompts), signal), source: "model" };
   }
   return store.append(taskId, "directive-decided", { directive: routed.directive, source: routed.source });
+}
+
+async function recall(context: ExecutorContext, projection: TaskProjection, signal: AbortSignal): Promise<MemoryHit[]> {
+  const { config, memory, store } = context;
+  const taskId = projection.task_id;
+  const { value: decision } = await modelOrHeuristic(
+    context,
+    taskId,
+    { role: "sys_util", purpose: "recall", system: config.prompts.sys_util, prompt: recallPrompt(projection.text), schema: RecallDecisionSchema },
+    signal,
+    () => heuristicRecall(projection.text),
+  );
+  const hits: MemoryHit[] = decision.recall && decision.query ? await context.memorySearch(decision.query, config.runtime.retrieval_top_k, taskId) : [];
+  if (hits.length > 0) memory.store.markUsed(hits.map((hit) => hit.entry.id));
+  store.append(taskId, "memory-recalled", { decision, hits });
+  return hits;
+}
+
+/**
+ * The JSON compiler's directive, asked again with the error when it is cut off, does not validate,
+ * names a tool that does not exist or gives a tool arguments it does not take — up to
+ * `agent.directive_retries` times (small local models get it right on a second look more often than
+ * not); then the last error fails the task.
+ */
+async function compileDirective(context: ExecutorContext, projection: TaskProjection, request: { system: string; prompt: string }, signal: AbortSignal): Promise<ExecutionDirective> {
+  const taskId = projection.task_id;
+  const retries = context.config.runtime.agent.directive_retries;
+  let prompt = request.prompt;
+  for (let attempt = 0; ; attempt += 1) {
+    // Retries are told apart in the event log, so that a replay serves each its own recorded output.
+    const purpose = attempt === 0 ? "directive" : `directive:retry-${attempt}`;
+    let problem: string;
+    try {
+      const compiled = await callModelJson(context, taskId, { role: "json_compiler", purpose, system: request.system, prompt, schema: context.directiveSchema }, signal);
+      const invalid = invalidToolArguments(context, compiled.value);
+      if (!invalid) return compiled.value;
+      if (attempt >= retries) throw new DuckError(ErrorCode.ToolInputInvalid, invalid);
+      problem = invalid;
+    } catch (error) {
+      signal.throwIfAborted();
+      if (!(DuckError.isInstance(error) && error.code === ErrorCode.ModelOutputInvalid) || attempt >= retries) throw error;
+      problem = error.message;
+    }
+    context.store.append(taskId, "directive-retried", { attempt: attempt + 1, error: problem.slice(0, 2000) });
+    prompt = `${request.prompt}\n\n## Your previous answer was refused\n${problem.slice(0, 1000)}\nWrite the ExecutionDirective as JSON again, complete and valid.`;
+  }
+}
+
+/** Why a directive's tool calls would be refused for their arguments, or null when each validates. */
+function invalidToolArguments(context: ExecutorContext, directive: ExecutionDirective): string | null {
+  const calls = directive.kind === "tool" ? [{ id: "tool", tool: directive.tool, args: directive.arguments }] : directive.kind === "plan" ? directive.steps.flatMap((step) => (step.kind === "tool" ? [{ id: step.id, tool: step.tool, args: step.arguments }] : [])) : [];
+  for (const call of calls) {
+    const tool = context.tools.get(call.tool);
+    if (!tool) return `step ${call.id}: there is no tool named ${call.tool}; the tools are ${context.tools.names().join(", ")}`;
+    const checked = tool.inputSchema.safeParse(withoutStepReferences(call.args));
+    if (!checked.success) return `step ${call.id}: ${call.tool} does not take these arguments: ${checked.error.issues.map((issue) => `${issue.path.join(".") || "(arguments)"}: ${issue.message}`).join("; ")}`;
+  }
+  return null;
 }

@@ -5,6 +5,7 @@ import type { TaskProjection } from "../state/task-projection.js";
 import { scopedSignal } from "../utils/scoped-signal.js";
 import type { ExecutorContext } from "./executor-context.js";
 import { advanceStep, startStep, type StepTurn } from "./run-step.js";
+import { withReferenceDependencies } from "./step-references.js";
 
 /** How a plan's run ended: every step settled, some wait for the user, the task failed, or a step asked to answer. */
 export type PlanEnding = "done" | "waiting" | "failed" | "respond";
@@ -24,7 +25,7 @@ function planFromDirective(directive: ExecutionDirective): PlanStep[] {
 
 /** Turns the directive into an ordered plan (`plan-accepted`), or fails the task when it cannot be ordered. */
 export function acceptPlan(context: ExecutorContext, projection: TaskProjection): TaskProjection | null {
-  const steps = planFromDirective(projection.directive!);
+  const steps = withReferenceDependencies(planFromDirective(projection.directive!));
   try {
     return context.store.append(projection.task_id, "plan-accepted", { steps, order: orderPlan(steps) });
   } catch (error) {
@@ -113,13 +114,14 @@ async function runSteps(context: ExecutorContext, taskId: string, signal: AbortS
     }
   }
   signal.throwIfAborted();
-  if (ending === "failed") {
-    const failed = Object.values(store.projection(taskId).steps).find((step) => step.status === "failed" && step.recovery === "fail");
-    store.append(taskId, "task-failed", {
-      code: failed?.result?.error?.code ?? ErrorCode.StepFailed,
-      message: `step ${failed?.step.id ?? "?"} failed: ${failed?.failure_reason ?? "no reason recorded"}`,
-    });
-    return "failed";
-  }
-  return "respond";
+  return ending === "failed" ? "failed" : "respond";
+}
+
+/** Ends the task with the failure of the step that failed it (when no further decision is taken). */
+export function failWithStep(context: ExecutorContext, taskId: string): void {
+  const failed = Object.values(context.store.projection(taskId).steps).find((step) => step.status === "failed" && step.recovery === "fail");
+  context.store.append(taskId, "task-failed", {
+    code: failed?.result?.error?.code ?? ErrorCode.StepFailed,
+    message: `step ${failed?.step.id ?? "?"} failed: ${failed?.failure_reason ?? "no reason recorded"}`,
+  });
 }

@@ -1,5 +1,5 @@
 import type { ToolCall } from "../contracts/index.js";
-import { decideRecovery } from "../decisions/recovery-policy.js";
+import { decideRecovery, isRetryable } from "../decisions/recovery-policy.js";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import { CODE_APPLY_TOOL } from "../permissions/permission-policy.js";
 import type { StepProjection, TaskProjection } from "../state/task-projection.js";
@@ -8,6 +8,7 @@ import type { ExecutorContext } from "./executor-context.js";
 import { deniedResult } from "./permit-call.js";
 import { proposeCode } from "./propose-code.js";
 import { scoreStep } from "./score-step.js";
+import { resolveStepReferences } from "./step-references.js";
 
 /** How a step's turn ended, for the plan loop. */
 export type StepTurn = "settled" | "waiting" | "retry";
@@ -70,7 +71,13 @@ async function produceResult(context: ExecutorContext, projection: TaskProjectio
     store.append(taskId, "tool-result", { step_id: plan.id, attempt: step.attempt, result: deniedResult(plan.tool, ErrorCode.ToolNotFound, `${plan.tool} is not a tool a plan can call`) });
     return "done";
   }
-  const call = { tool: plan.tool, arguments: plan.arguments };
+  // An earlier step's output is filled in now, and the call as it runs is what is judged and recorded.
+  const resolved = resolveStepReferences(plan.arguments, projection);
+  if ("problem" in resolved) {
+    store.append(taskId, "tool-result", { step_id: plan.id, attempt: step.attempt, result: deniedResult(plan.tool, ErrorCode.ToolInputInvalid, resolved.problem) });
+    return "done";
+  }
+  const call = { tool: plan.tool, arguments: resolved.args };
   return callTool(context, projection, step, call, call, signal);
 }
 
@@ -87,10 +94,10 @@ async function recoverStep(context: ExecutorContext, projection: TaskProjection,
   const taskId = projection.task_id;
   const score = step.score!;
   const code = step.result?.error?.code;
-  const retryable = code !== ErrorCode.PermissionDenied && code !== ErrorCode.HardStop && code !== ErrorCode.ModelUnavailable;
-  const decision = decideRecovery(score, step.attempt, context.config.runtime, { retryable });
+  const succeeded = step.result?.ok === true;
+  const decision = decideRecovery(score, step.attempt, context.config.runtime, { retryable: isRetryable(code), succeeded });
   const stepId = step.step.id;
-  if (decision.action === "continue" && score.verdict === "pass") {
+  if (decision.action === "continue" && score.verdict === "pass" && succeeded) {
     store.append(taskId, "step-completed", { step_id: stepId, attempt: step.attempt });
     return "settled";
   }

@@ -6,7 +6,8 @@ import { scopedSignal } from "../utils/scoped-signal.js";
 import type { ExecutorContext } from "./executor-context.js";
 import { composeAnswer, finishTask } from "./finish-task.js";
 import { routeTask } from "./route-task.js";
-import { acceptPlan, runPlan } from "./run-plan.js";
+import { acceptPlan, failWithStep, runPlan } from "./run-plan.js";
+import { afterSteps, loopLimits } from "./next-iteration.js";
 import { recordFeedback, recordPermissionAnswer, recordSecret, revokeApproval, type PermissionAnswer } from "./task-requests.js";
 import { outcomeOf, type TaskOutcome } from "./task-outcome.js";
 
@@ -184,20 +185,32 @@ export class RuntimeLoop {
         store.append(taskId, "task-failed", { code: ErrorCode.HardStop, message: `the task contains a command that is never run: ${hardStop}` });
         return;
       }
-      projection = store.append(taskId, "task-started", this.confinementMark());
+      projection = store.append(taskId, "task-started", { ...this.confinementMark(), ...loopLimits(this.context) });
     }
-    signal.throwIfAborted();
-    if (!projection.directive) projection = await routeTask(this.context, projection, signal);
-    const directive = projection.directive!;
-    if (directive.kind === "respond") return finishTask(this.context, taskId, directive.answer);
-    if (directive.kind === "fail") {
-      store.append(taskId, "task-failed", { code: ErrorCode.StepFailed, message: directive.reason });
+    // The agent loop: decide, run the steps, let the model see what they did, decide again.
+    for (;;) {
+      signal.throwIfAborted();
+      if (!projection.directive) projection = await routeTask(this.context, projection, signal);
+      const directive = projection.directive!;
+      if (directive.kind === "respond") return finishTask(this.context, taskId, directive.answer);
+      if (directive.kind === "fail") {
+        store.append(taskId, "task-failed", { code: ErrorCode.StepFailed, message: directive.reason });
+        return;
+      }
+      if (!projection.plan_order && !acceptPlan(this.context, projection)) return;
+      const ending = await runPlan(this.context, taskId, signal);
+      if (ending === "waiting") return;
+      projection = store.projection(taskId);
+      const next = afterSteps(this.context, projection);
+      if (next.kind === "decide-again") {
+        projection = store.append(taskId, "iteration-started", { iteration: projection.iteration + 1, reason: next.reason });
+        continue;
+      }
+      if (next.kind === "out-of-budget") store.append(taskId, "task-failed", { code: next.code, message: next.message });
+      else if (ending === "failed") failWithStep(this.context, taskId);
+      else await finishTask(this.context, taskId, composeAnswer(projection));
       return;
     }
-    if (!projection.plan_order && !acceptPlan(this.context, projection)) return;
-    const ending = await runPlan(this.context, taskId, signal);
-    if (ending === "waiting" || ending === "failed") return;
-    await finishTask(this.context, taskId, composeAnswer(store.projection(taskId)));
   }
 
   /** Recorded with the task when its commands are not confined, so every decision (and its replay) knows. */

@@ -1,5 +1,7 @@
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
+import { estimateTokens } from "../contracts/tokens.js";
 import type {
+  AgentLoopLimits,
   CoderProposal,
   PreApproval,
   CriticScore,
@@ -7,6 +9,7 @@ import type {
   EventPayloads,
   EventTypeName,
   ExecutionDirective,
+  MemoryHit,
   PlanStep,
   RecoveryAction,
   TaskState,
@@ -59,6 +62,48 @@ export interface TaskProjection {
   auto_approve: PreApproval[];
   /** How its commands run, as the process that drives it said when it started or resumed it. */
   confinement: "confined" | "none" | "off";
+  /** Which decision the task is on: 1 for the first, one more at each `iteration-started`. */
+  iteration: number;
+  /** The agent loop's limits as `task-started` recorded them; one decision for tasks recorded before the loop. */
+  loop: AgentLoopLimits;
+  /** Prompt and generated tokens its model calls used (prompts as built, outputs as estimated). */
+  tokens_used: number;
+  /** What each earlier decision did, oldest first: what the model is shown when it decides again. */
+  iterations: IterationRecord[];
+  /** The memory recalled for the task's first decision, shown again at every later one. */
+  recalled: MemoryHit[];
+}
+
+/** One finished decision of the agent loop: the directive and what its steps came to. */
+export interface IterationRecord {
+  iteration: number;
+  directive: ExecutionDirective;
+  steps: Array<{ id: string; description: string; tool: string | null; status: StepStatus; output: string; error: string | null; verdict: string | null }>;
+}
+
+/** Longest output of one step kept for the model to see again; the context builder fits them to its budget. */
+const OBSERVED_OUTPUT_CHARS = 4000;
+
+function recordIteration(p: TaskProjection): IterationRecord | null {
+  if (!p.directive) return null;
+  const order = p.plan_order ?? [];
+  return {
+    iteration: p.iteration,
+    directive: p.directive,
+    steps: order.map((id) => {
+      const step = p.steps[id]!;
+      const output = step.result?.output ?? "";
+      return {
+        id,
+        description: step.step.description,
+        tool: step.step.kind === "tool" ? (step.step.tool ?? null) : step.step.kind,
+        status: step.status,
+        output: output.length > OBSERVED_OUTPUT_CHARS ? `${output.slice(0, OBSERVED_OUTPUT_CHARS)}\n[… ${output.length - OBSERVED_OUTPUT_CHARS} more characters]` : output,
+        error: step.result?.error?.message ?? step.failure_reason ?? null,
+        verdict: step.score?.verdict ?? null,
+      };
+    }),
+  };
 }
 
 export function emptyStep(step: PlanStep): StepProjection {
@@ -102,6 +147,24 @@ const reducers: { [T in EventTypeName]?: Reducer<T> } = {
     p.started = true;
     p.state = "running";
     p.confinement = e.confinement ?? "confined";
+    if (e.loop) p.loop = e.loop;
+  },
+  "memory-recalled": (p, e) => {
+    p.recalled = e.hits;
+  },
+  "context-built": (p, e) => {
+    p.tokens_used += e.total_tokens;
+  },
+  "model-output-completed": (p, e) => {
+    p.tokens_used += estimateTokens(e.text);
+  },
+  "iteration-started": (p, e) => {
+    const record = recordIteration(p);
+    if (record) p.iterations = [...p.iterations, record];
+    p.iteration = e.iteration;
+    p.directive = null;
+    p.plan_order = null;
+    p.steps = {};
   },
   "task-resumed": (p, e) => {
     if (p.state !== "awaiting_permission") p.state = "running";
@@ -222,6 +285,27 @@ export function initialProjection(event: DuckEvent): TaskProjection {
     memory_writes: 0,
     auto_approve: payload.auto_approve ?? [],
     confinement: "confined",
+    iteration: 1,
+    loop: { max_iterations: 1, token_budget: Number.MAX_SAFE_INTEGER },
+    tokens_used: 0,
+    iterations: [],
+    recalled: [],
+  };
+}
+
+/**
+ * A projection stored by an earlier version (a checkpoint written before the agent loop), with what
+ * it lacks filled in as that version behaved: one decision, nothing counted.
+ */
+export function upgradedProjection(stored: TaskProjection): TaskProjection {
+  const before: Partial<TaskProjection> = stored;
+  return {
+    ...stored,
+    iteration: before.iteration ?? 1,
+    loop: before.loop ?? { max_iterations: 1, token_budget: Number.MAX_SAFE_INTEGER },
+    tokens_used: before.tokens_used ?? 0,
+    iterations: before.iterations ?? [],
+    recalled: before.recalled ?? [],
   };
 }
 

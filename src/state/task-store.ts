@@ -13,7 +13,7 @@ import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import type { EventBus } from "../events/event-bus.js";
 import type { EventStore } from "../events/event-store.js";
 import type { SqliteDatabase } from "../storage/open-database.js";
-import { applyEvent, initialProjection, projectEvents, type TaskProjection } from "./task-projection.js";
+import { applyEvent, initialProjection, projectEvents, upgradedProjection, type TaskProjection } from "./task-projection.js";
 import { pruneFinishedTasks, type PruneOptions, type PruneResult } from "./task-retention.js";
 import { TaskRows, type NewTaskRow } from "./task-rows.js";
 
@@ -209,7 +209,7 @@ export class TaskStore {
   loadProjection(taskId: string): TaskProjection {
     const checkpoint = this.checkpoint(taskId);
     if (checkpoint) {
-      const base = checkpoint.snapshot as unknown as TaskProjection;
+      const base = upgradedProjection(checkpoint.snapshot as unknown as TaskProjection);
       const later = this.events.list(taskId, checkpoint.seq + 1);
       return later.length === 0 ? base : projectEvents(later, base);
     }

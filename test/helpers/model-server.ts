@@ -9,6 +9,8 @@ export interface LoopbackModelServer {
   baseUrl: string;
   /** Queues answers for the next chat completions, in order. */
   answer(...replies: ServerReply[]): void;
+  /** Answers every chat completion the queue does not, from what the request holds (a model that reads its prompt). */
+  play(respond: (messages: Array<{ role: string; content: string }>) => ServerReply): void;
   /** Bodies of the requests received, newest last. */
   readonly received: Array<{ path: string; body: Record<string, unknown> }>;
   close(): Promise<void>;
@@ -41,6 +43,7 @@ function chunkEvent(piece: string, first: boolean): string {
  */
 export async function startLoopbackModelServer(): Promise<LoopbackModelServer> {
   const queue: ServerReply[] = [];
+  let player: ((messages: Array<{ role: string; content: string }>) => ServerReply) | null = null;
   const received: LoopbackModelServer["received"] = [];
   const open = new Set<ServerResponse>();
 
@@ -53,7 +56,7 @@ export async function startLoopbackModelServer(): Promise<LoopbackModelServer> {
       response.end(JSON.stringify({ data: input.map((text, index) => ({ index, embedding: loopbackEmbedding(text) })).reverse() }));
       return;
     }
-    const reply = queue.shift();
+    const reply = queue.shift() ?? player?.(body.messages as Array<{ role: string; content: string }>);
     if (!reply) {
       response.statusCode = 500;
       response.end(JSON.stringify({ error: { message: "the loopback server has no answer queued" } }));
@@ -76,6 +79,9 @@ export async function startLoopbackModelServer(): Promise<LoopbackModelServer> {
   return {
     baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`,
     answer: (...replies) => queue.push(...replies),
+    play: (respond) => {
+      player = respond;
+    },
     received,
     close: () =>
       new Promise<void>((resolve) => {

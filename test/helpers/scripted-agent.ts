@@ -11,9 +11,20 @@ export interface JudgedStep {
   succeeded: boolean;
 }
 
+/** What a directive request shows of the agent loop so far. */
+export interface DecisionView {
+  /** 1 for a task's first decision, 2 after its first steps ran, and so on. */
+  decision: number;
+  /** What the steps so far returned, as the prompt shows it (empty at the first decision). */
+  observed: string;
+}
+
 export interface AgentScript {
-  /** The Router's directive: one for every task, one per task in turn (the last repeats), or chosen per request. */
-  directive: ExecutionDirective | ExecutionDirective[] | ((request: Request) => ExecutionDirective);
+  /**
+   * The Router's directive: one for every decision, one per decision in turn (the last repeats), or
+   * chosen per request from what the loop has seen.
+   */
+  directive: ExecutionDirective | ExecutionDirective[] | ((request: Request, view: DecisionView) => ExecutionDirective | string);
   /** The Thinker's draft; null for a setup with no Thinker model (the JSON compiler decides alone). */
   draft?: string | ((request: Request) => string) | null;
   /** Whether to search memory first. Defaults to no. */
@@ -24,6 +35,12 @@ export interface AgentScript {
   coder?: ScriptedReply[];
   /** Options of the provider (chunk size and pace of streaming). */
   streaming?: { chunkSize?: number; chunkDelayMs?: number };
+}
+
+/** The one place that reads the directive prompt's account of earlier steps (see context-builder.ts). */
+function decisionView(request: Request): DecisionView {
+  const section = /## What the steps so far returned\n([\s\S]*?)(?:\n\nIf this answers the task|$)/.exec(request.prompt)?.[1] ?? "";
+  return { decision: (section.match(/^Decision \d+:/gm)?.length ?? 0) + 1, observed: section };
 }
 
 /** The one place that reads the critic's prompt: whether the judged step succeeded. */
@@ -44,14 +61,14 @@ function score(verdict: CriticScore["verdict"] | CriticScore): CriticScore {
  */
 export function scriptedAgent(script: AgentScript): ScriptedModelProvider {
   const directives = Array.isArray(script.directive) ? [...script.directive] : null;
-  const nextDirective = (request: Request): ExecutionDirective => {
-    if (typeof script.directive === "function") return script.directive(request);
+  const nextDirective = (request: Request): ExecutionDirective | string => {
+    if (typeof script.directive === "function") return script.directive(request, decisionView(request));
     if (!directives) return script.directive as ExecutionDirective;
     return directives.length > 1 ? directives.shift()! : directives[0]!;
   };
   const answer = (request: Request): string | object => {
     const purpose = request.purpose ?? "";
-    if (purpose === "directive") return nextDirective(request);
+    if (purpose === "directive" || purpose.startsWith("directive:retry")) return nextDirective(request);
     if (purpose === "recall") return script.recall ?? { recall: false, query: "" };
     if (purpose.startsWith("critic:")) {
       const step = judgedStep(request);

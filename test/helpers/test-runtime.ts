@@ -47,7 +47,8 @@ export function makeTempDir(prefix = "ducklm-test-"): string {
 /** The bundled config with runtime.json overrides (fast retries by default, so tests stay quick). */
 export function testConfig(runtimeOverrides: Record<string, unknown> = {}, configDir = BUNDLED_CONFIG_DIR): DuckConfig {
   const config = loadConfig(configDir);
-  const runtime = RuntimeConfigSchema.parse(merge(merge(config.runtime as unknown as Record<string, unknown>, { retry: { backoff_ms: 1 } }), runtimeOverrides));
+  // One decision per task, as before the agent loop, unless a test is about the loop and says so.
+  const runtime = RuntimeConfigSchema.parse(merge(merge(config.runtime as unknown as Record<string, unknown>, { retry: { backoff_ms: 1 }, agent: { max_iterations: 1 } }), runtimeOverrides));
   return { ...config, runtime };
 }
 

@@ -1,0 +1,61 @@
+import type { PlanStep } from "../contracts/index.js";
+import type { TaskProjection } from "../state/task-projection.js";
+
+// `{{s1}}`, `{{s1.output}}` or `{{steps.s1.output}}` inside a string argument; `{"from_step": "s1"}` as a whole value.
+const TEMPLATE = /\{\{\s*(?:steps\.)?([A-Za-z0-9_-]+)(?:\.output)?\s*\}\}/g;
+
+function isReference(value: unknown): value is { from_step: string } {
+  return typeof value === "object" && value !== null && !Array.isArray(value) && typeof (value as { from_step?: unknown }).from_step === "string" && Object.keys(value).length === 1;
+}
+
+function mapValues(value: unknown, onString: (text: string) => string, onReference: (id: string) => unknown): unknown {
+  if (typeof value === "string") return onString(value);
+  if (isReference(value)) return onReference(value.from_step);
+  if (Array.isArray(value)) return value.map((item) => mapValues(item, onString, onReference));
+  if (typeof value === "object" && value !== null) return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, mapValues(item, onString, onReference)]));
+  return value;
+}
+
+/** The steps a step's arguments take output from. */
+export function referencedSteps(args: Record<string, unknown>): string[] {
+  const found = new Set<string>();
+  mapValues(
+    args,
+    (text) => {
+      for (const match of text.matchAll(TEMPLATE)) found.add(match[1]!);
+      return text;
+    },
+    (id) => found.add(id),
+  );
+  return [...found];
+}
+
+/** Arguments with every reference standing in as placeholder text: their shape, for validation before any step ran. */
+export function withoutStepReferences(args: Record<string, unknown>): Record<string, unknown> {
+  return mapValues(args, (text) => text.replace(TEMPLATE, "output"), () => "output") as Record<string, unknown>;
+}
+
+/** A plan in which each step that takes an earlier step's output also waits for it. */
+export function withReferenceDependencies(steps: readonly PlanStep[]): PlanStep[] {
+  return steps.map((step) => {
+    if (step.kind !== "tool") return step;
+    const extra = referencedSteps(step.arguments).filter((id) => id !== step.id && !step.depends_on.includes(id));
+    return extra.length > 0 ? { ...step, depends_on: [...step.depends_on, ...extra] } : step;
+  });
+}
+
+/**
+ * A step's arguments with the outputs of the steps it names filled in (trailing newlines trimmed),
+ * or why they cannot be: a named step that is not in the plan or did not succeed.
+ */
+export function resolveStepReferences(args: Record<string, unknown>, projection: TaskProjection): { args: Record<string, unknown> } | { problem: string } {
+  let problem: string | null = null;
+  const outputOf = (id: string): string => {
+    const step = projection.steps[id];
+    if (!step) problem ??= `the arguments use the output of step ${id}, which is not in the plan`;
+    else if (step.status !== "succeeded") problem ??= `the arguments use the output of step ${id}, which did not succeed`;
+    return (step?.result?.output ?? "").replace(/\n+$/, "");
+  };
+  const resolved = mapValues(args, (text) => text.replace(TEMPLATE, (_match, id: string) => outputOf(id)), outputOf) as Record<string, unknown>;
+  return problem ? { problem } : { args: resolved };
+}
