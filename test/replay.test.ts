@@ -159,6 +159,22 @@ describe("recording tasks of every kind", () => {
     await loopHandle.done;
     keep("agent loop reads then answers", looping, loopHandle.taskId);
 
+    // A long loop whose results outgrow the observations budget: the earliest decisions are summarised.
+    const longLoop = createTestRuntime({
+      runtime: { agent: { max_iterations: 6 } },
+      models: scriptedAgent({
+        directive: (_request, view) =>
+          view.decision <= 4 ? { kind: "tool", tool: "file_read", arguments: { path: `part-${view.decision}.txt` }, reason: "read the next part" } : { kind: "respond", answer: "Read all four parts." },
+        summary: (request) => `Parts read so far: ${(request.prompt.match(/part \d/g) ?? []).length} mentions.`,
+      }),
+    });
+    runtimes.push(longLoop);
+    for (let part = 1; part <= 4; part += 1) writeFileSync(join(longLoop.workspace, `part-${part}.txt`), `part ${part} `.repeat(700));
+    const longHandle = longLoop.loop.submit({ text: "Read the four parts." });
+    await longHandle.done;
+    expect(longLoop.store.listEvents(longHandle.taskId).some((event) => event.type === "context-summarised")).toBe(true);
+    keep("agent loop summarises its earliest decisions", longLoop, longHandle.taskId);
+
     // The real model path, on the fixture model, deciding again after its steps.
     for (const seed of [3, 4, 5]) {
       const models = new LlamaCppProvider({ config: fixtureModelsConfig(), modelsDir: "/", logger: pino({ level: "silent" }), seed });
@@ -168,7 +184,7 @@ describe("recording tasks of every kind", () => {
       await handle.done;
       keep(`fixture model, seed ${seed}`, real, handle.taskId);
     }
-    expect(recordings.length).toBeGreaterThanOrEqual(16);
+    expect(recordings.length).toBeGreaterThanOrEqual(17);
   }, 240_000);
 });
 

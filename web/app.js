@@ -2,6 +2,8 @@
 import { partialAnswer } from "./answer-stream.js";
 
 const $ = (id) => document.getElementById(id);
+// Roles whose prose streams into the thinking panel (the orchestrator decides again after steps).
+const PROSE_ROLES = new Set(["thinker", "orchestrator", "coder"]);
 const messages = $("messages");
 const eventLog = $("event-log");
 const state = { taskId: null, lastSeq: 0, socket: null, retry: 0, view: null, session: sessionId() };
@@ -148,6 +150,9 @@ function handleEvent(event) {
       view.user.textContent = p.text;
       view.workspace = p.workspace;
       break;
+    case "context-summarised":
+      view.tools.append(el("div", "iteration", p.section === "history" ? `Summarised ${p.covers.length} earlier turn(s) of the conversation to fit the context` : `Summarised decisions 1 to ${p.through} to fit the context`));
+      break;
     case "iteration-started": {
       // Each further decision of the agent loop is a turn of its own under the same question.
       view.iteration = p.iteration;
@@ -157,7 +162,7 @@ function handleEvent(event) {
     case "model-output-started":
       if (p.purpose.startsWith("directive")) view.directive = "";
       // The thinker's and the coder's prose stream into view; JSON for the runtime does not.
-      else if ((p.role === "thinker" || p.role === "coder") && view.thinking.textContent) view.thinking.append("\n");
+      else if (PROSE_ROLES.has(p.role) && view.thinking.textContent) view.thinking.append("\n");
       break;
     case "model-output-delta":
       if (p.purpose.startsWith("directive")) {
@@ -170,7 +175,7 @@ function handleEvent(event) {
         }
         break;
       }
-      if (p.role !== "thinker" && p.role !== "coder") break;
+      if (!PROSE_ROLES.has(p.role)) break;
       view.thinking.append(p.text);
       view.thinking.scrollTop = view.thinking.scrollHeight;
       break;

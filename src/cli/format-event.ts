@@ -50,6 +50,10 @@ export function formatEvent(event: DuckEvent): string | null {
       const p = payloadOf(event, "directive-retried");
       return `  the directive was refused (${p.attempt}); asking again: ${p.error.slice(0, 200)}`;
     }
+    case "context-summarised": {
+      const p = payloadOf(event, "context-summarised");
+      return p.section === "history" ? `  summarised ${p.covers.length} earlier turn(s) of the conversation` : `  summarised decisions 1 to ${p.through}`;
+    }
     case "iteration-started": {
       const p = payloadOf(event, "iteration-started");
       return `↻ decision ${p.iteration}: ${p.reason}`;

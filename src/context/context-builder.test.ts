@@ -38,4 +38,48 @@ describe("buildContext", () => {
   it("leaves short text alone", () => {
     expect(fitText("short", 10, estimateTokens)).toEqual({ text: "short", truncated: false });
   });
+
+  it("shows the tools most relevant to the task when the catalogue is over budget, and names the rest", () => {
+    const budgets = RuntimeConfigSchema.parse({ context_budgets: { tools: 120 } }).context_budgets;
+    const tool = (name: string, description: string) => ({ name, description, effect: "read-only", input_schema: { type: "object" } });
+    const tools = [
+      tool("calendar_events", "Lists calendar events for a day."),
+      tool("weather_today", "Tells the weather forecast for a city."),
+      tool("git_log", "Shows the commit history of a git repository."),
+      ...Array.from({ length: 8 }, (_, i) => tool(`unrelated_${i}`, "Does something else entirely, at some length.")),
+    ];
+    const context = buildContext({ systemPrompt: "", taskText: "What is the weather forecast for Oslo?", memory: [], tools, history: [] }, budgets, estimateTokens);
+    expect(context.sections.tools.tokens).toBeLessThanOrEqual(120);
+    expect(context.sections.tools.truncated).toBe(true);
+    expect(context.prompt).toContain("- weather_today [read-only]");
+    expect(context.toolsLeftOut).not.toContain("weather_today");
+    expect(context.toolsLeftOut.length).toBeGreaterThan(0);
+    expect(context.prompt).toContain(`(${context.toolsLeftOut.length} more tools not shown here`);
+    expect(context.prompt).toContain(context.toolsLeftOut[0]);
+    // All of them fit: all are shown, in order, and nothing is said to be left out.
+    const roomy = buildContext({ systemPrompt: "", taskText: "weather", memory: [], tools, history: [] }, RuntimeConfigSchema.parse({}).context_budgets, estimateTokens);
+    expect(roomy.toolsLeftOut).toEqual([]);
+    expect(roomy.prompt.indexOf("calendar_events")).toBeLessThan(roomy.prompt.indexOf("weather_today"));
+  });
+
+  it("reports the oldest turns that do not fit for a summary, and puts a summary in their place", () => {
+    const budgets = RuntimeConfigSchema.parse({ context_budgets: { history: 100 } }).context_budgets;
+    const history = Array.from({ length: 12 }, (_, i) => ({ task_id: `t${i}`, text: `question ${i}`, answer: `answer number ${i} `.repeat(3) }));
+    const input = { systemPrompt: "", taskText: "next", memory: [], tools: [], history, summarising: true };
+    const first = buildContext(input, budgets, estimateTokens);
+    expect(first.overflow.history.length).toBeGreaterThan(0);
+    expect(first.overflow.history[0]!.task_id).toBe("t0");
+    expect(first.prompt).toContain("question 11");
+    const covers = first.overflow.history.map((turn) => turn.task_id!);
+    const second = buildContext({ ...input, historySummary: { covers, text: "The user asked about ducks." } }, budgets, estimateTokens);
+    expect(second.overflow.history).toEqual([]);
+    expect(second.sections.history.tokens).toBeLessThanOrEqual(100);
+    expect(second.prompt).toContain("Earlier in this conversation (summarised): The user asked about ducks.");
+    expect(second.prompt).toContain("question 11");
+    expect(second.prompt).not.toContain("question 0\n");
+    // Without a model to summarise, nothing is held back and nothing is reported.
+    const plain = buildContext({ ...input, summarising: false }, budgets, estimateTokens);
+    expect(plain.prompt).toContain("question 11");
+  });
 });
+

@@ -2,17 +2,42 @@ import type { MemoryHit } from "../contracts/index.js";
 import type { IterationRecord } from "../state/task-projection.js";
 import type { RuntimeConfig } from "../config/config-schemas.js";
 import type { ToolCatalogueEntry } from "../tools/tool-registry.js";
+import { fitItems, fitText, SUMMARY_SHARE, type TokenCounter } from "./fitting.js";
+import { observationsText, type ObservationsSummary } from "./observations.js";
+import { selectTools } from "./tool-selection.js";
 
-export type TokenCounter = (text: string) => number;
+export { fitText, type TokenCounter } from "./fitting.js";
+export type { ObservationsSummary } from "./observations.js";
+
+/** One earlier exchange of the conversation. */
+export interface HistoryTurn {
+  /** The task it was; a summary names the turns it covers by these. */
+  task_id?: string;
+  text: string;
+  answer: string | null;
+}
+
+/** A model's summary of the oldest turns of the conversation, standing in for them. */
+export interface HistorySummary {
+  covers: readonly string[];
+  text: string;
+}
 
 export interface ContextInput {
   systemPrompt: string;
   taskText: string;
   memory: readonly MemoryHit[];
   tools: readonly ToolCatalogueEntry[];
-  history: ReadonlyArray<{ text: string; answer: string | null }>;
+  history: readonly HistoryTurn[];
   /** What the task's earlier decisions did (the agent loop), oldest first. */
   observations?: readonly IterationRecord[];
+  historySummary?: HistorySummary | null;
+  observationsSummary?: ObservationsSummary | null;
+  /**
+   * A model can summarise what does not fit: keep a quarter of the history and observations
+   * budgets for that summary, and report what overflows.
+   */
+  summarising?: boolean;
 }
 
 export interface SectionUsage {
@@ -27,50 +52,26 @@ export interface BuiltContext {
   /** `observations` is there only from the second decision on. */
   sections: Record<"system" | "memory" | "tools" | "history" | "task", SectionUsage> & { observations?: SectionUsage };
   total_tokens: number;
+  /** Turns and decisions that did not fit and no summary covers yet, oldest first. */
+  overflow: { history: HistoryTurn[]; observations: IterationRecord[] };
+  /** Tools not shown in full for want of budget (the catalogue says so and names them). */
+  toolsLeftOut: string[];
 }
 
-/** Cuts text to at most `budget` tokens, keeping the start. */
-export function fitText(text: string, budget: number, count: TokenCounter): { text: string; truncated: boolean } {
-  if (count(text) <= budget) return { text, truncated: false };
-  let length = Math.floor(text.length * (budget / Math.max(1, count(text))));
-  while (length > 0 && count(text.slice(0, length) + "…") > budget) length = Math.floor(length * 0.9);
-  return { text: length > 0 ? `${text.slice(0, length)}…` : "", truncated: true };
-}
+const turnText = (turn: HistoryTurn) => `User: ${turn.text}\nDuckLM: ${turn.answer ?? "(no answer)"}`;
 
-/** Keeps whole items, in the order given, while they fit in the budget. */
-function fitItems(items: readonly string[], budget: number, count: TokenCounter): { kept: string[]; truncated: boolean } {
-  const kept: string[] = [];
-  let used = 0;
-  for (const item of items) {
-    const cost = count(item) + 1;
-    if (used + cost > budget) return { kept, truncated: true };
-    kept.push(item);
-    used += cost;
-  }
-  return { kept, truncated: false };
-}
-
-/**
- * The earlier decisions' results, newest first in priority: each step's output gets an equal share
- * of the budget (cut, and said to be cut), and whole steps that do not fit are left out, oldest first.
- */
-function observationsText(iterations: readonly IterationRecord[], budget: number, count: TokenCounter): { text: string; truncated: boolean } {
-  const items: string[] = [];
-  const steps = iterations.reduce((sum, iteration) => sum + Math.max(1, iteration.steps.length), 0);
-  const share = Math.max(64, Math.floor(budget / Math.max(1, steps)) - 16);
-  let truncated = false;
-  for (const iteration of [...iterations].reverse()) {
-    const lines = iteration.steps.map((step) => {
-      const judged = step.verdict ? `, critic: ${step.verdict}` : "";
-      const body = fitText(step.status === "succeeded" ? step.output : (step.error ?? step.output), share, count);
-      truncated ||= body.truncated;
-      return `- ${step.id} (${step.tool ?? "step"}) ${step.status}${judged}: ${body.text || "(no output)"}`;
-    });
-    const head = `Decision ${iteration.iteration}: ${iteration.directive.kind}`;
-    items.push([head, ...(lines.length > 0 ? lines : ["- (no steps)"])].join("\n"));
-  }
-  const fitted = fitItems(items, budget, count);
-  return { text: [...fitted.kept].reverse().join("\n"), truncated: truncated || fitted.truncated };
+/** The conversation, newest turns first in priority; a summary takes the place of the turns it covers. */
+function historyText(input: ContextInput, budget: number, count: TokenCounter): { text: string; truncated: boolean; overflow: HistoryTurn[] } {
+  const summary = input.historySummary ?? null;
+  const covered = new Set(summary?.covers ?? []);
+  const open = input.history.filter((turn) => !turn.task_id || !covered.has(turn.task_id));
+  const summaryText = summary ? fitText(`Earlier in this conversation (summarised): ${summary.text}`, Math.floor(budget * SUMMARY_SHARE), count) : null;
+  const items = [...open].reverse().map(turnText);
+  let fitted = fitItems(items, summaryText ? budget - count(summaryText.text) - 1 : budget, count);
+  // What overflows will be summarised: leave room for that summary.
+  if (!summaryText && input.summarising && fitted.truncated) fitted = fitItems(items, Math.floor(budget * (1 - SUMMARY_SHARE)), count);
+  const parts = [...(summaryText?.text ? [summaryText.text] : []), ...[...fitted.kept].reverse()];
+  return { text: parts.join("\n"), truncated: fitted.truncated || Boolean(summaryText?.truncated), overflow: open.slice(0, open.length - fitted.kept.length) };
 }
 
 /** Assembles what the models see, each section within its token budget from runtime.json. */
@@ -78,23 +79,15 @@ export function buildContext(input: ContextInput, budgets: RuntimeConfig["contex
   const system = fitText(input.systemPrompt, budgets.system, count);
   const memoryFit = fitItems(input.memory.map((hit) => `- (${hit.entry.kind}) ${hit.entry.text}`), budgets.memory, count);
   const memory = { text: memoryFit.kept.join("\n"), truncated: memoryFit.truncated };
-  const toolsFit = fitItems(
-    input.tools.map((tool) => `- ${tool.name} [${tool.effect}]: ${tool.description} input: ${JSON.stringify(tool.input_schema)}`),
-    budgets.tools,
-    count,
-  );
-  const tools = { text: toolsFit.kept.join("\n"), truncated: toolsFit.truncated };
-  // Most recent history matters most: fit from the newest, then restore chronological order.
-  const historyItems = [...input.history].reverse().map((turn) => `User: ${turn.text}\nDuckLM: ${turn.answer ?? "(no answer)"}`);
-  const historyFit = fitItems(historyItems, budgets.history, count);
-  const historyText = [...historyFit.kept].reverse().join("\n");
+  const tools = selectTools(input.tools, input.taskText, budgets.tools, count);
+  const history = historyText(input, budgets.history, count);
   const task = fitText(input.taskText, budgets.task, count);
-  const observed = observationsText(input.observations ?? [], budgets.observations, count);
+  const observed = observationsText(input.observations ?? [], budgets.observations, count, { summary: input.observationsSummary ?? null, summarising: input.summarising ?? false });
 
   const parts: string[] = [];
   if (memory.text) parts.push(`## Relevant memory\n${memory.text}`);
   if (tools.text) parts.push(`## Tools\n${tools.text}`);
-  if (historyText) parts.push(`## Conversation so far\n${historyText}`);
+  if (history.text) parts.push(`## Conversation so far\n${history.text}`);
   parts.push(`## Task\n${task.text}`);
   if (observed.text) parts.push(`## What the steps so far returned\n${observed.text}\n\nIf this answers the task, respond with an answer written from these results, naming the steps you used; otherwise decide what to do next.`);
   const prompt = parts.join("\n\n");
@@ -103,10 +96,10 @@ export function buildContext(input: ContextInput, budgets: RuntimeConfig["contex
     system: usage(system.text, budgets.system, system.truncated),
     memory: usage(memory.text, budgets.memory, memory.truncated),
     tools: usage(tools.text, budgets.tools, tools.truncated),
-    history: usage(historyText, budgets.history, historyFit.truncated),
+    history: usage(history.text, budgets.history, history.truncated),
     task: usage(task.text, budgets.task, task.truncated),
     ...(observed.text ? { observations: usage(observed.text, budgets.observations, observed.truncated) } : {}),
   };
   const total = Object.values(sections).reduce((sum, section) => sum + section.tokens, 0);
-  return { system: system.text, prompt, sections, total_tokens: total };
+  return { system: system.text, prompt, sections, total_tokens: total, overflow: { history: history.overflow, observations: observed.overflow }, toolsLeftOut: tools.leftOut };
 }

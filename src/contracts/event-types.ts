@@ -19,6 +19,7 @@ export const EventType = {
   DirectiveDecided: "directive-decided",
   DirectiveRetried: "directive-retried",
   IterationStarted: "iteration-started",
+  ContextSummarised: "context-summarised",
   PlanAccepted: "plan-accepted",
   StepStarted: "step-started",
   StepRetrying: "step-retrying",

@@ -42,8 +42,11 @@ export interface EventPayloads {
   "task-completed": { answer: string };
   "task-failed": { code: string; message: string };
   "task-cancelled": { reason: string };
-  /** `tools`: the names of the tools offered to the model (a replay offers the same). */
-  "context-built": { sections: Record<string, { tokens: number; budget: number; truncated: boolean }>; total_tokens: number; tools?: string[] };
+  /**
+   * `tools`: the names of the tools offered to the model (a replay offers the same);
+   * `tools_left_out`: how many of them the catalogue named without showing, for want of budget.
+   */
+  "context-built": { sections: Record<string, { tokens: number; budget: number; truncated: boolean }>; total_tokens: number; tools?: string[]; tools_left_out?: number };
   "memory-recalled": { decision: RecallDecision; hits: MemoryHit[] };
   "memory-written": { action: "insert" | "reinforce" | "forget" | "pin" | "unpin"; memory_id: number; kind: string; text: string; reason: string };
   "model-output-started": { role: ModelRole; purpose: string };
@@ -53,6 +56,11 @@ export interface EventPayloads {
   "directive-decided": { directive: ExecutionDirective; source: "model" | "intent-parser" | "no-model" };
   /** The JSON compiler's directive was cut off or did not validate; it is asked again with the error. */
   "directive-retried": { attempt: number; error: string };
+  /**
+   * A model summarised what no longer fits a section's budget: the oldest turns of the conversation
+   * (`covers`: their task ids) or the earliest decisions of the agent loop (1 to `through`).
+   */
+  "context-summarised": { section: "history"; covers: string[]; summary: string } | { section: "observations"; through: number; summary: string };
   /** The model sees what the previous directive's steps did and decides again. */
   "iteration-started": { iteration: number; reason: string };
   "plan-accepted": { steps: PlanStep[]; order: string[] };

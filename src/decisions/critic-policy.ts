@@ -10,14 +10,49 @@ export function heuristicScore(result: ToolResult): CriticScore {
   return { correctness: 0, usefulness: 0, safety: 1, verdict, reason: `${code}: ${result.error?.message ?? "failed"}` };
 }
 
-/** What the critic model is asked about one step. */
-export function criticPrompt(taskText: string, step: PlanStep, result: ToolResult): string {
+/** A person's rating of an earlier step that called the same tool. */
+export interface RatedStep {
+  arguments: Record<string, unknown>;
+  rating: "up" | "down";
+  comment: string;
+}
+
+const RATINGS_SHOWN = 5;
+
+function words(value: unknown): Set<string> {
+  return new Set(JSON.stringify(value ?? {}).toLowerCase().match(/[a-z0-9_.-]{2,}/g) ?? []);
+}
+
+/** The ratings most like this step: those whose arguments share the most words with its own, newest first among equals. */
+export function similarRatings(step: PlanStep, ratings: readonly RatedStep[], limit = RATINGS_SHOWN): RatedStep[] {
+  const own = words(step.kind === "tool" ? step.arguments : {});
+  const overlap = (rated: RatedStep) => [...words(rated.arguments)].filter((word) => own.has(word)).length;
+  return ratings
+    .map((rated, index) => ({ rated, index, shared: overlap(rated) }))
+    .sort((a, b) => b.shared - a.shared || a.index - b.index)
+    .slice(0, limit)
+    .map((entry) => entry.rated);
+}
+
+function ratingsText(ratings: readonly RatedStep[]): string {
+  if (ratings.length === 0) return "";
+  const lines = ratings.map((rated) => {
+    const call = JSON.stringify(rated.arguments).slice(0, 200);
+    return `- ${call}: rated ${rated.rating === "up" ? "up (good)" : "down (bad)"}${rated.comment ? ` — "${rated.comment.slice(0, 300)}"` : ""}`;
+  });
+  return ["How people rated similar steps before (weigh these in your verdict):", ...lines].join("\n");
+}
+
+/** What the critic model is asked about one step, with people's ratings of similar earlier steps. */
+export function criticPrompt(taskText: string, step: PlanStep, result: ToolResult, ratings: readonly RatedStep[] = []): string {
   const output = result.output.length > 4000 ? `${result.output.slice(0, 4000)}\n[…cut]` : result.output;
   return [
     `Task: ${taskText}`,
     `Step ${step.id} (${step.kind}): ${step.description || (step.kind === "tool" ? step.tool : "coder")}`,
+    step.kind === "tool" ? `Call: ${step.tool} ${JSON.stringify(step.arguments).slice(0, 500)}` : "",
     `Succeeded: ${result.ok}${result.exit_code !== undefined && result.exit_code !== null ? `, exit code ${result.exit_code}` : ""}`,
     result.error ? `Error: ${result.error.code}: ${result.error.message}` : "",
+    ratingsText(similarRatings(step, ratings)),
     "Output:",
     output,
   ].filter(Boolean).join("\n");

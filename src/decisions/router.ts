@@ -13,8 +13,12 @@ export interface RouterDecision {
  * (the Thinker's own model when there is no other) writes it as an ExecutionDirective under the
  * directive's schema. This module builds those requests; the runtime makes the calls.
  */
-export function draftRequest(context: BuiltContext, prompts: Prompts): { system: string; prompt: string } {
-  return { system: `${context.system}\n\n${prompts.thinker}`, prompt: context.prompt };
+export function draftRequest(context: BuiltContext, prompts: Prompts, decision: number): { role: "thinker" | "orchestrator"; system: string; prompt: string } {
+  // The first decision is the Thinker's; deciding again from what the steps returned — answer, more
+  // steps or give up — is the orchestrator's (the Thinker's own model when none is configured).
+  // Both may plan, so both are told how.
+  if (decision <= 1) return { role: "thinker", system: `${context.system}\n\n${prompts.thinker}\n\n${prompts.planning}`, prompt: context.prompt };
+  return { role: "orchestrator", system: `${context.system}\n\n${prompts.orchestrator}\n\n${prompts.planning}`, prompt: context.prompt };
 }
 
 export function directiveRequest(context: BuiltContext, draft: string, prompts: Prompts): { system: string; prompt: string } {

@@ -5,6 +5,7 @@ import pino from "pino";
 import type { DuckConfig } from "../config/config-schemas.js";
 import type { DuckEvent, EventPayloads, MemoryHit } from "../contracts/index.js";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
+import type { SessionHistory } from "../runtime/executor-context.js";
 import { createRuntime, type Runtime } from "../runtime/create-runtime.js";
 import type { TaskOutcome } from "../runtime/task-outcome.js";
 import { unconfinedShell } from "../tools/shell-sandbox.js";
@@ -107,6 +108,7 @@ export async function replayTask(recorded: readonly DuckEvent[], config: DuckCon
       models: anyModel ? models : null,
       registry,
       memorySearch: (): MemoryHit[] => recalls.shift() ?? [],
+      sessionHistory: recordedHistory(recorded, config.runtime.context_budgets.history),
       sleep: async () => undefined,
       // No command runs in a replay; decisions follow the confinement the recording says it had.
       sandbox: { ...unconfinedShell, confinement: (recorded.find((event) => event.type === "task-started")?.payload as EventPayloads["task-started"] | undefined)?.confinement ?? "confined" },
@@ -241,4 +243,17 @@ function compare(taskId: string, recorded: readonly DuckEvent[], replayed: reado
     }
   }
   return { task_id: taskId, matches: true, recorded: recorded.length, replayed: replayed.length, first_difference: null };
+}
+
+/**
+ * The conversation a replay shows its task. The earlier turns are not in the task's log, but the
+ * ones its model summarised are named there: they stand in as turns too long to fit, so the replay
+ * summarises the same turns and is served the recorded summary. The turns shown in full only
+ * affected the prompt, which a replay does not need.
+ */
+function recordedHistory(recorded: readonly DuckEvent[], historyBudget: number): SessionHistory {
+  const summarised = recorded.find((event) => event.type === "context-summarised" && (event.payload as EventPayloads["context-summarised"]).section === "history");
+  const covers = summarised ? (summarised.payload as Extract<EventPayloads["context-summarised"], { section: "history" }>).covers : [];
+  const tooLong = "·".repeat(historyBudget * 8);
+  return () => covers.map((taskId) => ({ task_id: taskId, text: tooLong, answer: null }));
 }

@@ -26,7 +26,7 @@ import { chooseShellSandbox, type ShellSandbox } from "../tools/shell-sandbox.js
 import { ToolRegistry } from "../tools/tool-registry.js";
 import { createLogger } from "./logger.js";
 import { RuntimeLoop } from "./runtime-loop.js";
-import type { ExecutorContext, MemorySearch } from "./executor-context.js";
+import type { ExecutorContext, MemorySearch, SessionHistory } from "./executor-context.js";
 import { setTimeout as delay } from "node:timers/promises";
 import { createExecutionDirectiveSchema, ExecutionDirectiveSchema } from "../contracts/index.js";
 import { SecretVault } from "../permissions/secret-vault.js";
@@ -53,6 +53,8 @@ export interface CreateRuntimeOptions {
   registry?: ToolRegistry;
   /** Memory search to use instead of the store's (replay serves recorded hits). */
   memorySearch?: MemorySearch;
+  /** Conversation history to use instead of the store's (replay). */
+  sessionHistory?: SessionHistory;
   /** Delay between retries; defaults to a real, cancellable wait (replay passes none). */
   sleep?: (ms: number, signal: AbortSignal) => Promise<void>;
   /** What embeds memory for vector search. Defaults to the model provider's embeddings role, if any. */
@@ -187,6 +189,7 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
     config,
     logger,
     memorySearch: options.memorySearch ?? ((query, limit) => memory.recall(query, limit)),
+    sessionHistory: options.sessionHistory ?? ((sessionId, beforeTaskId, limit) => store.sessionHistory(sessionId, beforeTaskId, limit).map((task) => ({ task_id: task.id, text: task.text, answer: task.answer }))),
     sleep: options.sleep ?? ((ms, signal) => (ms > 0 ? delay(ms, undefined, { signal }) : Promise.resolve())),
     directiveSchema: tools.names().length > 0 ? createExecutionDirectiveSchema(tools.names()) : ExecutionDirectiveSchema,
   };

@@ -2,6 +2,7 @@ import type { Logger } from "pino";
 import type { z } from "zod";
 import type { ExecutionDirective, MemoryHit } from "../contracts/index.js";
 import type { DuckConfig } from "../config/config-schemas.js";
+import type { HistoryTurn } from "../context/context-builder.js";
 import type { ModelStreamSink } from "./model-stream-sink.js";
 import type { MemoryService } from "../memory/memory-service.js";
 import type { ModelProvider } from "../models/model-provider.js";
@@ -13,6 +14,9 @@ import type { ShellSandbox } from "../tools/shell-sandbox.js";
 import type { ToolRegistry } from "../tools/tool-registry.js";
 
 export type MemorySearch = (query: string, limit: number, taskId: string) => Promise<MemoryHit[]> | MemoryHit[];
+
+/** The earlier turns of a task's conversation, oldest first. */
+export type SessionHistory = (sessionId: string, beforeTaskId: string, limit: number) => HistoryTurn[];
 
 /**
  * What every executor works with: the stores it writes through, the adapters it calls, and the
@@ -34,6 +38,8 @@ export interface ExecutorContext {
   logger: Logger;
   /** How memory is searched for a task (replay serves recorded hits). */
   memorySearch: MemorySearch;
+  /** How a conversation's earlier turns are read (replay stands in what the recording summarised). */
+  sessionHistory: SessionHistory;
   /** The wait before a retry (replay passes none). */
   sleep(ms: number, signal: AbortSignal): Promise<void>;
   /** The directive schema with the registered tool names, built once so a provider can cache its grammar. */

@@ -13,6 +13,8 @@ export interface ModelCallSpec {
   purpose: string;
   system: string;
   prompt: string;
+  /** Most tokens to generate, when less than the role's `max_tokens`. */
+  maxTokens?: number;
 }
 
 /**

@@ -1,13 +1,17 @@
 import { RecallDecisionSchema, type ExecutionDirective, type MemoryHit, type ModelRole } from "../contracts/index.js";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import { withoutStepReferences } from "./step-references.js";
-import { buildContext } from "../context/context-builder.js";
 import { heuristicRecall, recallPrompt } from "../decisions/recall-policy.js";
 import { decideWithoutModel, directiveRequest, draftRequest, type RouterDecision } from "../decisions/router.js";
 import { estimateTokens } from "../models/model-provider.js";
 import type { TaskProjection } from "../state/task-projection.js";
 import type { ExecutorContext } from "./executor-context.js";
 import { callModelJson, callModelText, modelOrHeuristic, servesRole } from "./model-call.js";
+import { contextWithSummaries } from "./summarise-context.js";
+
+/** Earlier turns of a conversation read for a decision: as many as can be shown, or more when a model summarises the oldest. */
+const HISTORY_TURNS_SHOWN = 10;
+const HISTORY_TURNS_SUMMARISED = 40;
 
 /**
  * Recall, context and the Router: everything up to `directive-decided`. It only reads and records,
@@ -19,31 +23,36 @@ export async function routeTask(context: ExecutorContext, projection: TaskProjec
   // Memory is recalled for the first decision; later ones in the loop see the same.
   const hits = projection.iteration > 1 ? projection.recalled : await recall(context, projection, signal);
 
-  const history = projection.session_id ? store.sessionHistory(projection.session_id, taskId, 10) : [];
   const countRole: ModelRole = servesRole(context, "thinker") ? "thinker" : "json_compiler";
   // Budgets are counted with the model's own tokenizer, which needs the model loaded.
   if (servesRole(context, countRole)) await models!.ensureLoaded?.(countRole);
   const count = servesRole(context, countRole) ? (text: string) => models!.countTokens(countRole, text) : estimateTokens;
-  const built = buildContext(
-    {
-      systemPrompt: config.prompts.system,
-      taskText: projection.text,
-      memory: hits,
-      tools: context.tools.catalogue(),
-      history: history.map((task) => ({ text: task.text, answer: task.answer })),
-      observations: projection.iterations,
-    },
-    config.runtime.context_budgets,
+  // With a model to summarise them, older turns are read too; without, only what can be shown.
+  const turns = servesRole(context, "sys_util") ? HISTORY_TURNS_SUMMARISED : HISTORY_TURNS_SHOWN;
+  const history = projection.session_id ? context.sessionHistory(projection.session_id, taskId, turns) : [];
+  const summarised = await contextWithSummaries(
+    context,
+    projection,
+    { systemPrompt: config.prompts.system, taskText: projection.text, memory: hits, tools: context.tools.catalogue(), history, observations: projection.iterations },
     count,
+    signal,
   );
-  store.append(taskId, "context-built", { sections: built.sections, total_tokens: built.total_tokens, tools: context.tools.names() });
+  projection = summarised.projection;
+  const built = summarised.built;
+  store.append(taskId, "context-built", {
+    sections: built.sections,
+    total_tokens: built.total_tokens,
+    tools: context.tools.names(),
+    ...(built.toolsLeftOut.length > 0 ? { tools_left_out: built.toolsLeftOut.length } : {}),
+  });
   signal.throwIfAborted();
 
   let routed: RouterDecision;
   if (!servesRole(context, "json_compiler")) {
     routed = decideWithoutModel(projection.text);
   } else {
-    const draft = servesRole(context, "thinker") ? await callModelText(context, taskId, { role: "thinker", purpose: "draft", ...draftRequest(built, config.prompts) }, signal) : "";
+    const request = draftRequest(built, config.prompts, projection.iteration);
+    const draft = servesRole(context, request.role) ? await callModelText(context, taskId, { purpose: "draft", ...request }, signal) : "";
     routed = { directive: await compileDirective(context, projection, directiveRequest(built, draft, config.prompts), signal), source: "model" };
   }
   return store.append(taskId, "directive-decided", { directive: routed.directive, source: routed.source });

@@ -3,7 +3,7 @@ import { criticPrompt, heuristicScore } from "../decisions/critic-policy.js";
 import { ErrorCode } from "../errors/duck-error.js";
 import type { StepProjection, TaskProjection } from "../state/task-projection.js";
 import type { ExecutorContext } from "./executor-context.js";
-import { modelOrHeuristic } from "./model-call.js";
+import { modelOrHeuristic, servesRole } from "./model-call.js";
 
 /**
  * The critic's judgement of a step's result: the critic model under its schema when one serves the
@@ -12,10 +12,12 @@ import { modelOrHeuristic } from "./model-call.js";
 export async function scoreStep(context: ExecutorContext, projection: TaskProjection, step: StepProjection, signal: AbortSignal): Promise<{ score: CriticScore; source: "model" | "heuristic" }> {
   const result = step.result!;
   if (result.error?.code === ErrorCode.PermissionDenied || result.error?.code === ErrorCode.HardStop) return { score: heuristicScore(result), source: "heuristic" };
+  // Feedback is read back: people's ratings of steps that called the same tool shape the verdict.
+  const ratings = step.step.kind === "tool" && servesRole(context, "critic") ? context.store.stepRatings(step.step.tool, 50) : [];
   const judged = await modelOrHeuristic(
     context,
     projection.task_id,
-    { role: "critic", purpose: `critic:${step.step.id}`, system: context.config.prompts.critic, prompt: criticPrompt(projection.text, step.step, result), schema: CriticScoreSchema },
+    { role: "critic", purpose: `critic:${step.step.id}`, system: context.config.prompts.critic, prompt: criticPrompt(projection.text, step.step, result, ratings), schema: CriticScoreSchema },
     signal,
     () => heuristicScore(result),
   );

@@ -72,6 +72,13 @@ export interface TaskProjection {
   iterations: IterationRecord[];
   /** The memory recalled for the task's first decision, shown again at every later one. */
   recalled: MemoryHit[];
+  /** The models' summaries of what no longer fit the context (see `context-summarised`). */
+  summaries: ContextSummaries;
+}
+
+export interface ContextSummaries {
+  history?: { covers: string[]; text: string };
+  observations?: { through: number; text: string };
 }
 
 /** One finished decision of the agent loop: the directive and what its steps came to. */
@@ -157,6 +164,9 @@ const reducers: { [T in EventTypeName]?: Reducer<T> } = {
   },
   "model-output-completed": (p, e) => {
     p.tokens_used += estimateTokens(e.text);
+  },
+  "context-summarised": (p, e) => {
+    p.summaries = e.section === "history" ? { ...p.summaries, history: { covers: e.covers, text: e.summary } } : { ...p.summaries, observations: { through: e.through, text: e.summary } };
   },
   "iteration-started": (p, e) => {
     const record = recordIteration(p);
@@ -290,6 +300,7 @@ export function initialProjection(event: DuckEvent): TaskProjection {
     tokens_used: 0,
     iterations: [],
     recalled: [],
+    summaries: {},
   };
 }
 
@@ -306,6 +317,7 @@ export function upgradedProjection(stored: TaskProjection): TaskProjection {
     tokens_used: before.tokens_used ?? 0,
     iterations: before.iterations ?? [],
     recalled: before.recalled ?? [],
+    summaries: before.summaries ?? {},
   };
 }
 

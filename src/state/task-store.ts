@@ -15,6 +15,7 @@ import type { EventStore } from "../events/event-store.js";
 import type { SqliteDatabase } from "../storage/open-database.js";
 import { applyEvent, initialProjection, projectEvents, upgradedProjection, type TaskProjection } from "./task-projection.js";
 import { pruneFinishedTasks, type PruneOptions, type PruneResult } from "./task-retention.js";
+import { StepRatings, type StepRating } from "./step-ratings.js";
 import { TaskRows, type NewTaskRow } from "./task-rows.js";
 
 /** Events after which a snapshot is stored: the points a resume should not have to replay past. */
@@ -68,6 +69,7 @@ export class TaskStore {
   /** Sees each event before it is appended and may refuse it by throwing (replay stops at recorded crashes). */
   appendGuard: ((event: DuckEvent) => void) | null = null;
   private readonly rows: TaskRows;
+  private readonly ratings: StepRatings;
 
   constructor(
     private readonly db: SqliteDatabase,
@@ -76,6 +78,7 @@ export class TaskStore {
     private readonly clock: Clock = () => new Date(),
   ) {
     this.rows = new TaskRows(db);
+    this.ratings = new StepRatings(db);
   }
 
   /**
@@ -252,6 +255,11 @@ export class TaskStore {
   /** Earlier tasks of a conversation, oldest first. */
   sessionHistory(sessionId: string, beforeTaskId: string, limit: number): TaskSummary[] {
     return this.rows.session(sessionId, beforeTaskId, limit);
+  }
+
+  /** People's newest ratings of steps that called `tool` (see StepRatings). */
+  stepRatings(tool: string, limit: number): StepRating[] {
+    return this.ratings.forTool(tool, limit);
   }
 
   listEvents(taskId: string, fromSeq = 1, limit?: number): DuckEvent[] {

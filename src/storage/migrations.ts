@@ -100,6 +100,13 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; description: string; s
       ) WITHOUT ROWID;
     `,
   },
+  {
+    version: 5,
+    description: "an index of people's feedback events, which the critic reads back",
+    sql: `
+      CREATE INDEX events_feedback ON events(id) WHERE type = 'feedback-received';
+    `,
+  },
 ];
 
 export function migrate(db: Database): number {

@@ -9,6 +9,8 @@ export interface JudgedStep {
   stepId: string;
   /** Whether the step's tool call succeeded (`ok`). */
   succeeded: boolean;
+  /** People's ratings of similar earlier steps, as the prompt shows them (empty when there are none). */
+  ratings: string;
 }
 
 /** What a directive request shows of the agent loop so far. */
@@ -31,6 +33,8 @@ export interface AgentScript {
   recall?: RecallDecision;
   /** The critic's verdict on each step. Defaults to pass when the step succeeded, retry when not. */
   verdict?: (step: JudgedStep) => CriticScore["verdict"] | CriticScore;
+  /** A summary of what no longer fits the context (history or earlier decisions). Defaults to a fixed line. */
+  summary?: (request: Request) => string;
   /** The coder's proposals, in turn. */
   coder?: ScriptedReply[];
   /** Options of the provider (chunk size and pace of streaming). */
@@ -40,12 +44,15 @@ export interface AgentScript {
 /** The one place that reads the directive prompt's account of earlier steps (see context-builder.ts). */
 function decisionView(request: Request): DecisionView {
   const section = /## What the steps so far returned\n([\s\S]*?)(?:\n\nIf this answers the task|$)/.exec(request.prompt)?.[1] ?? "";
-  return { decision: (section.match(/^Decision \d+:/gm)?.length ?? 0) + 1, observed: section };
+  // The newest decision shown, or the last one a summary covers, is the one before this.
+  const shown = [...section.matchAll(/^Decision (\d+):|^Decisions 1 to (\d+), summarised/gm)].map((match) => Number(match[1] ?? match[2]));
+  return { decision: Math.max(0, ...shown) + 1, observed: section };
 }
 
 /** The one place that reads the critic's prompt: whether the judged step succeeded. */
 function judgedStep(request: Request): JudgedStep {
-  return { stepId: (request.purpose ?? "").slice("critic:".length), succeeded: request.prompt.includes("Succeeded: true") };
+  const ratings = /How people rated similar steps before[^\n]*\n((?:- .*\n?)*)/.exec(request.prompt)?.[1] ?? "";
+  return { stepId: (request.purpose ?? "").slice("critic:".length), succeeded: request.prompt.includes("Succeeded: true"), ratings };
 }
 
 function score(verdict: CriticScore["verdict"] | CriticScore): CriticScore {
@@ -74,6 +81,7 @@ export function scriptedAgent(script: AgentScript): ScriptedModelProvider {
       const step = judgedStep(request);
       return score(script.verdict ? script.verdict(step) : step.succeeded ? "pass" : "retry");
     }
+    if (purpose.startsWith("summary:")) return script.summary ? script.summary(request) : `Scripted summary (${purpose}).`;
     if (purpose === "draft") return typeof script.draft === "function" ? script.draft(request) : (script.draft ?? "I will make a plan.");
     throw new Error(`the scripted agent has no answer for a ${request.role} request for ${purpose || "(no purpose)"}`);
   };

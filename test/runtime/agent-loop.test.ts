@@ -62,6 +62,27 @@ describe("the agent loop with a scripted model", () => {
     expect(ofType(events, "directive-decided").map((payload) => payload.directive.kind)).toEqual(["tool", "tool", "respond"]);
   });
 
+  it("drafts the first decision as the Thinker and each later one as the orchestrator, with the planning prompt", async () => {
+    const models = scriptedAgent({
+      directive: [
+        { kind: "tool", tool: "file_list", arguments: { path: "." }, reason: "look" },
+        { kind: "respond", answer: "Nothing much." },
+      ],
+    });
+    const runtime = setup({ runtime: loop(), models });
+    const outcome = await runtime.loop.submit({ text: "What is here?" }).done;
+    expect(outcome.state).toBe("completed");
+    const drafts = models.calls.filter((call) => call.kind === "text");
+    expect(drafts.map((call) => call.role)).toEqual(["thinker", "orchestrator"]);
+    const prompts = runtime.config.prompts;
+    expect(drafts[0]!.system).toContain(prompts.thinker);
+    expect(drafts[1]!.system).toContain(prompts.orchestrator);
+    for (const draft of drafts) expect(draft.system).toContain(prompts.planning);
+    // The events name the role that was asked, so the web chat and a replay tell the two apart.
+    const started = ofType(runtime.store.listEvents(outcome.task_id), "model-output-started").filter((payload) => payload.purpose === "draft");
+    expect(started.map((payload) => payload.role)).toEqual(["thinker", "orchestrator"]);
+  });
+
   it("fills a plan step's arguments with an earlier step's output, and records the call as it ran", async () => {
     const plan: ExecutionDirective = {
       kind: "plan",

@@ -1,0 +1,52 @@
+import type { Statement } from "better-sqlite3";
+import type { EventPayloads } from "../contracts/index.js";
+import type { SqliteDatabase } from "../storage/open-database.js";
+
+/** A person's rating of one step, with the tool call it rated. */
+export interface StepRating {
+  task_id: string;
+  step_id: string;
+  tool: string;
+  arguments: Record<string, unknown>;
+  rating: "up" | "down";
+  comment: string;
+}
+
+/** How many of the newest step ratings are looked through for similar ones. */
+const SCANNED = 200;
+
+/**
+ * People's ratings of steps (`feedback-received` events), newest first, each with the tool call it
+ * rated, read from the event log so that there is one record of them. A partial index keeps the scan
+ * to feedback rows only.
+ */
+export class StepRatings {
+  private readonly newest: Statement<[number]>;
+
+  constructor(db: SqliteDatabase) {
+    this.newest = db.prepare(
+      `SELECT f.task_id AS task_id, f.payload AS feedback,
+              (SELECT c.payload FROM events c
+                WHERE c.task_id = f.task_id AND c.type = 'tool-called'
+                  AND json_extract(c.payload, '$.step_id') = json_extract(f.payload, '$.step_id')
+                ORDER BY c.seq DESC LIMIT 1) AS call
+         FROM events f
+        WHERE f.type = 'feedback-received' AND json_extract(f.payload, '$.target') = 'step'
+        ORDER BY f.id DESC LIMIT ?`,
+    );
+  }
+
+  /** The newest ratings of steps that called `tool`, at most `limit`. */
+  forTool(tool: string, limit: number): StepRating[] {
+    const found: StepRating[] = [];
+    for (const row of this.newest.all(SCANNED) as Array<{ task_id: string; feedback: string; call: string | null }>) {
+      if (!row.call) continue;
+      const feedback = JSON.parse(row.feedback) as EventPayloads["feedback-received"];
+      const called = JSON.parse(row.call) as EventPayloads["tool-called"];
+      if (called.call.tool !== tool) continue;
+      found.push({ task_id: row.task_id, step_id: called.step_id, tool, arguments: called.call.arguments, rating: feedback.rating, comment: feedback.comment });
+      if (found.length >= limit) break;
+    }
+    return found;
+  }
+}
