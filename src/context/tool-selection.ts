@@ -1,5 +1,5 @@
 import type { ToolCatalogueEntry } from "../tools/tool-registry.js";
-import { fitItems, fitText, type TokenCounter } from "./fitting.js";
+import { fitText, type TokenCounter } from "./fitting.js";
 
 /** Words too common to say anything about which tool a task needs. */
 const COMMON = new Set(["the", "and", "for", "with", "that", "this", "from", "into", "what", "are", "you", "your", "its", "can", "all", "any", "one", "then", "tell", "show", "please", "file", "files"]);
@@ -20,8 +20,29 @@ function relevance(tool: ToolCatalogueEntry, task: Set<string>): number {
   return score;
 }
 
+// A catalogue entry's line and its token count, kept per entry and counter: the registry hands out
+// the same entries for every decision, and a model's tokenizer is not free.
+const lines = new WeakMap<ToolCatalogueEntry, string>();
+const costs = new WeakMap<TokenCounter, WeakMap<ToolCatalogueEntry, number>>();
+
 function line(tool: ToolCatalogueEntry): string {
-  return `- ${tool.name} [${tool.effect}]: ${tool.description} input: ${JSON.stringify(tool.input_schema)}`;
+  let text = lines.get(tool);
+  if (text === undefined) {
+    text = `- ${tool.name} [${tool.effect}]: ${tool.description} input: ${JSON.stringify(tool.input_schema)}`;
+    lines.set(tool, text);
+  }
+  return text;
+}
+
+function cost(tool: ToolCatalogueEntry, count: TokenCounter): number {
+  let known = costs.get(count);
+  if (!known) costs.set(count, (known = new WeakMap()));
+  let tokens = known.get(tool);
+  if (tokens === undefined) {
+    tokens = count(line(tool)) + 1;
+    known.set(tool, tokens);
+  }
+  return tokens;
 }
 
 /**
@@ -31,8 +52,7 @@ function line(tool: ToolCatalogueEntry): string {
  * they exist; nothing is dropped silently.
  */
 export function selectTools(tools: readonly ToolCatalogueEntry[], taskText: string, budget: number, count: TokenCounter): { text: string; truncated: boolean; leftOut: string[] } {
-  const all = fitItems(tools.map(line), budget, count);
-  if (!all.truncated) return { text: all.kept.join("\n"), truncated: false, leftOut: [] };
+  if (tools.reduce((sum, tool) => sum + cost(tool, count), 0) <= budget) return { text: tools.map(line).join("\n"), truncated: false, leftOut: [] };
   const task = words(taskText);
   const ranked = tools.map((tool, index) => ({ tool, index, score: relevance(tool, task) })).sort((a, b) => b.score - a.score || a.index - b.index);
   // A fifth of the budget names what is left out; the rest shows the most relevant tools in full.
@@ -40,10 +60,10 @@ export function selectTools(tools: readonly ToolCatalogueEntry[], taskText: stri
   const chosen = new Set<number>();
   let used = 0;
   for (const entry of ranked) {
-    const cost = count(line(entry.tool)) + 1;
-    if (used + cost > shownBudget) continue;
+    const tokens = cost(entry.tool, count);
+    if (used + tokens > shownBudget) continue;
     chosen.add(entry.index);
-    used += cost;
+    used += tokens;
   }
   const shown = tools.filter((_, index) => chosen.has(index));
   const leftOut = tools.filter((_, index) => !chosen.has(index)).map((tool) => tool.name);

@@ -3,11 +3,21 @@ import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import { withoutStepReferences } from "./step-references.js";
 import { heuristicRecall, recallPrompt } from "../decisions/recall-policy.js";
 import { decideWithoutModel, directiveRequest, draftRequest, type RouterDecision } from "../decisions/router.js";
-import { estimateTokens } from "../models/model-provider.js";
+import { estimateTokens, type ModelProvider } from "../models/model-provider.js";
 import type { TaskProjection } from "../state/task-projection.js";
 import type { ExecutorContext } from "./executor-context.js";
 import { callModelJson, callModelText, modelOrHeuristic, servesRole } from "./model-call.js";
 import { contextWithSummaries } from "./summarise-context.js";
+
+// One counter per model and role, so that what is counted once (the tool catalogue) stays counted.
+const counters = new WeakMap<ModelProvider, Map<ModelRole, (text: string) => number>>();
+function counterFor(models: ModelProvider, role: ModelRole): (text: string) => number {
+  let byRole = counters.get(models);
+  if (!byRole) counters.set(models, (byRole = new Map()));
+  let counter = byRole.get(role);
+  if (!counter) byRole.set(role, (counter = (text: string) => models.countTokens(role, text)));
+  return counter;
+}
 
 /** Earlier turns of a conversation read for a decision: as many as can be shown, or more when a model summarises the oldest. */
 const HISTORY_TURNS_SHOWN = 10;
@@ -26,7 +36,7 @@ export async function routeTask(context: ExecutorContext, projection: TaskProjec
   const countRole: ModelRole = servesRole(context, "thinker") ? "thinker" : "json_compiler";
   // Budgets are counted with the model's own tokenizer, which needs the model loaded.
   if (servesRole(context, countRole)) await models!.ensureLoaded?.(countRole);
-  const count = servesRole(context, countRole) ? (text: string) => models!.countTokens(countRole, text) : estimateTokens;
+  const count = servesRole(context, countRole) ? counterFor(models!, countRole) : estimateTokens;
   // With a model to summarise them, older turns are read too; without, only what can be shown.
   const turns = servesRole(context, "sys_util") ? HISTORY_TURNS_SUMMARISED : HISTORY_TURNS_SHOWN;
   const history = projection.session_id ? context.sessionHistory(projection.session_id, taskId, turns) : [];

@@ -14,6 +14,8 @@ export interface StepRating {
 
 /** How many of the newest step ratings are looked through for similar ones. */
 const SCANNED = 200;
+/** How long ratings read from the database are used before reading again. */
+const FRESH_MS = 5_000;
 
 /**
  * People's ratings of steps (`feedback-received` events), newest first, each with the tool call it
@@ -22,6 +24,8 @@ const SCANNED = 200;
  */
 export class StepRatings {
   private readonly newest: Statement<[number]>;
+  /** Ratings read lately, per tool: a critic call per step would otherwise query for each. */
+  private readonly cached = new Map<string, { read: number; ratings: StepRating[] }>();
 
   constructor(db: SqliteDatabase) {
     this.newest = db.prepare(
@@ -36,8 +40,24 @@ export class StepRatings {
     );
   }
 
-  /** The newest ratings of steps that called `tool`, at most `limit`. */
-  forTool(tool: string, limit: number): StepRating[] {
+  /**
+   * The newest ratings of steps that called `tool`, at most `limit`. Read again after feedback
+   * recorded here (`forget`), and at least every few seconds for feedback another process recorded.
+   */
+  forTool(tool: string, limit: number, now = Date.now()): StepRating[] {
+    const key = `${limit}|${tool}`;
+    const hit = this.cached.get(key);
+    if (hit && now - hit.read < FRESH_MS) return hit.ratings;
+    const ratings = this.read(tool, limit);
+    this.cached.set(key, { read: now, ratings });
+    return ratings;
+  }
+
+  forget(): void {
+    this.cached.clear();
+  }
+
+  private read(tool: string, limit: number): StepRating[] {
     const found: StepRating[] = [];
     for (const row of this.newest.all(SCANNED) as Array<{ task_id: string; feedback: string; call: string | null }>) {
       if (!row.call) continue;

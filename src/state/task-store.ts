@@ -139,6 +139,7 @@ export class TaskStore {
       projection = applyEvent(projection, event);
       written.push(event);
       if (CHECKPOINTED.has(type)) batch.checkpoints.add(taskId);
+      if (type === EventType.FeedbackReceived) this.ratings.forget();
     }
     batch.events.push(...written);
     batch.rows.set(taskId, time);

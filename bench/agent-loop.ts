@@ -1,0 +1,212 @@
+// The agent loop on a fixed set of scripted tasks: model calls and tokens per completed task, and the
+// runtime's own overhead per decision (everything but the model, which answers at once), against
+// LangGraph.js's prebuilt ReAct agent (createReactAgent, a fake tool-calling model, SqliteSaver) in
+// the same run. Both store on a WAL SQLite file with synchronous=NORMAL.
+//
+//   npm run bench:agent-loop [-- --tasks 60 --rounds 3]
+import Database from "better-sqlite3";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { BaseChatModel } from "@langchain/core/language_models/chat_models";
+import { AIMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
+import type { ChatResult } from "@langchain/core/outputs";
+import { tool } from "@langchain/core/tools";
+import { convertToOpenAITool } from "@langchain/core/utils/function_calling";
+import { createReactAgent } from "@langchain/langgraph/prebuilt";
+import { SqliteSaver } from "@langchain/langgraph-checkpoint-sqlite";
+import { z } from "zod";
+import type { EventPayloads, ExecutionDirective } from "../src/contracts/index.js";
+import { estimateTokens } from "../src/contracts/tokens.js";
+import { scriptedAgent } from "../test/helpers/scripted-agent.js";
+import { createTestRuntime } from "../test/helpers/test-runtime.js";
+import { createEchoTool } from "../test/helpers/test-tools.js";
+
+const { values } = parseArgs({ options: { tasks: { type: "string", default: "60" }, rounds: { type: "string", default: "3" }, only: { type: "string" } } });
+const TASKS_PER_SHAPE = Number(values.tasks);
+const ROUNDS = Number(values.rounds);
+const WARMUP = 10;
+
+/**
+ * The task set. Each shape is what the model decides at each decision, given what it has seen:
+ * tool calls (the second may use the first's output) and then an answer written from the results.
+ */
+interface Shape {
+  name: string;
+  /** The tool calls, one decision each, then the answer. */
+  calls: Array<(previous: string) => string>;
+}
+const SHAPES: Shape[] = [
+  { name: "one tool, then answer", calls: [() => "the pond is 3 m deep"] },
+  { name: "two dependent tools, then answer", calls: [() => "notes.txt", (previous) => `contents of ${previous}: ducks like bread`] },
+  { name: "three tools, then answer", calls: [() => "a", (previous) => `${previous}b`, (previous) => `${previous}c`] },
+];
+const DECISIONS_PER_ROUND = SHAPES.reduce((sum, shape) => sum + shape.calls.length + 1, 0) * TASKS_PER_SHAPE;
+
+function median(numbers: number[]): number {
+  const sorted = [...numbers].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)]!;
+}
+
+interface Counts {
+  modelCalls: number;
+  promptTokens: number;
+  generatedTokens: number;
+}
+
+interface Runner {
+  run(shape: Shape, i: number): Promise<Counts>;
+  close(): Promise<void>;
+}
+
+async function duckSetup(dir: string): Promise<Runner> {
+  let current: Shape = SHAPES[0]!;
+  const models = scriptedAgent({
+    directive: (_request, view): ExecutionDirective => {
+      const step = view.decision - 1;
+      // The observed lines read "- tool (echo) succeeded, critic: pass: <output>".
+      const lastOutput = /\) \w+(?:, critic: \w+)?: (.*)$/.exec(view.observed.trim().split("\n").at(-1) ?? "")?.[1] ?? "";
+      if (step < current.calls.length) return { kind: "tool", tool: "echo", arguments: { text: current.calls[step]!(lastOutput) }, reason: "" };
+      return { kind: "respond", answer: `Done: ${lastOutput}` };
+    },
+    draft: "Call the next tool, or answer from what the tools returned.",
+    streaming: { chunkSize: 1_000_000 },
+  });
+  const runtime = createTestRuntime({
+    home: dir,
+    workspace: dir,
+    models,
+    tools: [createEchoTool()],
+    runtime: { storage: { synchronous: "NORMAL" }, agent: { max_iterations: 6 } },
+  });
+  // What the models generated, as the live event stream shows it (reading the log back would be timed too).
+  const generated: string[] = [];
+  runtime.bus.subscribeAll((event) => {
+    if (event.type === "model-output-completed") generated.push((event.payload as EventPayloads["model-output-completed"]).text);
+  });
+  return {
+    async run(shape, i) {
+      current = shape;
+      const callsBefore = models.calls.length;
+      const generatedBefore = generated.length;
+      const outcome = await runtime.loop.submit({ text: `${shape.name} (${i})` }).done;
+      if (outcome.state !== "completed") throw new Error(`DuckLM task ended ${outcome.state}: ${outcome.error?.message}`);
+      const calls = models.calls.slice(callsBefore);
+      return {
+        modelCalls: calls.length,
+        promptTokens: calls.reduce((sum, call) => sum + estimateTokens(call.system) + estimateTokens(call.prompt), 0),
+        generatedTokens: generated.slice(generatedBefore).reduce((sum, text) => sum + estimateTokens(text), 0),
+      };
+    },
+    close: () => runtime.close(),
+  };
+}
+
+/** LangGraph's side of the script: a tool call per decision while calls remain, then the answer. */
+class FakeToolCallingModel extends BaseChatModel {
+  shape: Shape = SHAPES[0]!;
+  prompts: string[] = [];
+  outputs: string[] = [];
+  toolSchemas = "";
+  _llmType(): string {
+    return "fake-tool-calling";
+  }
+  // createReactAgent binds the tools to the model; a real provider would send their schemas with every call.
+  override bindTools(tools: Parameters<typeof convertToOpenAITool>[0][]): this {
+    // What an OpenAI-compatible provider would send: each tool's function schema.
+    this.toolSchemas = JSON.stringify(tools.map((entry) => convertToOpenAITool(entry)));
+    return this;
+  }
+  async _generate(messages: BaseMessage[]): Promise<ChatResult> {
+    // The prompt as a provider would send it: the messages (with their tool calls) and the tool schemas.
+    this.prompts.push(this.toolSchemas + JSON.stringify(messages.map((message) => ({ role: message.getType(), content: message.content, tool_calls: (message as AIMessage).tool_calls }))));
+    const results = messages.filter((message) => message instanceof ToolMessage);
+    const step = results.length;
+    const lastOutput = String(results.at(-1)?.content ?? "");
+    const message =
+      step < this.shape.calls.length
+        ? new AIMessage({ content: "", tool_calls: [{ id: `call_${step}`, name: "echo", args: { text: this.shape.calls[step]!(lastOutput) }, type: "tool_call" }] })
+        : new AIMessage({ content: `Done: ${lastOutput}` });
+    this.outputs.push(JSON.stringify(message.tool_calls?.length ? message.tool_calls : message.content));
+    return { generations: [{ text: String(message.content), message }] };
+  }
+}
+
+async function langGraphSetup(dir: string): Promise<Runner> {
+  const db = new Database(join(dir, "langgraph.sqlite3"));
+  db.pragma("journal_mode = WAL");
+  db.pragma("synchronous = NORMAL");
+  const model = new FakeToolCallingModel({});
+  const echo = tool(async ({ text }: { text: string }) => text, { name: "echo", description: "Echo text back, optionally after a wait.", schema: z.object({ text: z.string() }) });
+  const agent = createReactAgent({ llm: model, tools: [echo], checkpointSaver: new SqliteSaver(db) });
+  return {
+    async run(shape, i) {
+      model.shape = shape;
+      const before = model.prompts.length;
+      const result = await agent.invoke({ messages: [{ role: "user", content: `${shape.name} (${i})` }] }, { configurable: { thread_id: `thread-${shape.name}-${i}` } });
+      const answer = String(result.messages.at(-1)?.content ?? "");
+      if (!answer.startsWith("Done:")) throw new Error("LangGraph run did not answer");
+      const prompts = model.prompts.slice(before);
+      return {
+        modelCalls: prompts.length,
+        promptTokens: prompts.reduce((sum, prompt) => sum + estimateTokens(prompt), 0),
+        generatedTokens: model.outputs.slice(before).reduce((sum, output) => sum + estimateTokens(output), 0),
+      };
+    },
+    close: async () => {
+      db.close();
+    },
+  };
+}
+
+async function measure(setup: (dir: string) => Promise<Runner>): Promise<{ usPerDecision: number; perTask: Counts }> {
+  const dir = mkdtempSync(join(tmpdir(), "ducklm-bench-loop-"));
+  const runner = await setup(dir);
+  try {
+    for (let i = 0; i < WARMUP; i += 1) for (const shape of SHAPES) await runner.run(shape, -i - 1);
+    const totals: Counts = { modelCalls: 0, promptTokens: 0, generatedTokens: 0 };
+    const started = process.hrtime.bigint();
+    for (let i = 0; i < TASKS_PER_SHAPE; i += 1) {
+      for (const shape of SHAPES) {
+        const counts = await runner.run(shape, i);
+        totals.modelCalls += counts.modelCalls;
+        totals.promptTokens += counts.promptTokens;
+        totals.generatedTokens += counts.generatedTokens;
+      }
+    }
+    const elapsedUs = Number(process.hrtime.bigint() - started) / 1_000;
+    const tasks = TASKS_PER_SHAPE * SHAPES.length;
+    return {
+      usPerDecision: elapsedUs / DECISIONS_PER_ROUND,
+      perTask: { modelCalls: totals.modelCalls / tasks, promptTokens: totals.promptTokens / tasks, generatedTokens: totals.generatedTokens / tasks },
+    };
+  } finally {
+    await runner.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const duck: number[] = [];
+const graph: number[] = [];
+let duckCounts: Counts | null = null;
+let graphCounts: Counts | null = null;
+for (let round = 0; round < ROUNDS; round += 1) {
+  // --only lets a profiler look at one side alone.
+  const skipped = { usPerDecision: NaN, perTask: { modelCalls: NaN, promptTokens: NaN, generatedTokens: NaN } };
+  const d = values.only === "langgraph" ? skipped : await measure(duckSetup);
+  const g = values.only === "ducklm" ? skipped : await measure(langGraphSetup);
+  duck.push(d.usPerDecision);
+  graph.push(g.usPerDecision);
+  duckCounts = d.perTask;
+  graphCounts = g.perTask;
+}
+const ratio = median(duck) / median(graph);
+const counts = (c: Counts) => `${c.modelCalls.toFixed(2)} model calls, ${c.promptTokens.toFixed(0)} prompt + ${c.generatedTokens.toFixed(0)} generated tokens per task`;
+console.log(`agent-loop: ${TASKS_PER_SHAPE} tasks of each of ${SHAPES.length} shapes (${SHAPES.map((shape) => shape.name).join("; ")}), ${ROUNDS} rounds (median), instant scripted models`);
+console.log(`  DuckLM                      ${median(duck).toFixed(0).padStart(7)} µs/decision   (rounds: ${duck.map((v) => v.toFixed(0)).join(", ")})`);
+console.log(`  LangGraph.js createReactAgent ${median(graph).toFixed(0).padStart(5)} µs/decision   (rounds: ${graph.map((v) => v.toFixed(0)).join(", ")})`);
+console.log(`  DuckLM: ${counts(duckCounts!)}`);
+console.log(`  LangGraph.js: ${counts(graphCounts!)}`);
+console.log("  DuckLM's calls per task: recall once, then draft + directive at each decision, and a critic per tool step (one tool, then answer: 1 + 2 + 1 + 2 = 6)");
+console.log(`  target: DuckLM's overhead per decision ≤ 0.200 of LangGraph.js's: ${ratio.toFixed(3)} — ${ratio <= 0.2 ? "met" : "NOT met"}`);
