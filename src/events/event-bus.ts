@@ -8,6 +8,9 @@ export interface SubscribeOptions {
   fromSeq?: number;
 }
 
+/** After these a task sends nothing more (feedback aside). */
+const FINAL_EVENTS: ReadonlySet<string> = new Set(["task-completed", "task-failed", "task-cancelled"]);
+
 /** Reads stored events, so a subscriber can catch up before live delivery begins. */
 export type StoredEventReader = (taskId: string, fromSeq: number) => DuckEvent[];
 
@@ -58,7 +61,11 @@ export class EventBus {
   publish(event: DuckEvent): void {
     const forTask = this.byTask.get(event.task_id);
     if (forTask) for (const subscription of [...forTask]) this.deliver(subscription, event);
-    for (const subscription of [...this.everyTask]) this.deliver(subscription, event);
+    for (const subscription of [...this.everyTask]) {
+      this.deliver(subscription, event);
+      // A subscriber to every task never catches up from storage, so it needs no mark for a finished one.
+      if (FINAL_EVENTS.has(event.type)) subscription.delivered.delete(event.task_id);
+    }
   }
 
   subscriberCount(taskId: string): number {

@@ -33,6 +33,8 @@ export interface TaskView extends TaskOutcome {
 export interface RuntimeStatus {
   tools: string[];
   sandbox: { confined: boolean; note: string; warning: string | null };
+  /** Whether the store takes writes; while it does not (a full disk), since when and why. */
+  storage: { ok: true } | { ok: false; failing_since: string; message: string };
 }
 
 /**
@@ -167,6 +169,7 @@ export function ducklmOf(runtime: Runtime): DuckLM {
     status: () => ({
       tools: runtime.tools.names(),
       sandbox: { confined: runtime.sandbox.kind === "bwrap", note: runtime.sandbox.note, warning: runtime.sandboxWarning },
+      storage: ((failing) => (failing ? { ok: false as const, failing_since: failing.since, message: failing.message } : { ok: true as const }))(store.writeHealth()),
     }),
   };
 }

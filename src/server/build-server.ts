@@ -50,7 +50,9 @@ function badUtf8(buffer: Buffer): boolean {
  */
 export async function buildServer(options: ServerOptions): Promise<FastifyInstance> {
   const { ducklm } = options;
-  const app = Fastify({ logger: options.logger ?? false, bodyLimit: options.bodyLimit ?? 1024 * 1024, return503OnClosing: true, forceCloseConnections: true }).withTypeProvider<ZodTypeProvider>();
+  // A busy machine (a model loading, tests in parallel) can take longer than Fastify's 10 s to load
+  // the documentation plugins; starting slowly beats not starting.
+  const app = Fastify({ logger: options.logger ?? false, bodyLimit: options.bodyLimit ?? 1024 * 1024, return503OnClosing: true, forceCloseConnections: true, pluginTimeout: 120_000 }).withTypeProvider<ZodTypeProvider>();
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
 

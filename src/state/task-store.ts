@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import {
   EventType,
+  isTerminalTaskState,
   type Checkpoint,
   type PreApproval,
   type DuckEvent,
@@ -59,8 +60,13 @@ interface Batch {
  * The one writer of task history. Each `append` commits the events, the task row they change and,
  * at milestones, the checkpoint, in one SQLite transaction; then it publishes them on the bus.
  */
+/** Finished tasks whose projections stay in memory; older ones are read back from their checkpoints. */
+const FINISHED_KEPT = 256;
+
 export class TaskStore {
   private readonly projections = new Map<string, TaskProjection>();
+  /** The finished tasks among `projections`, least recently used first. */
+  private readonly finished = new Set<string>();
   /** Events appended but not yet committed, with the tasks and checkpoints they touch. */
   private batch: Batch | null = null;
   private transactionDepth = 0;
@@ -68,6 +74,10 @@ export class TaskStore {
   private broken: DuckError | null = null;
   /** Sees each event before it is appended and may refuse it by throwing (replay stops at recorded crashes). */
   appendGuard: ((event: DuckEvent) => void) | null = null;
+  /** Runs inside every commit before it writes; a test's way to make commits fail (a full disk). */
+  commitGuard: (() => void) | null = null;
+  /** Since when commits have been failing (a full disk, a read-only file), or null while they succeed. */
+  private failingSince: { since: string; message: string } | null = null;
   private readonly rows: TaskRows;
   private readonly ratings: StepRatings;
 
@@ -161,7 +171,29 @@ export class TaskStore {
     } catch (error) {
       this.fail(batch, error);
     }
+    this.failingSince = null;
+    this.keepFinished(batch.rows.keys());
     for (const event of batch.events) this.bus.publish(event);
+  }
+
+  /** Keeps the newest finished tasks' projections in memory and lets the older ones go. */
+  private keepFinished(taskIds: Iterable<string>): void {
+    for (const taskId of taskIds) {
+      const projection = this.projections.get(taskId);
+      if (!projection || !isTerminalTaskState(projection.state)) continue;
+      this.finished.delete(taskId);
+      this.finished.add(taskId);
+    }
+    for (const oldest of this.finished) {
+      if (this.finished.size <= FINISHED_KEPT) break;
+      this.finished.delete(oldest);
+      if (!this.batch?.rows.has(oldest)) this.projections.delete(oldest);
+    }
+  }
+
+  /** Whether commits are failing now, and since when: what `/health` reports as degraded. */
+  writeHealth(): { since: string; message: string } | null {
+    return this.failingSince;
   }
 
   /**
@@ -196,6 +228,8 @@ export class TaskStore {
     }
     this.transactionDepth -= 1;
     this.batch = null;
+    this.failingSince = null;
+    this.keepFinished(batch.rows.keys());
     for (const event of batch.events) this.bus.publish(event);
     return result;
   }
@@ -206,6 +240,7 @@ export class TaskStore {
     if (cached) return cached;
     const loaded = this.loadProjection(taskId);
     this.projections.set(taskId, loaded);
+    this.keepFinished([taskId]);
     return loaded;
   }
 
@@ -233,6 +268,12 @@ export class TaskStore {
   /** Forgets the in-memory projection (after a task ends, or to simulate a fresh process). */
   evict(taskId: string): void {
     this.projections.delete(taskId);
+    this.finished.delete(taskId);
+  }
+
+  /** How many task projections are held in memory (the running ones and the newest finished ones). */
+  get cachedProjections(): number {
+    return this.projections.size;
   }
 
   checkpoint(taskId: string): Checkpoint | null {
@@ -289,6 +330,7 @@ export class TaskStore {
   }
 
   private writeBatch(batch: Batch): void {
+    this.commitGuard?.();
     for (const task of batch.created) this.rows.insert(task);
     for (const event of batch.events) this.events.insert(event);
     for (const [taskId, time] of batch.rows) {
@@ -301,9 +343,10 @@ export class TaskStore {
   /** A batch that did not commit: forget the projections it changed, so they reload from disk. */
   private fail(batch: Batch, error: unknown): never {
     for (const taskId of batch.rows.keys()) this.projections.delete(taskId);
-    throw (error as { code?: string }).code === "SQLITE_CONSTRAINT_UNIQUE"
-      ? new DuckError(ErrorCode.SeqConflict, "a task was changed by another writer", { cause: error })
-      : new DuckError(ErrorCode.StorageFailed, `could not store events: ${(error as Error).message}`, { cause: error });
+    if ((error as { code?: string }).code === "SQLITE_CONSTRAINT_UNIQUE") throw new DuckError(ErrorCode.SeqConflict, "a task was changed by another writer", { cause: error });
+    const message = `could not store events: ${(error as Error).message}`;
+    this.failingSince = { since: this.failingSince?.since ?? this.clock().toISOString(), message };
+    throw new DuckError(ErrorCode.StorageFailed, message, { cause: error });
   }
 
   private throwIfBroken(): void {

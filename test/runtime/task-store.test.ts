@@ -30,6 +30,24 @@ describe("TaskStore", () => {
     expect(published).toEqual([1, 2]);
   });
 
+  it("keeps only the newest finished tasks in memory, and reads older ones back whole", () => {
+    const runtime = setup();
+    const ids: string[] = [];
+    for (let i = 0; i < 400; i += 1) {
+      const task = runtime.store.createTask({ text: `t${i}`, workspace: runtime.workspace });
+      runtime.store.append(task.task_id, "task-started", {});
+      runtime.store.append(task.task_id, "answer-completed", { answer: `answer ${i}` });
+      runtime.store.append(task.task_id, "task-completed", { answer: `answer ${i}` }, { durable: true });
+      ids.push(task.task_id);
+    }
+    const running = runtime.store.createTask({ text: "still going", workspace: runtime.workspace }, { durable: true });
+    expect(runtime.store.cachedProjections).toBeLessThanOrEqual(257);
+    // Reading an old task back gives what its events say, and does not grow the cache past its bound.
+    expect(runtime.store.projection(ids[0]!)).toMatchObject({ state: "completed", answer: "answer 0" });
+    expect(runtime.store.projection(running.task_id).state).toBe("received");
+    expect(runtime.store.cachedProjections).toBeLessThanOrEqual(258);
+  });
+
   it("has a durable append on disk when it returns", () => {
     const runtime = setup();
     const task = runtime.store.createTask({ text: "t", workspace: runtime.workspace }, { durable: true });

@@ -55,6 +55,10 @@ async function serve(ducklm: DuckLM, options: { host?: string; port?: string; op
   console.log(`Log in by opening ${login}`);
   console.log("(the link works once, for 15 minutes; `ducklm login` prints a new one)");
   if (options.open) openInBrowser(login);
+  // The last resort: an error nothing caught is logged, and the server goes on serving the other tasks.
+  const lastResort = (kind: string) => (error: unknown) => ducklm.logger.error({ err: error }, `${kind}: kept serving`);
+  process.on("unhandledRejection", lastResort("unhandled rejection"));
+  process.on("uncaughtException", lastResort("uncaught exception"));
   await startAndResume(ducklm);
   await new Promise<void>((resolve) => {
     process.once("SIGINT", () => resolve());
