@@ -21,7 +21,8 @@ export const TaskListQuerySchema = z.strictObject({
 });
 
 export const SinceQuerySchema = z.strictObject({
-  since: z.coerce.number().int().min(1).default(1),
+  // Events are numbered from 1; 0 also means "from the start", as clients often count from 0.
+  since: z.coerce.number().int().min(0).default(1).transform((since) => Math.max(1, since)),
   limit: z.coerce.number().int().positive().max(10_000).default(1_000),
 });
 

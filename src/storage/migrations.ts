@@ -107,6 +107,13 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; description: string; s
       CREATE INDEX events_feedback ON events(id) WHERE type = 'feedback-received';
     `,
   },
+  {
+    version: 6,
+    description: "an index of tasks by state: the scan for unfinished tasks at start-up",
+    sql: `
+      CREATE INDEX tasks_by_state ON tasks(state, created_at);
+    `,
+  },
 ];
 
 export function migrate(db: Database): number {

@@ -105,7 +105,7 @@ describe("bad input gets a 4xx JSON error and the server stays up", () => {
     ["GET", "/tasks?limit=-1", undefined, 400],
     ["GET", "/tasks/no-such-task", undefined, 404],
     ["GET", "/tasks/bad%20id", undefined, 400],
-    ["GET", "/tasks/x/events?since=0", undefined, 400],
+    ["GET", "/tasks/x/events?since=-1", undefined, 400],
     ["POST", "/tasks/no-such-task/cancel", undefined, 404],
     ["POST", "/permissions/resolve", { task_id: "a", request_id: "b", decision: "maybe" }, 400],
     ["POST", "/permissions/resolve", { task_id: "nope", request_id: "b", decision: "allow" }, 404],
@@ -154,7 +154,8 @@ describe("WebSocket /stream/:id", () => {
     directive = { kind: "tool", tool: "echo", arguments: { text: "streamed", wait_ms: 300 }, reason: "" };
     const { body } = await call("POST", "/chat", { text: "stream me" });
     await new Promise((r) => setTimeout(r, 100));
-    const events = await collect(body.task_id, 1, (list) => list.at(-1)?.type === "task-completed");
+    // `since=0` is the start, as `since=1` is.
+    const events = await collect(body.task_id, 0, (list) => list.at(-1)?.type === "task-completed");
     expect(events.map((event) => event.seq)).toEqual(events.map((_, index) => index + 1));
     expect(events.some((event) => event.type === "model-output-delta")).toBe(true);
     // A client that reconnects with `since` gets the rest, and only the rest.

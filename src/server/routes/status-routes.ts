@@ -17,7 +17,7 @@ export const statusRoutes: FastifyPluginAsyncZod<RouteOptions> = async (app, { d
     return { revoked: request.params.id };
   });
   app.get("/openapi.json", { schema: { hide: true } }, async () => app.swagger());
-  app.get("/stream/:id", { websocket: true, schema: { params: TaskIdParamsSchema, querystring: z.strictObject({ since: z.coerce.number().int().min(1).default(1) }) } }, (socket, request) => {
+  app.get("/stream/:id", { websocket: true, schema: { params: TaskIdParamsSchema, querystring: z.strictObject({ since: z.coerce.number().int().min(0).default(1).transform((since) => Math.max(1, since)) }) } }, (socket, request) => {
     const params = request.params as { id: string };
     const query = request.query as { since: number };
     try {
