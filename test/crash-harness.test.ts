@@ -96,6 +96,11 @@ describe("crash harness: SIGKILL at random moments", () => {
         expect(answered.length, `${file} ran ${runs} times`).toBeGreaterThanOrEqual(runs - 1);
       }
 
+      // "Outcome unknown" questions are for steps that may have done something: never for one that only reads.
+      const unknownOutcome = events.filter((event) => event.type === "permission-requested" && String(event.payload.reason).includes("outcome is unknown"));
+      const aboutReaders = unknownOutcome.filter((event) => (event.payload.call as { tool: string }).tool === "echo");
+      expect(aboutReaders).toEqual([]);
+
       // And every task, crashed or not, replays to the same events.
       const config = testConfig();
       const differing: string[] = [];
@@ -108,7 +113,7 @@ describe("crash harness: SIGKILL at random moments", () => {
       // The tasks iterate, so kills also fell between one decision of the agent loop and the next.
       const iterated = [...byTask.values()].filter((log) => log.some((event) => event.type === "iteration-started")).length;
       expect(iterated).toBeGreaterThanOrEqual(RUNS / 2);
-      console.log(`crash harness: ${RUNS} kills, ${byTask.size} tasks (${iterated} iterated), ${acked.length} acknowledged events, ${repeated} step(s) repeated after asking`);
+      console.log(`crash harness: ${RUNS} kills, ${byTask.size} tasks (${iterated} iterated), ${acked.length} acknowledged events, ${unknownOutcome.length} "outcome unknown" question(s), none about a read-only step; ${repeated} step(s) repeated after asking`);
     } finally {
       for (const dir of [home, workspace, markers]) rmSync(dir, { recursive: true, force: true });
     }

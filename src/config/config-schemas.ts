@@ -187,6 +187,11 @@ export const SafeShapeSchema = z.strictObject({
   dynamic: z.boolean().default(false),
   /** Options are whole words after one dash (`find -name`). Defaults to false. */
   word_options: z.boolean().default(false),
+  /**
+   * Running it twice does no more than running it once (it writes and appends nothing, with any of
+   * its options): after a crash cut it off, it is run again without asking. Defaults to false.
+   */
+  rerun_safe: z.boolean().default(false),
   /** Commands this shape must allow, checked at start-up. */
   examples: z.array(z.string().min(1)).default([]),
   /** Commands this shape must not allow, checked at start-up. */

@@ -198,7 +198,7 @@ describe("CommandClassifier on a table of commands", () => {
   });
 
   it("refuses a shape whose examples do not hold", async () => {
-    const broken = new CommandClassifier({ ...config, categories: { ...config.categories, normal: [{ program: "ls", options: ["-l"], operands: "paths", globs: false, dynamic: false, word_options: false, examples: ["ls -la"], not_examples: ["ls -l"] }] } });
+    const broken = new CommandClassifier({ ...config, categories: { ...config.categories, normal: [{ program: "ls", options: ["-l"], operands: "paths", globs: false, dynamic: false, word_options: false, rerun_safe: false, examples: ["ls -la"], not_examples: ["ls -l"] }] } });
     await expect(broken.checkExamples([])).rejects.toThrow(/"ls -la" is an example of the shape ls but is unknown.*"ls -l" is a not_example/s);
   });
 });
@@ -278,5 +278,30 @@ describe("the destructive core, built from parts", () => {
       }),
       { numRuns: 500, seed: 20261202 },
     );
+  });
+});
+
+describe("commands safe to run again after a crash cut them off", () => {
+  const again = async (command: string) => classifier.safeToRunAgain(command, await classify(command));
+  it.each(["ls -la", "sleep 2 && echo done", "cat a.txt | grep duck | wc -l", "git status --short", "git log --oneline -5", "ls 2>/dev/null", "find . -name '*.ts' 2>&1", "echo \"$(date)\""])("runs %s again without asking", async (command) => {
+    expect(await again(command)).toBe(true);
+  });
+  it.each([
+    "touch made.txt",
+    "echo hi > notes.txt",
+    "echo hi >> log.txt",
+    "ls > listing.txt",
+    "echo \"$(touch x)\"",
+    "mkdir build",
+    "sort -o out.txt in.txt",
+    "command ls",
+    "FOO=1 ls",
+    "./ls",
+    "rm -rf build",
+    "curl https://example.com",
+    "tee copy.txt < a.txt",
+    "git config user.name x",
+  ])("asks before running %s again", async (command) => {
+    expect(await again(command)).toBe(false);
   });
 });

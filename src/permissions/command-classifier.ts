@@ -60,6 +60,10 @@ export class CommandClassifier {
   private readonly realpath: ((path: string) => string) | undefined;
   private parser: ShellParser | null = null;
   private readonly judge: ScriptJudge;
+  /** Shapes (`program` or `program subcommand`) safe to run again after a crash. */
+  private readonly rerunSafe: Set<string>;
+  /** Programs whose shapes are per subcommand (git). */
+  private readonly withSubcommands: Set<string>;
 
   constructor(config: PermissionsConfig, paths: ClassifierPaths = {}) {
     this.hardStop = config.categories.hard_stop.map(parseLegacyRule);
@@ -75,7 +79,26 @@ export class CommandClassifier {
     this.home = paths.home ?? homedir();
     this.protectedPaths = paths.protectedPaths ?? [];
     this.realpath = paths.realpath === null ? undefined : (paths.realpath ?? realpathOfDeepestAncestor);
+    this.rerunSafe = new Set(this.shapes.filter((shape) => shape.rerunSafe).map((shape) => (shape.subcommand ? `${shape.program} ${shape.subcommand}` : shape.program)));
+    this.withSubcommands = new Set(this.shapes.filter((shape) => shape.subcommand).map((shape) => shape.program));
     this.judge = new ScriptJudge({ hardStop: this.hardStop, noAlways: this.noAlways, network: this.networkRules, shapes: this.shapes, home: this.home });
+  }
+
+  /**
+   * Whether a command that a crash cut off may run again without asking: it was judged safe, every
+   * command in it (those inside substitutions included) matches a shape marked `rerun_safe`, and it
+   * redirects nothing into a file. Anything else — an appending redirect, a wrapper, a variable
+   * prefix, a program named by its path — is asked about, as before.
+   */
+  safeToRunAgain(command: string, classification: CommandClassification): boolean {
+    if (classification.category !== "normal" && classification.category !== "read_only") return false;
+    if (classification.commands.length === 0 || classification.network || classification.sudo.length > 0) return false;
+    const withoutHarmless = command.replace(/\d*>&\d*-?|&>\s*\/dev\/null|\d*>\s*\/dev\/null/g, "");
+    if (withoutHarmless.includes(">")) return false;
+    return classification.commands.every((text) => {
+      const [program = "", next = ""] = text.trim().split(/\s+/);
+      return this.rerunSafe.has(this.withSubcommands.has(program) ? `${program} ${next}` : program);
+    });
   }
 
   private async loadParser(): Promise<ShellParser> {

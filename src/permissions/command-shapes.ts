@@ -38,6 +38,8 @@ export interface CommandShape {
   maxOperands: number | null;
   globs: boolean;
   dynamic: boolean;
+  /** Safe to run again after a crash cut it off (see permissions.json `rerun_safe`). */
+  rerunSafe: boolean;
   examples: string[];
   notExamples: string[];
 }
@@ -67,6 +69,7 @@ export function parseShape(rule: string | SafeShapeConfig): CommandShape {
       maxOperands: 0,
       globs: false,
       dynamic: false,
+      rerunSafe: false,
       examples: [rule],
       notExamples: [],
     };
@@ -113,6 +116,7 @@ export function parseShape(rule: string | SafeShapeConfig): CommandShape {
     maxOperands: rule.max_operands ?? null,
     globs: rule.globs,
     dynamic: rule.dynamic,
+    rerunSafe: rule.rerun_safe,
     examples: rule.examples,
     notExamples: rule.not_examples,
   };

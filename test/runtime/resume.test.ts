@@ -84,6 +84,39 @@ describe("resuming a task an earlier process left unfinished", () => {
     expect(events.filter((event) => event.type === "task-resumed")).toHaveLength(1);
   });
 
+  it("runs a command that is safe to repeat again without asking, and asks only about the one that writes", async () => {
+    const home = makeTempDir();
+    const workspace = makeTempDir("ducklm-ws-");
+    const directive: ExecutionDirective = {
+      kind: "plan",
+      goal: "",
+      steps: [
+        { id: "looks", kind: "tool", description: "", depends_on: [], tool: "shell_exec", arguments: { command: "sleep 3 && echo slept" } },
+        { id: "writes", kind: "tool", description: "", depends_on: [], tool: "shell_exec", arguments: { command: "sleep 3 && touch made.txt" } },
+      ],
+    };
+    const start = () => {
+      const runtime = createTestRuntime({ home, workspace, models: scriptedAgent({ directive, draft: null, verdict: () => "pass" }) });
+      runtimes.push(runtime);
+      return runtime;
+    };
+    const first = start();
+    const handle = first.loop.submit({ text: "two commands" });
+    const called = () => first.store.listEvents(handle.taskId).filter((event) => event.type === "tool-called").length;
+    for (let i = 0; i < 200 && called() < 2; i += 1) await delay(20);
+    expect(called()).toBe(2);
+    await first.close();
+
+    const second = start();
+    const waiting = await second.resumeUnfinished().tasks[0]!.done!;
+    expect(waiting.state).toBe("awaiting_permission");
+    expect(waiting.pending_permissions.map((request) => request.step_id)).toEqual(["writes"]);
+    const events = second.store.listEvents(handle.taskId);
+    const calls = events.filter((event) => event.type === "tool-called").map((event) => (event.payload as { step_id: string }).step_id);
+    expect(calls.filter((id) => id === "looks")).toHaveLength(2);
+    expect(events.some((event) => event.type === "step-completed" && (event.payload as { step_id: string }).step_id === "looks")).toBe(true);
+  }, 30_000);
+
   it("leaves a task waiting for permission waiting, and lists instead of resuming when asked to", async () => {
     const home = makeTempDir();
     const first = createTestRuntime({ home });
