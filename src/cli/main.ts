@@ -1,4 +1,5 @@
 import { Command, CommanderError } from "commander";
+import { registerDb } from "./commands/db.js";
 import { registerDoctor } from "./commands/doctor.js";
 import { registerMemory } from "./commands/memory.js";
 import { registerModels } from "./commands/models.js";
@@ -20,7 +21,7 @@ export function buildProgram(): Command {
     .option("--config <dir>", "your config directory, over the bundled defaults (default: $DUCKLM_CONFIG, else ~/.config/ducklm)")
     .option("--workspace <dir>", "directory the tools work in (default: runtime.json workspace)")
     .showHelpAfterError();
-  for (const register of [registerRun, registerTasks, registerServe, registerTelegram, registerReplay, registerDoctor, registerMemory, registerPermissions, registerModels]) register(program);
+  for (const register of [registerRun, registerTasks, registerServe, registerTelegram, registerReplay, registerDoctor, registerDb, registerMemory, registerPermissions, registerModels]) register(program);
   return program;
 }
 

@@ -1,5 +1,5 @@
 import type { DuckLM } from "../runtime/ducklm.js";
-import { DuckError, ErrorCode } from "../errors/duck-error.js";
+import { DuckError, ErrorCode, storageErrorOf } from "../errors/duck-error.js";
 
 export interface GlobalOptions {
   home?: string;
@@ -20,10 +20,11 @@ export interface OpenSettings {
 export const TASK_RUNNER: OpenSettings = { models: true, integrations: true };
 
 /** Prints an error a person can act on and returns the exit code for it. */
-export function reportError(error: unknown): number {
+export function reportError(raw: unknown): number {
+  const error = storageErrorOf(raw) ?? raw;
   if (DuckError.isInstance(error)) {
     console.error(`error ${error.code}: ${error.message}`);
-    return error.code === ErrorCode.Internal || error.code === ErrorCode.StorageFailed ? 1 : ExitCode.BadInput;
+    return error.code === ErrorCode.Internal || error.code === ErrorCode.StorageFailed || error.code === ErrorCode.DatabaseCorrupt ? 1 : ExitCode.BadInput;
   }
   console.error(`error: ${error instanceof Error ? error.message : String(error)}`);
   return 1;

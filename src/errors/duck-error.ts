@@ -33,6 +33,7 @@ export const ErrorCode = {
   Cancelled: "DUCK_ERR_CANCELLED",
   Shutdown: "DUCK_ERR_SHUTDOWN",
   StorageFailed: "DUCK_ERR_STORAGE",
+  DatabaseCorrupt: "DUCK_ERR_DATABASE_CORRUPT",
   SeqConflict: "DUCK_ERR_SEQ_CONFLICT",
   Unauthorized: "DUCK_ERR_UNAUTHORIZED",
   ForbiddenHost: "DUCK_ERR_FORBIDDEN_HOST",
@@ -83,6 +84,7 @@ export const ERROR_STATUS: Readonly<Record<ErrorCodeName, number>> = {
   DUCK_ERR_CANCELLED: 409,
   DUCK_ERR_SHUTDOWN: 503,
   DUCK_ERR_STORAGE: 500,
+  DUCK_ERR_DATABASE_CORRUPT: 500,
   DUCK_ERR_SEQ_CONFLICT: 409,
   DUCK_ERR_UNAUTHORIZED: 401,
   DUCK_ERR_FORBIDDEN_HOST: 403,
@@ -129,8 +131,27 @@ export function isShutdown(reason: unknown): boolean {
 }
 
 /** Turns anything thrown into a code and a message a person can read. */
+/**
+ * SQLite's own errors said as DuckLM's, with what to do: a damaged file, a full disk, a home that
+ * cannot be written. Null for anything else.
+ */
+export function storageErrorOf(error: unknown, file = "DuckLM's database"): DuckError | null {
+  if (DuckError.isInstance(error) || !(error instanceof Error)) return null;
+  const code = String((error as { code?: unknown }).code ?? "");
+  if (code.startsWith("SQLITE_CORRUPT") || code === "SQLITE_NOTADB") {
+    return new DuckError(ErrorCode.DatabaseCorrupt, `${file} is damaged (${error.message}): run \`ducklm db check\` to see what is affected, then \`ducklm db recover\` to keep every intact task`, { cause: error });
+  }
+  if (code === "SQLITE_FULL") return new DuckError(ErrorCode.StorageFailed, `${file} cannot grow: the disk is full (${error.message}); free some space`, { cause: error });
+  if (code.startsWith("SQLITE_READONLY") || code.startsWith("SQLITE_CANTOPEN") || code.startsWith("SQLITE_IOERR")) {
+    return new DuckError(ErrorCode.StorageFailed, `${file} cannot be written (${error.message}): check that its folder exists and is writable, or choose another home with --home`, { cause: error });
+  }
+  return null;
+}
+
 export function describeError(error: unknown): { code: ErrorCodeName; message: string } {
   if (DuckError.isInstance(error)) return { code: error.code, message: error.message };
+  const storage = storageErrorOf(error);
+  if (storage) return { code: storage.code, message: storage.message };
   if (error instanceof Error && error.name === "AbortError") return { code: ErrorCode.Cancelled, message: "the operation was cancelled" };
   if (error instanceof Error) return { code: ErrorCode.Internal, message: error.message };
   return { code: ErrorCode.Internal, message: String(error) };

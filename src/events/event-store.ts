@@ -11,8 +11,21 @@ interface EventRow {
   payload: string;
 }
 
+/** The key a payload that could not be read back carries instead of its fields (see `toEvent`). */
+export const DAMAGED_PAYLOAD = "damaged_payload";
+
+/**
+ * A stored row as an event. A payload that is not valid JSON (a damaged row) becomes a marker
+ * naming the damage, so one bad row does not take a whole list down; a projection refuses it.
+ */
 function toEvent(row: EventRow): DuckEvent {
-  return { task_id: row.task_id, seq: row.seq, type: row.type as EventTypeName, time: row.time, payload: JSON.parse(row.payload) };
+  let payload: Record<string, unknown>;
+  try {
+    payload = JSON.parse(row.payload) as Record<string, unknown>;
+  } catch (error) {
+    payload = { [DAMAGED_PAYLOAD]: `the stored payload is not valid JSON (${(error as Error).message}); run \`ducklm db check\`` };
+  }
+  return { task_id: row.task_id, seq: row.seq, type: row.type as EventTypeName, time: row.time, payload };
 }
 
 /** Append-only event log. Callers wrap `insert` in the transaction that also changes task state. */

@@ -7,7 +7,7 @@ import fastifyWebsocket from "@fastify/websocket";
 import Fastify, { type FastifyError, type FastifyInstance } from "fastify";
 import { jsonSchemaTransform, serializerCompiler, validatorCompiler, type ZodTypeProvider } from "fastify-type-provider-zod";
 import { existsSync } from "node:fs";
-import { DuckError, ErrorCode } from "../errors/duck-error.js";
+import { DuckError, ErrorCode, storageErrorOf } from "../errors/duck-error.js";
 import type { DuckLM } from "../runtime/ducklm.js";
 import type { StreamOptions } from "./event-stream.js";
 import { createRequestGuard } from "./request-guard.js";
@@ -68,7 +68,8 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
     }
   });
 
-  app.setErrorHandler((error: FastifyError | DuckError, _request, reply) => {
+  app.setErrorHandler((raw: FastifyError | DuckError, _request, reply) => {
+    const error = storageErrorOf(raw) ?? raw;
     if (DuckError.isInstance(error)) {
       if (error.status >= 500) ducklm.logger.error({ err: error }, "request failed");
       void reply.code(error.status).send({ error: { code: error.code, message: error.message } });

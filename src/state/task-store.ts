@@ -12,7 +12,7 @@ import {
 } from "../contracts/index.js";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import type { EventBus } from "../events/event-bus.js";
-import type { EventStore } from "../events/event-store.js";
+import { DAMAGED_PAYLOAD, type EventStore } from "../events/event-store.js";
 import type { SqliteDatabase } from "../storage/open-database.js";
 import { applyEvent, initialProjection, projectEvents, upgradedProjection, type TaskProjection } from "./task-projection.js";
 import { pruneFinishedTasks, type PruneOptions, type PruneResult } from "./task-retention.js";
@@ -246,13 +246,19 @@ export class TaskStore {
 
   /** Rebuilds from storage, ignoring the in-memory copy. */
   loadProjection(taskId: string): TaskProjection {
-    const checkpoint = this.checkpoint(taskId);
+    let checkpoint: Checkpoint | null = null;
+    try {
+      checkpoint = this.checkpoint(taskId);
+    } catch (error) {
+      // A damaged snapshot is only a shortcut lost: the events say the same.
+      if (!(error instanceof SyntaxError)) throw error;
+    }
     if (checkpoint) {
       const base = upgradedProjection(checkpoint.snapshot as unknown as TaskProjection);
-      const later = this.events.list(taskId, checkpoint.seq + 1);
+      const later = undamaged(taskId, this.events.list(taskId, checkpoint.seq + 1));
       return later.length === 0 ? base : projectEvents(later, base);
     }
-    const all = this.events.list(taskId, 1);
+    const all = undamaged(taskId, this.events.list(taskId, 1));
     if (all.length === 0) throw new DuckError(ErrorCode.TaskNotFound, `no task with id ${taskId}`, { details: { task_id: taskId } });
     return projectEvents(all);
   }
@@ -355,4 +361,13 @@ export class TaskStore {
     this.broken = null;
     throw error;
   }
+}
+
+/** A task's events, refused when one of them could not be read back: its state cannot be known from them. */
+function undamaged(taskId: string, events: DuckEvent[]): DuckEvent[] {
+  const damaged = events.find((event) => DAMAGED_PAYLOAD in event.payload);
+  if (damaged) {
+    throw new DuckError(ErrorCode.DatabaseCorrupt, `event ${damaged.seq} of task ${taskId} is damaged: run \`ducklm db check\`, then \`ducklm db recover\` to keep every intact task`, { details: { task_id: taskId, seq: damaged.seq } });
+  }
+  return events;
 }

@@ -1,6 +1,6 @@
 import Database from "better-sqlite3";
 import { dirname } from "node:path";
-import { DuckError, ErrorCode } from "../errors/duck-error.js";
+import { DuckError, ErrorCode, storageErrorOf } from "../errors/duck-error.js";
 import { migrate } from "./migrations.js";
 import { ensurePrivateDir, ensurePrivateFile, makePrivate } from "./private-files.js";
 
@@ -33,15 +33,21 @@ export function openDatabase(file: string, options: OpenDatabaseOptions = {}): D
     }
     db = new Database(file);
   } catch (error) {
-    throw new DuckError(ErrorCode.StorageFailed, `cannot open database ${file}: ${(error as Error).message}`, { cause: error });
+    throw storageErrorOf(error, file) ?? new DuckError(ErrorCode.StorageFailed, `cannot open database ${file}: ${(error as Error).message}; check that its folder exists and is writable, or choose another home with --home`, { cause: error });
   }
-  db.pragma("journal_mode = WAL");
-  db.pragma(`synchronous = ${options.synchronous ?? "NORMAL"}`);
-  db.pragma("foreign_keys = ON");
-  db.pragma("busy_timeout = 5000");
-  // A checkpoint inside a commit stalls that commit on fsync; a timer does the same work off the path.
-  db.pragma("wal_autocheckpoint = 0");
-  migrate(db);
+  try {
+    db.pragma("journal_mode = WAL");
+    db.pragma(`synchronous = ${options.synchronous ?? "NORMAL"}`);
+    db.pragma("foreign_keys = ON");
+    db.pragma("busy_timeout = 5000");
+    // A checkpoint inside a commit stalls that commit on fsync; a timer does the same work off the path.
+    db.pragma("wal_autocheckpoint = 0");
+    migrate(db);
+  } catch (error) {
+    db.close();
+    // "file is not a database", "database disk image is malformed", a read-only file: said with the file and what to do.
+    throw storageErrorOf(error, file) ?? error;
+  }
   if (file !== ":memory:") for (const suffix of ["-wal", "-shm"]) makePrivate(`${file}${suffix}`);
   const timer = setInterval(() => {
     try {
