@@ -44,12 +44,14 @@ export interface EventPayloads {
   "task-cancelled": { reason: string };
   /**
    * `tools`: the names of the tools offered to the model (a replay offers the same);
-   * `tools_left_out`: how many of them the catalogue named without showing, for want of budget.
+   * `tools_left_out`: how many of them the catalogue named without showing, for want of budget;
+   * `prompts_counted`: the model calls record their own prompt tokens, so this context is not counted again.
    */
-  "context-built": { sections: Record<string, { tokens: number; budget: number; truncated: boolean }>; total_tokens: number; tools?: string[]; tools_left_out?: number };
+  "context-built": { sections: Record<string, { tokens: number; budget: number; truncated: boolean }>; total_tokens: number; tools?: string[]; tools_left_out?: number; prompts_counted?: boolean };
   "memory-recalled": { decision: RecallDecision; hits: MemoryHit[] };
   "memory-written": { action: "insert" | "reinforce" | "forget" | "pin" | "unpin"; memory_id: number; kind: string; text: string; reason: string };
-  "model-output-started": { role: ModelRole; purpose: string };
+  /** `prompt_tokens`: what the request sent (system and prompt), counted towards the task's token budget. */
+  "model-output-started": { role: ModelRole; purpose: string; prompt_tokens?: number };
   "model-output-delta": { role: ModelRole; purpose: string; text: string };
   "model-output-completed": { role: ModelRole; purpose: string; text: string };
   "model-output-failed": { role: ModelRole; purpose: string; code: string; message: string };

@@ -44,6 +44,12 @@ export interface ModelProvider {
   generateJson<T>(request: JsonRequest<T>): Promise<JsonResult<T>>;
   /** Tokens `text` takes for the role's model. */
   countTokens(role: ModelRole, text: string): number;
+  /**
+   * The prompt tokens of one request, as counted against a task's budget. Optional: by default its
+   * system and prompt are counted with `countTokens`; a replay serves the recorded count (none for
+   * a log recorded before calls were counted).
+   */
+  promptTokens?(request: { role: ModelRole; purpose?: string; system: string; prompt: string }): number | undefined;
   /** Loads the role's model ahead of use (so that `countTokens` uses its tokenizer). Optional. */
   ensureLoaded?(role: ModelRole): Promise<void>;
   dispose(): Promise<void>;

@@ -305,3 +305,13 @@ describe("commands safe to run again after a crash cut them off", () => {
     expect(await again(command)).toBe(false);
   });
 });
+
+describe("control characters and unbalanced brackets in program names", () => {
+  it.each(["echo hi; x\u001b[2K", "\u0001[b"])("asks about %j instead of failing", async (command) => {
+    const verdict = await classify(command);
+    expect(["unknown", "no_always"]).toContain(verdict.category);
+  });
+  it("judges a coloured operand like any other", async () => {
+    expect((await classify("ls \u001b[31mred\u001b[0m")).category).not.toBe("hard_stop");
+  });
+});

@@ -107,12 +107,13 @@ export const ARGUMENT_DESTROYERS = ["rm", "dd", "find", "chmod", "chown", "mv", 
 
 export function globMatches(pattern: string): string[] {
   const base = pattern.slice(pattern.lastIndexOf("/") + 1);
-  const regex = new RegExp(`^${base.replace(/[.+^${}()|\\]/g, "\\$&").replace(/\*/g, ".*").replace(/\?/g, ".").replace(/\[!/g, "[^")}$`);
-  return PROGRAMS_TO_TRY.filter((program) => {
-    try {
-      return regex.test(program);
-    } catch {
-      return false;
-    }
-  });
+  let regex: RegExp;
+  try {
+    regex = new RegExp(`^${base.replace(/[.+^${}()|\\]/g, "\\$&").replace(/\*/g, ".*").replace(/\?/g, ".").replace(/\[!/g, "[^")}$`);
+  } catch {
+    // A bracket the shell would take literally (`x\x1b[2K`) is no character class: only the
+    // programs spelled exactly so could match, and none are.
+    return PROGRAMS_TO_TRY.filter((program) => program === base);
+  }
+  return PROGRAMS_TO_TRY.filter((program) => regex.test(program));
 }

@@ -6,6 +6,7 @@ import { ROLE_FALLBACKS } from "../models/model-roles.js";
 import type { ReplayProgress } from "./replay-progress.js";
 
 interface RecordedCall {
+  promptTokens: number | undefined;
   deltas: Array<{ seq: number; text: string }>;
   end: { seq: number; kind: "completed"; text: string } | { seq: number; kind: "failed"; code: string; message: string } | null;
 }
@@ -22,7 +23,7 @@ export class ReplayModelProvider implements ModelProvider {
       const payload = event.payload as { role: ModelRole; purpose: string };
       const key = `${payload.role}|${payload.purpose}`;
       if (event.type === "model-output-started") {
-        const call: RecordedCall = { deltas: [], end: null };
+        const call: RecordedCall = { promptTokens: (event.payload as EventPayloads["model-output-started"]).prompt_tokens, deltas: [], end: null };
         open.set(key, call);
         this.roles.add(payload.role);
         const list = this.calls.get(key) ?? [];
@@ -65,13 +66,21 @@ export class ReplayModelProvider implements ModelProvider {
     return estimateTokens(text);
   }
 
+  /** The count the recording made for the call about to be served, so that budgets run out where they did. */
+  promptTokens(request: { role: ModelRole; purpose?: string; system: string; prompt: string }): number | undefined {
+    return this.calls.get(this.keyFor(request))?.[0]?.promptTokens;
+  }
+
+  private keyFor(request: { role: ModelRole; purpose?: string }): string {
+    // Logs recorded before roles were resolved by the provider name the fallback role itself.
+    return this.candidates(request.role).map((role) => `${role}|${request.purpose ?? ""}`).find((candidate) => (this.calls.get(candidate)?.length ?? 0) > 0) ?? `${request.role}|${request.purpose ?? ""}`;
+  }
+
   async dispose(): Promise<void> {}
 
   private async play(request: TextRequest | JsonRequest<unknown>): Promise<string> {
     request.signal?.throwIfAborted();
-    // Logs recorded before roles were resolved by the provider name the fallback role itself.
-    const key = this.candidates(request.role).map((role) => `${role}|${request.purpose ?? ""}`).find((candidate) => (this.calls.get(candidate)?.length ?? 0) > 0) ?? `${request.role}|${request.purpose ?? ""}`;
-    const call = this.calls.get(key)?.shift();
+    const call = this.calls.get(this.keyFor(request))?.shift();
     if (!call) throw new DuckError(ErrorCode.ModelUnavailable, `the recording has no further ${request.role} output for ${request.purpose ?? "(no purpose)"}`);
     for (const delta of call.deltas) {
       await this.progress.until(delta.seq - 1, request.signal);

@@ -49,7 +49,7 @@ export interface ExecutorContext {
 /** Where a model call's output goes: events of the task it serves. */
 export function sinkFor(store: TaskStore, taskId: string): ModelStreamSink {
   return {
-    started: (role, purpose) => store.append(taskId, "model-output-started", { role, purpose }),
+    started: (role, purpose, promptTokens) => store.append(taskId, "model-output-started", { role, purpose, ...(promptTokens !== undefined ? { prompt_tokens: promptTokens } : {}) }),
     delta: (role, purpose, text) => store.append(taskId, "model-output-delta", { role, purpose, text }),
     completed: (role, purpose, text) => store.append(taskId, "model-output-completed", { role, purpose, text }),
     failed: (role, purpose, error) => store.append(taskId, "model-output-failed", { role, purpose, code: error.code, message: error.message }),

@@ -2,7 +2,8 @@ import type { z } from "zod";
 import type { ModelRole } from "../contracts/index.js";
 import { reportedModelCall } from "./model-stream-sink.js";
 import type { JsonResult } from "../models/model-provider.js";
-import { ErrorCode } from "../errors/duck-error.js";
+import { DuckError, ErrorCode } from "../errors/duck-error.js";
+import { ROLE_FALLBACKS } from "../models/model-roles.js";
 import { withScopedSignal } from "../utils/scoped-signal.js";
 import { sinkFor, type ExecutorContext } from "./executor-context.js";
 
@@ -25,9 +26,53 @@ export function servesRole(context: ExecutorContext, role: ModelRole): boolean {
   return context.models?.hasRole(role) ?? false;
 }
 
-function limited<T>(context: ExecutorContext, spec: ModelCallSpec, signal: AbortSignal, work: (signal: AbortSignal) => Promise<T>): Promise<T> {
-  return withScopedSignal([signal], context.config.runtime.timeouts.model_call_ms, `${spec.role} model call (${spec.purpose})`, work, ErrorCode.ModelTimeout);
+/** The most tokens a role's calls generate (its own `max_tokens`, or that of the role serving it). */
+function maxTokensOf(context: ExecutorContext, role: ModelRole): number {
+  for (let candidate: ModelRole | undefined = role; candidate; candidate = ROLE_FALLBACKS[candidate]) {
+    const configured = context.config.models.roles[candidate]?.max_tokens;
+    if (configured) return configured;
+  }
+  return 1024;
 }
+
+/**
+ * A model call within the task's token budget and the call's time limit, and cut off when the model
+ * writes far past what was asked (a server that ignores `max_tokens`): what it sent is counted
+ * first, and a task that has used its budget makes no more calls.
+ */
+async function limited<T>(
+  context: ExecutorContext,
+  taskId: string,
+  spec: ModelCallSpec,
+  signal: AbortSignal,
+  work: (signal: AbortSignal, onText: (text: string) => void, promptTokens: number | undefined, stopped: (error: unknown) => never) => Promise<T>,
+): Promise<T> {
+  const projection = context.store.projection(taskId);
+  const budget = projection.loop.token_budget;
+  if (projection.tokens_used >= budget) {
+    throw new DuckError(ErrorCode.TokenBudget, `the task's model calls used ${projection.tokens_used} tokens, over runtime.json's agent.token_budget of ${budget}`);
+  }
+  const models = context.models!;
+  const request = { role: spec.role, purpose: spec.purpose, system: spec.system, prompt: spec.prompt };
+  const promptTokens = models.promptTokens ? models.promptTokens(request) : models.countTokens(spec.role, `${spec.system}\n\n${spec.prompt}`);
+  const limitChars = (spec.maxTokens ?? maxTokensOf(context, spec.role)) * RUNAWAY_CHARS_PER_TOKEN;
+  const runaway = new AbortController();
+  let written = 0;
+  const onText = (text: string) => {
+    written += text.length;
+    if (written > limitChars && !runaway.signal.aborted) {
+      runaway.abort(new DuckError(ErrorCode.ModelOutputInvalid, `the ${spec.role} model wrote more than ${limitChars} characters for ${spec.purpose}, far past its max_tokens; it was stopped`));
+    }
+  };
+  // The provider answers the stop as an abort; it is recorded as what it was: output gone wrong.
+  const stopped = (error: unknown): never => {
+    throw runaway.signal.aborted && !signal.aborted ? runaway.signal.reason : error;
+  };
+  return withScopedSignal([signal, runaway.signal], context.config.runtime.timeouts.model_call_ms, `${spec.role} model call (${spec.purpose})`, (callSignal) => work(callSignal, onText, promptTokens, stopped), ErrorCode.ModelTimeout);
+}
+
+/** Characters per token past which output counts as running away (tokens are 3–4 characters of text). */
+const RUNAWAY_CHARS_PER_TOKEN = 8;
 
 /**
  * A text call: within `timeouts.model_call_ms`, its start, every chunk and its end (or failure)
@@ -35,13 +80,14 @@ function limited<T>(context: ExecutorContext, spec: ModelCallSpec, signal: Abort
  */
 export function callModelText(context: ExecutorContext, taskId: string, spec: ModelCallSpec, signal: AbortSignal): Promise<string> {
   const models = context.models!;
-  return limited(context, spec, signal, (callSignal) =>
+  return limited(context, taskId, spec, signal, (callSignal, onText, promptTokens, stopped) =>
     reportedModelCall(
       sinkFor(context.store, taskId),
       spec.role,
       spec.purpose,
-      (onDelta) => models.generateText({ ...spec, onDelta, signal: callSignal }),
+      (onDelta) => models.generateText({ ...spec, onDelta: (text) => (onText(text), onDelta(text)), signal: callSignal }).catch(stopped),
       (text) => text,
+      promptTokens,
     ),
   );
 }
@@ -49,13 +95,14 @@ export function callModelText(context: ExecutorContext, taskId: string, spec: Mo
 /** A JSON call under `schema` (a grammar for local models), recorded like a text call. */
 export function callModelJson<T>(context: ExecutorContext, taskId: string, spec: ModelCallSpec & { schema: z.ZodType<T> }, signal: AbortSignal): Promise<JsonResult<T>> {
   const models = context.models!;
-  return limited(context, spec, signal, (callSignal) =>
+  return limited(context, taskId, spec, signal, (callSignal, onText, promptTokens, stopped) =>
     reportedModelCall(
       sinkFor(context.store, taskId),
       spec.role,
       spec.purpose,
-      (onDelta) => models.generateJson({ ...spec, onDelta, signal: callSignal }),
+      (onDelta) => models.generateJson({ ...spec, onDelta: (text) => (onText(text), onDelta(text)), signal: callSignal }).catch(stopped),
       (result) => result.raw,
+      promptTokens,
     ),
   );
 }
@@ -76,6 +123,8 @@ export async function modelOrHeuristic<T>(
     return { value: (await callModelJson(context, taskId, spec, signal)).value, source: "model" };
   } catch (error) {
     signal.throwIfAborted();
+    // A spent budget ends the task; no heuristic stands in for that.
+    if (DuckError.isInstance(error) && error.code === ErrorCode.TokenBudget) throw error;
     context.logger.warn({ err: error, task_id: taskId, role: spec.role, purpose: spec.purpose }, "model call failed; using the heuristic");
     return { value: heuristic(), source: "heuristic" };
   }

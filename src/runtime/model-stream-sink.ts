@@ -3,7 +3,8 @@ import { describeError, DuckError, ErrorCode } from "../errors/duck-error.js";
 
 /** Where a decider reports model output as it is generated; the RuntimeLoop turns it into events. */
 export interface ModelStreamSink {
-  started(role: ModelRole, purpose: string): void;
+  /** `promptTokens`: what the request sent, as counted for the task's token budget. */
+  started(role: ModelRole, purpose: string, promptTokens?: number): void;
   delta(role: ModelRole, purpose: string, text: string): void;
   completed(role: ModelRole, purpose: string, text: string): void;
   failed(role: ModelRole, purpose: string, error: { code: string; message: string }): void;
@@ -27,8 +28,9 @@ export async function reportedModelCall<T>(
   purpose: string,
   call: (onDelta: (text: string) => void) => Promise<T>,
   rawOf: (result: T) => string,
+  promptTokens?: number,
 ): Promise<T> {
-  sink.started(role, purpose);
+  sink.started(role, purpose, promptTokens);
   try {
     const result = await call((text) => sink.delta(role, purpose, text));
     sink.completed(role, purpose, rawOf(result));

@@ -1,6 +1,7 @@
 import { RecallDecisionSchema, type ExecutionDirective, type MemoryHit, type ModelRole } from "../contracts/index.js";
-import { DuckError, ErrorCode } from "../errors/duck-error.js";
-import { withoutStepReferences } from "./step-references.js";
+import { DuckError, ErrorCode, type ErrorCodeName } from "../errors/duck-error.js";
+import { z } from "zod";
+import { referencedSteps, withoutStepReferences } from "./step-references.js";
 import { heuristicRecall, recallPrompt } from "../decisions/recall-policy.js";
 import { decideWithoutModel, directiveRequest, draftRequest, type RouterDecision } from "../decisions/router.js";
 import { estimateTokens, type ModelProvider } from "../models/model-provider.js";
@@ -54,6 +55,7 @@ export async function routeTask(context: ExecutorContext, projection: TaskProjec
     total_tokens: built.total_tokens,
     tools: context.tools.names(),
     ...(built.toolsLeftOut.length > 0 ? { tools_left_out: built.toolsLeftOut.length } : {}),
+    prompts_counted: true,
   });
   signal.throwIfAborted();
 
@@ -102,8 +104,8 @@ async function compileDirective(context: ExecutorContext, projection: TaskProjec
       const compiled = await callModelJson(context, taskId, { role: "json_compiler", purpose, system: request.system, prompt, schema: context.directiveSchema }, signal);
       const invalid = invalidToolArguments(context, compiled.value);
       if (!invalid) return compiled.value;
-      if (attempt >= retries) throw new DuckError(ErrorCode.ToolInputInvalid, invalid);
-      problem = invalid;
+      if (attempt >= retries) throw new DuckError(invalid.code, invalid.message);
+      problem = invalid.message;
     } catch (error) {
       signal.throwIfAborted();
       if (!(DuckError.isInstance(error) && error.code === ErrorCode.ModelOutputInvalid) || attempt >= retries) throw error;
@@ -114,14 +116,29 @@ async function compileDirective(context: ExecutorContext, projection: TaskProjec
   }
 }
 
-/** Why a directive's tool calls would be refused for their arguments, or null when each validates. */
-function invalidToolArguments(context: ExecutorContext, directive: ExecutionDirective): string | null {
-  const calls = directive.kind === "tool" ? [{ id: "tool", tool: directive.tool, args: directive.arguments }] : directive.kind === "plan" ? directive.steps.flatMap((step) => (step.kind === "tool" ? [{ id: step.id, tool: step.tool, args: step.arguments }] : [])) : [];
+/**
+ * Why a directive's steps would be refused, or null when each would run: a tool that does not
+ * exist, arguments it does not take (unknown ones included: they would be dropped silently), or a
+ * step it depends on or takes output from that is not in the plan (a step of an earlier decision).
+ */
+function invalidToolArguments(context: ExecutorContext, directive: ExecutionDirective): { code: ErrorCodeName; message: string } | null {
+  const calls = directive.kind === "tool" ? [{ id: "tool", tool: directive.tool, args: directive.arguments, depends_on: [] as string[] }] : directive.kind === "plan" ? directive.steps.flatMap((step) => (step.kind === "tool" ? [{ id: step.id, tool: step.tool, args: step.arguments, depends_on: step.depends_on }] : [])) : [];
+  const planned = new Set(directive.kind === "plan" ? directive.steps.map((step) => step.id) : []);
   for (const call of calls) {
     const tool = context.tools.get(call.tool);
-    if (!tool) return `step ${call.id}: there is no tool named ${call.tool}; the tools are ${context.tools.names().join(", ")}`;
+    if (!tool) return { code: ErrorCode.ToolInputInvalid, message: `step ${call.id}: there is no tool named ${call.tool}; the tools are ${context.tools.names().join(", ")}` };
+    const missing = [...new Set([...call.depends_on, ...referencedSteps(call.args)])].filter((id) => !planned.has(id));
+    if (missing.length > 0) {
+      return {
+        code: ErrorCode.PlanMissingDependency,
+        message: `step "${call.id}" depends on "${missing.join('", "')}", which is not in the plan; a step of an earlier decision cannot be referred to — write what you need from its output (shown above) into the arguments`,
+      };
+    }
+    const shape = tool.inputSchema instanceof z.ZodObject ? Object.keys(tool.inputSchema.shape) : null;
+    const unknown = shape ? Object.keys(call.args).filter((key) => !shape.includes(key)) : [];
+    if (unknown.length > 0) return { code: ErrorCode.ToolInputInvalid, message: `step ${call.id}: ${call.tool} has no argument ${unknown.join(", ")}; it takes ${shape!.join(", ") || "none"}` };
     const checked = tool.inputSchema.safeParse(withoutStepReferences(call.args));
-    if (!checked.success) return `step ${call.id}: ${call.tool} does not take these arguments: ${checked.error.issues.map((issue) => `${issue.path.join(".") || "(arguments)"}: ${issue.message}`).join("; ")}`;
+    if (!checked.success) return { code: ErrorCode.ToolInputInvalid, message: `step ${call.id}: ${call.tool} does not take these arguments: ${checked.error.issues.map((issue) => `${issue.path.join(".") || "(arguments)"}: ${issue.message}`).join("; ")}` };
   }
   return null;
 }

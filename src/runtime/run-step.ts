@@ -77,15 +77,30 @@ async function produceResult(context: ExecutorContext, projection: TaskProjectio
     store.append(taskId, "tool-result", { step_id: plan.id, attempt: step.attempt, result: deniedResult(plan.tool, ErrorCode.ToolInputInvalid, resolved.problem) });
     return "done";
   }
+  // Arguments that do not fit the tool (a command past its length limit, say) are refused before
+  // anything judges, records or runs them.
+  const tool = context.tools.get(plan.tool);
+  const checked = tool?.inputSchema.safeParse(resolved.args);
+  if (checked && !checked.success) {
+    const problem = checked.error.issues.map((issue) => `${issue.path.join(".") || "(arguments)"}: ${issue.message}`).join("; ");
+    store.append(taskId, "tool-result", { step_id: plan.id, attempt: step.attempt, result: deniedResult(plan.tool, ErrorCode.ToolInputInvalid, `${plan.tool} does not take these arguments: ${problem.slice(0, 1000)}`) });
+    return "done";
+  }
   const call = { tool: plan.tool, arguments: resolved.args };
   return callTool(context, projection, step, call, call, signal);
 }
 
-/** A shell command whose every word is a safe shape may simply run again; anything else may not. */
+/**
+ * A shell command that does no more when run twice may simply run again; anything else may not.
+ * Judged as it ran: with earlier steps' output filled in.
+ */
 async function rerunsSafely(context: ExecutorContext, projection: TaskProjection, step: StepProjection): Promise<boolean> {
   const plan = step.step;
-  if (plan.kind !== "tool" || plan.tool !== "shell_exec" || typeof plan.arguments.command !== "string") return false;
-  return (await context.classifier.classify(plan.arguments.command, { workspace: projection.workspace })).category === "normal";
+  if (plan.kind !== "tool" || plan.tool !== "shell_exec") return false;
+  const resolved = resolveStepReferences(plan.arguments, projection);
+  if ("problem" in resolved || typeof resolved.args.command !== "string") return false;
+  const command = resolved.args.command;
+  return context.classifier.safeToRunAgain(command, await context.classifier.classify(command, { workspace: projection.workspace }));
 }
 
 /** The recovery policy's verdict, recorded: completed, retried (after its backoff) or failed. */

@@ -44,17 +44,29 @@ export function withReferenceDependencies(steps: readonly PlanStep[]): PlanStep[
   });
 }
 
+/** The most characters of earlier outputs one step's arguments may take in (a file's whole content, say). */
+export const MAX_FILLED_IN_CHARS = 1_048_576;
+
 /**
  * A step's arguments with the outputs of the steps it names filled in (trailing newlines trimmed),
  * or why they cannot be: a named step that is not in the plan or did not succeed.
  */
 export function resolveStepReferences(args: Record<string, unknown>, projection: TaskProjection): { args: Record<string, unknown> } | { problem: string } {
   let problem: string | null = null;
+  // What is filled in is counted as it goes, so that a reference repeated a hundred times to a large
+  // output is refused before it is built, not after (it would exhaust memory).
+  let filledIn = 0;
   const outputOf = (id: string): string => {
     const step = projection.steps[id];
     if (!step) problem ??= `the arguments use the output of step ${id}, which is not in the plan`;
     else if (step.status !== "succeeded") problem ??= `the arguments use the output of step ${id}, which did not succeed`;
-    return (step?.result?.output ?? "").replace(/\n+$/, "");
+    const output = (step?.result?.output ?? "").replace(/\n+$/, "");
+    filledIn += output.length;
+    if (filledIn > MAX_FILLED_IN_CHARS) {
+      problem ??= `the arguments would take more than ${MAX_FILLED_IN_CHARS} characters of earlier steps' output; refer to less of it`;
+      return "";
+    }
+    return output;
   };
   const resolved = mapValues(args, (text) => text.replace(TEMPLATE, (_match, id: string) => outputOf(id)), outputOf) as Record<string, unknown>;
   return problem ? { problem } : { args: resolved };

@@ -66,7 +66,7 @@ export interface TaskProjection {
   iteration: number;
   /** The agent loop's limits as `task-started` recorded them; one decision for tasks recorded before the loop. */
   loop: AgentLoopLimits;
-  /** Prompt and generated tokens its model calls used (prompts as built, outputs as estimated). */
+  /** Prompt and generated tokens its model calls used (prompts as counted for each call, outputs as estimated). */
   tokens_used: number;
   /** What each earlier decision did, oldest first: what the model is shown when it decides again. */
   iterations: IterationRecord[];
@@ -160,7 +160,11 @@ const reducers: { [T in EventTypeName]?: Reducer<T> } = {
     p.recalled = e.hits;
   },
   "context-built": (p, e) => {
-    p.tokens_used += e.total_tokens;
+    // Logs recorded before each call's prompt was counted count the context once per decision.
+    if (!e.prompts_counted) p.tokens_used += e.total_tokens;
+  },
+  "model-output-started": (p, e) => {
+    p.tokens_used += e.prompt_tokens ?? 0;
   },
   "model-output-completed": (p, e) => {
     p.tokens_used += estimateTokens(e.text);

@@ -3,6 +3,7 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import type { DuckEvent, EventPayloads, ExecutionDirective } from "../../src/contracts/index.js";
+import { replayTask } from "../../src/replay/replay-task.js";
 import { defineTool } from "../../src/tools/tool-definition.js";
 import { scriptedAgent } from "../helpers/scripted-agent.js";
 import { useTestRuntimes } from "../helpers/test-runtime.js";
@@ -139,7 +140,8 @@ describe("the agent loop with a scripted model", () => {
     expect(outcome.error?.code).toBe("DUCK_ERR_TOOL_INPUT_INVALID");
     const retried = ofType(runtime.store.listEvents(outcome.task_id), "directive-retried");
     expect(retried).toHaveLength(1);
-    expect(retried[0]!.error).toMatch(/echo does not take these arguments: text/);
+    // An argument the tool does not have is named, with the ones it has, instead of being dropped.
+    expect(retried[0]!.error).toMatch(/echo has no argument wrong; it takes text, wait_ms/);
   });
 
   it("does not let the critic pass a failed command, and does not retry what cannot change", async () => {
@@ -189,4 +191,79 @@ describe("the agent loop with a scripted model", () => {
     expect(outcome.state).toBe("completed");
     expect(ofType(runtime.store.listEvents(outcome.task_id), "iteration-started")).toHaveLength(0);
   });
+
+  it("refuses arguments that would take in too much of an earlier output before building, judging or storing them", async () => {
+    const big = "quack ".repeat(4_000);
+    const plan: ExecutionDirective = {
+      kind: "plan",
+      goal: "",
+      steps: [
+        { id: "s1", kind: "tool", description: "", depends_on: [], tool: "file_read", arguments: { path: "big.txt" } },
+        // 24 kB a copy: a hundred copies are past what one step may take in…
+        { id: "many", kind: "tool", description: "", depends_on: [], tool: "shell_exec", arguments: { command: `echo ${"{{s1.output}}".repeat(100)}` } },
+        // …and five fit that, but not a command's length limit.
+        { id: "long", kind: "tool", description: "", depends_on: [], tool: "shell_exec", arguments: { command: `echo ${"{{s1.output}}".repeat(5)}` } },
+      ],
+    };
+    const runtime = setup({ runtime: loop(1, {}), tools: [createEchoTool()], models: scriptedAgent({ directive: plan }) });
+    writeFileSync(join(runtime.workspace, "big.txt"), big);
+    const outcome = await runtime.loop.submit({ text: "shout it" }).done;
+    const events = runtime.store.listEvents(outcome.task_id);
+    const results = new Map(ofType(events, "tool-result").map((payload) => [payload.step_id, payload.result]));
+    expect(results.get("many")?.error?.code).toBe("DUCK_ERR_TOOL_INPUT_INVALID");
+    expect(results.get("many")?.error?.message).toMatch(/more than 1048576 characters of earlier steps' output/);
+    expect(results.get("long")?.error?.code).toBe("DUCK_ERR_TOOL_INPUT_INVALID");
+    expect(results.get("long")?.error?.message).toMatch(/shell_exec does not take these arguments: command/);
+    // Neither was run, asked about, retried or recorded as called.
+    expect(ofType(events, "tool-called").map((payload) => payload.step_id)).toEqual(["s1"]);
+    expect(ofType(events, "permission-requested")).toEqual([]);
+    expect(ofType(events, "step-retrying")).toEqual([]);
+  });
+
+  it("asks before retrying a timed-out command judged as it ran, with an earlier output filled in", async () => {
+    const plan: ExecutionDirective = {
+      kind: "plan",
+      goal: "",
+      steps: [
+        { id: "s1", kind: "tool", description: "", depends_on: [], tool: "echo", arguments: { text: "x; touch made.txt; sleep 5" } },
+        { id: "s2", kind: "tool", description: "", depends_on: [], tool: "shell_exec", arguments: { command: "echo {{s1.output}}" } },
+      ],
+    };
+    const runtime = setup({ runtime: { agent: { max_iterations: 1 }, timeouts: { step_ms: 1_000 } }, tools: [createEchoTool()], models: scriptedAgent({ directive: plan }) });
+    const outcome = await runtime.loop.submit({ text: "touch and wait" }).done;
+    const retrying = ofType(runtime.store.listEvents(outcome.task_id), "step-retrying");
+    expect(retrying[0]).toMatchObject({ step_id: "s2", ask_first: true });
+    expect(outcome.state).toBe("awaiting_permission");
+  }, 30_000);
+
+  it("counts every call's prompt against the token budget and makes no call past it, exactly again on replay", async () => {
+    const runtime = setup({ runtime: loop(6, { token_budget: 1_500 }), tools: [createEchoTool()], models: scriptedAgent({ directive: { kind: "tool", tool: "echo", arguments: { text: "again" }, reason: "" } }) });
+    const outcome = await runtime.loop.submit({ text: "keep going" }).done;
+    expect(outcome.error?.code).toBe("DUCK_ERR_TOKEN_BUDGET");
+    const events = runtime.store.listEvents(outcome.task_id);
+    const started = ofType(events, "model-output-started");
+    expect(started.length).toBeGreaterThan(0);
+    for (const call of started) expect(call.prompt_tokens).toBeGreaterThan(0);
+    // The budget stopped it before a decision ended: not every decision got its calls.
+    const counted = started.reduce((sum, call) => sum + (call.prompt_tokens ?? 0), 0);
+    expect(counted).toBeGreaterThanOrEqual(1_500 - 200);
+    const report = await replayTask(events, runtime.config);
+    expect(report.first_difference ?? null).toBeNull();
+  });
+
+  it("stops a model that writes far past its max_tokens, and records it as bad output", async () => {
+    const runtime = setup({
+      models: scriptedAgent({ directive: { kind: "respond", answer: "short" }, draft: "blah ".repeat(20_000), streaming: { chunkSize: 64 } }),
+    });
+    const outcome = await runtime.loop.submit({ text: "think hard" }).done;
+    expect(outcome.error?.code).toBe("DUCK_ERR_MODEL_OUTPUT_INVALID");
+    const limit = Number(/wrote more than (\d+) characters for draft/.exec(outcome.error?.message ?? "")?.[1]);
+    // Eight characters for each of the role's max_tokens (2048 for the bundled thinker).
+    expect(limit).toBe(2048 * 8);
+    const events = runtime.store.listEvents(outcome.task_id);
+    const written = ofType(events, "model-output-delta").filter((delta) => delta.purpose === "draft").reduce((sum, delta) => sum + delta.text.length, 0);
+    expect(written).toBeLessThan(limit + 64 * 2);
+    expect(ofType(events, "model-output-failed")[0]).toMatchObject({ purpose: "draft", code: "DUCK_ERR_MODEL_OUTPUT_INVALID" });
+  });
 });
+
