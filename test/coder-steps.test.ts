@@ -72,12 +72,16 @@ describe("coder steps", () => {
   it("refuses a proposed path outside the workspace and writes nothing there", async () => {
     const outside = makeTempDir("ducklm-outside-");
     const models = coderModels(addStep(), { files: [{ path: join(outside, "evil.js"), content: "bad" }, { path: "../escape.js", content: "bad" }], notes: "" });
-    const runtime = newRuntime({ models, runtime: { retry: { max_step_retries: 0 } } });
+    // Retries allowed: a path outside the workspace is not something another attempt changes.
+    const runtime = newRuntime({ models, runtime: { retry: { max_step_retries: 2 } } });
     const outcome = await runtime.loop.submit({ text: "write add" }).done;
     expect(outcome.state).toBe("failed");
-    const result = runtime.store.listEvents(outcome.task_id).find((event) => event.type === "tool-result")!.payload as { result: { ok: boolean; output: string } };
+    const events = runtime.store.listEvents(outcome.task_id);
+    const result = events.find((event) => event.type === "tool-result")!.payload as { result: { ok: boolean; output: string; error: { code: string } } };
     expect(result.result.ok).toBe(false);
     expect(result.result.output).toContain("DUCK_ERR_PATH_OUTSIDE_WORKSPACE");
+    expect(result.result.error.code).toBe("DUCK_ERR_PATH_OUTSIDE_WORKSPACE");
+    expect(events.filter((event) => event.type === "step-retrying")).toEqual([]);
     expect(existsSync(join(outside, "evil.js"))).toBe(false);
     expect(existsSync(join(runtime.workspace, "..", "escape.js"))).toBe(false);
   });

@@ -29,8 +29,8 @@ describe("a full task with every role on the fixture model", () => {
         const types = events.map((event) => event.type);
         expect(types).toContain("model-output-delta");
         // A directive was decided, or the model's output could not become one: either way, said clearly.
-        // (its JSON, or its tool's arguments, still refused after the retries the loop allows).
-        if (!types.includes("directive-decided")) expect(outcome.error?.code).toMatch(/^DUCK_ERR_(MODEL_OUTPUT_INVALID|TOOL_INPUT_INVALID)$/);
+        // (its JSON, its tool's arguments or the steps it refers to, still refused after the retries the loop allows).
+        if (!types.includes("directive-decided")) expect(outcome.error?.code).toMatch(/^DUCK_ERR_(MODEL_OUTPUT_INVALID|TOOL_INPUT_INVALID|PLAN_MISSING_DEPENDENCY)$/);
         if (isTerminalTaskState(outcome.state)) expect(types.at(-1)).toMatch(/^task-(completed|failed)$/);
         // Within its budgets: at most three decisions; a budget that ends it is named.
         const decisions = types.filter((type) => type === "iteration-started").length + 1;

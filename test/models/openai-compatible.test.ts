@@ -24,7 +24,7 @@ interface Received {
 let server: Server;
 let baseUrl: string;
 const received: Received[] = [];
-let reply: (body: Record<string, unknown>) => { status?: number; chunks?: string[]; raw?: string; json?: unknown; stallMs?: number };
+let reply: (body: Record<string, unknown>) => { status?: number; chunks?: string[]; raw?: string; json?: unknown; jsonText?: string; stallMs?: number };
 
 function readBody(request: IncomingMessage): Promise<string> {
   return new Promise((resolve) => {
@@ -50,9 +50,9 @@ async function handle(request: IncomingMessage, response: ServerResponse) {
     response.end(JSON.stringify({ error: { message: "invalid api key" } }));
     return;
   }
-  if (answer.json !== undefined) {
+  if (answer.json !== undefined || answer.jsonText !== undefined) {
     response.setHeader("content-type", "application/json");
-    response.end(JSON.stringify(answer.json));
+    response.end(answer.jsonText ?? JSON.stringify(answer.json));
     return;
   }
   response.setHeader("content-type", "text/event-stream");
@@ -146,6 +146,9 @@ describe("a role on an OpenAI-compatible server", () => {
     const models = await provider({ thinker: remote() });
     reply = () => ({ json: { choices: [{ message: { role: "assistant", content: "whole answer" } }] } });
     expect(await models.generateText({ role: "thinker", system: "", prompt: "x" })).toBe("whole answer");
+    // A body that says it is JSON and is not is the server's failure, said as such.
+    reply = () => ({ jsonText: "<html>Bad gateway</html>" });
+    await expect(models.generateText({ role: "thinker", system: "", prompt: "x" })).rejects.toMatchObject({ code: "DUCK_ERR_MODEL_SERVER", message: expect.stringContaining("not JSON: <html>Bad gateway") });
   });
 
   it("turns HTTP errors, a missing key variable, an unreachable server and a stream error into clear errors", async () => {

@@ -90,7 +90,7 @@ export class OpenAiCompatibleProvider implements ModelProvider, EmbeddingProvide
     const { server } = this.serving("embeddings");
     const expected = this.options.roles.get("embeddings")?.config?.dimension;
     const response = await this.post(server, "embeddings", { model: server.model, input: texts }, options.signal ?? new AbortController().signal);
-    const body = (await response.json()) as { data?: Array<{ index: number; embedding: number[] }> };
+    const body = (await jsonBodyOf(response)) as { data?: Array<{ index: number; embedding: number[] }> };
     const rows = [...(body.data ?? [])].sort((a, b) => a.index - b.index);
     if (rows.length !== texts.length) throw new DuckError(ErrorCode.ModelServerFailed, `the server returned ${rows.length} embeddings for ${texts.length} texts`);
     return rows.map((row) => checkedEmbedding(row.embedding, expected));
@@ -178,7 +178,7 @@ export class OpenAiCompatibleProvider implements ModelProvider, EmbeddingProvide
       let failure: string | null = null;
       if (!(response.headers.get("content-type") ?? "").includes("text/event-stream")) {
         // A server that ignores `stream` answers with one JSON body.
-        const whole = (await response.json()) as { choices?: Array<{ message?: { content?: string } }> };
+        const whole = (await jsonBodyOf(response)) as { choices?: Array<{ message?: { content?: string } }> };
         text = whole.choices?.[0]?.message?.content ?? "";
         if (text) request.onDelta?.(text);
         return text;
@@ -202,5 +202,15 @@ export class OpenAiCompatibleProvider implements ModelProvider, EmbeddingProvide
       if (failure) throw new DuckError(ErrorCode.ModelServerFailed, `the model server failed mid-answer: ${failure}`);
       return text;
     }, ErrorCode.ModelTimeout);
+  }
+}
+
+/** A response body that should be JSON; a server that sends something else is the server's failure. */
+async function jsonBodyOf(response: Response): Promise<unknown> {
+  const text = await response.text();
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new DuckError(ErrorCode.ModelServerFailed, `the model server answered ${response.status} with a body that is not JSON: ${text.slice(0, 200)}`);
   }
 }

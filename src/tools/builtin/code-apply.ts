@@ -23,6 +23,8 @@ export const codeApplyTool = defineTool({
   effect: "side-effecting",
   async execute(input, context): Promise<ToolOutput> {
     const written: Array<{ path: string; ok: boolean; error?: string }> = [];
+    // The first refusal's own code (a path outside the workspace, say) decides whether a retry can help.
+    let firstFailure: string | null = null;
     const sections: string[] = [];
     for (const file of input.files) {
       const result = await fileWriteTool.execute({ path: file.path, content: file.content, mode: "overwrite" }, context).catch((error: unknown) => ({
@@ -31,6 +33,8 @@ export const codeApplyTool = defineTool({
         error: { code: (error as { code?: string }).code ?? ErrorCode.ToolFailed, message: (error as Error).message },
       }));
       written.push({ path: file.path, ok: result.ok, ...(result.error ? { error: `${result.error.code}: ${result.error.message}` } : {}) });
+      // A system error (ENAMETOOLONG…) is the tool's failure; DuckLM's own refusals keep their code.
+      if (!result.ok) firstFailure ??= result.error?.code?.startsWith("DUCK_ERR_") ? result.error.code : ErrorCode.ToolFailed;
       sections.push(result.ok ? result.output : `could not write ${file.path}: ${result.error?.code}: ${result.error?.message}`);
     }
     const allWritten = written.every((file) => file.ok);
@@ -39,7 +43,7 @@ export const codeApplyTool = defineTool({
         ok: allWritten,
         output: sections.join("\n"),
         data: { files: written, test: null },
-        ...(allWritten ? {} : { error: { code: ErrorCode.ToolFailed, message: `could not write ${written.filter((file) => !file.ok).map((file) => file.path).join(", ")}` } }),
+        ...(allWritten ? {} : { error: { code: firstFailure ?? ErrorCode.ToolFailed, message: `could not write ${written.filter((file) => !file.ok).map((file) => `${file.path} (${file.error})`).join(", ")}` } }),
       };
     }
     const test = await shellExecTool.execute({ command: input.test_command }, context);
