@@ -54,7 +54,7 @@ async function limited<T>(
   }
   const models = context.models!;
   const request = { role: spec.role, purpose: spec.purpose, system: spec.system, prompt: spec.prompt };
-  const promptTokens = models.promptTokens ? models.promptTokens(request) : models.countTokens(spec.role, `${spec.system}\n\n${spec.prompt}`);
+  const promptTokens = models.promptTokens ? models.promptTokens(request) : models.countTokens(spec.role, spec.system) + models.countTokens(spec.role, spec.prompt);
   const limitChars = (spec.maxTokens ?? maxTokensOf(context, spec.role)) * RUNAWAY_CHARS_PER_TOKEN;
   const runaway = new AbortController();
   let written = 0;
