@@ -36,7 +36,11 @@ export interface EventPayloads {
   "task-received": { text: string; session_id: string | null; workspace: string; auto_approve?: PreApproval[]; kind?: "memory-edit" };
   /** `confinement` is set when commands of this task are not confined (`none`: no sandbox here; `off`: turned off). */
   /** `loop`: the agent loop's limits this task runs under (absent in tasks recorded before the loop: one decision). */
-  "task-started": { confinement?: "none" | "off"; loop?: AgentLoopLimits };
+  /**
+   * `settings`: the runtime.json sections the task's decisions follow (timeouts, retry, recovery,
+   * agent, scheduler, context budgets) as they were, so that a replay follows the same ones.
+   */
+  "task-started": { confinement?: "none" | "off"; loop?: AgentLoopLimits; settings?: Record<string, unknown> };
   "task-resumed": { from_seq: number; reason: string; confinement?: "none" | "off" };
   "task-awaiting-permission": { request_id: string; step_id: string };
   "task-completed": { answer: string };

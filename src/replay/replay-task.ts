@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pino from "pino";
-import type { DuckConfig } from "../config/config-schemas.js";
+import { RuntimeConfigSchema, type DuckConfig } from "../config/config-schemas.js";
 import type { DuckEvent, EventPayloads, MemoryHit } from "../contracts/index.js";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import type { SessionHistory } from "../runtime/executor-context.js";
@@ -100,9 +100,12 @@ export async function replayTask(recorded: readonly DuckEvent[], config: DuckCon
     // The loop limits the task ran under are in its task-started; a task recorded without them ran one decision.
     const started = recorded.find((event) => event.type === "task-started")?.payload as EventPayloads["task-started"] | undefined;
     const agent = { ...config.runtime.agent, max_iterations: started?.loop?.max_iterations ?? 1, token_budget: started?.loop?.token_budget ?? config.runtime.agent.token_budget };
+    // A task that recorded the settings its decisions followed is replayed under those, whatever runtime.json says now.
+    const settings = started?.settings ? RuntimeConfigSchema.parse({ ...config.runtime, ...started.settings }) : { ...config.runtime, agent };
     runtime = createRuntime({
       home,
-      config: { ...config, runtime: { ...config.runtime, resume: "never", agent } },
+      recordSettings: started?.settings !== undefined,
+      config: { ...config, runtime: { ...settings, resume: "never" } },
       databaseFile: ":memory:",
       logger: pino({ level: "silent" }),
       models: anyModel ? models : null,

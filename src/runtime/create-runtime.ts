@@ -55,6 +55,8 @@ export interface CreateRuntimeOptions {
   memorySearch?: MemorySearch;
   /** Conversation history to use instead of the store's (replay). */
   sessionHistory?: SessionHistory;
+  /** Record the settings a task's decisions follow in its `task-started` (default); a replay of an older log does not. */
+  recordSettings?: boolean;
   /** Delay between retries; defaults to a real, cancellable wait (replay passes none). */
   sleep?: (ms: number, signal: AbortSignal) => Promise<void>;
   /** What embeds memory for vector search. Defaults to the model provider's embeddings role, if any. */
@@ -190,6 +192,7 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
     logger,
     memorySearch: options.memorySearch ?? ((query, limit) => memory.recall(query, limit)),
     sessionHistory: options.sessionHistory ?? ((sessionId, beforeTaskId, limit) => store.sessionHistory(sessionId, beforeTaskId, limit).map((task) => ({ task_id: task.id, text: task.text, answer: task.answer }))),
+    recordSettings: options.recordSettings ?? true,
     sleep: options.sleep ?? ((ms, signal) => (ms > 0 ? delay(ms, undefined, { signal }) : Promise.resolve())),
     directiveSchema: tools.names().length > 0 ? createExecutionDirectiveSchema(tools.names()) : ExecutionDirectiveSchema,
   };

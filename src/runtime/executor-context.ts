@@ -40,6 +40,8 @@ export interface ExecutorContext {
   memorySearch: MemorySearch;
   /** How a conversation's earlier turns are read (replay stands in what the recording summarised). */
   sessionHistory: SessionHistory;
+  /** Whether `task-started` records the settings its decisions follow (a replay of a log without them does not). */
+  recordSettings: boolean;
   /** The wait before a retry (replay passes none). */
   sleep(ms: number, signal: AbortSignal): Promise<void>;
   /** The directive schema with the registered tool names, built once so a provider can cache its grammar. */

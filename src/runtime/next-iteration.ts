@@ -12,6 +12,13 @@ export function loopLimits(context: ExecutorContext): { loop?: { max_iterations:
   return agent.max_iterations > 1 ? { loop: { max_iterations: agent.max_iterations, token_budget: agent.token_budget } } : {};
 }
 
+/** The runtime.json sections a task's decisions follow, recorded in `task-started` for its replay. */
+export function recordedSettings(context: ExecutorContext): { settings?: Record<string, unknown> } {
+  if (!context.recordSettings) return {};
+  const { timeouts, retry, recovery, agent, scheduler, context_budgets } = context.config.runtime;
+  return { settings: { timeouts, retry, recovery, agent, scheduler, context_budgets } };
+}
+
 function outcomeOfSteps(projection: TaskProjection): string {
   const steps = (projection.plan_order ?? []).map((id) => projection.steps[id]!);
   const described = steps.map((step) => `${step.step.id} ${step.status === "succeeded" ? "succeeded" : step.status === "skipped" ? "was skipped" : `failed (${step.failure_reason ?? step.result?.error?.message ?? "no reason"})`}`);

@@ -7,7 +7,7 @@ import type { ExecutorContext } from "./executor-context.js";
 import { composeAnswer, finishTask } from "./finish-task.js";
 import { routeTask } from "./route-task.js";
 import { acceptPlan, failWithStep, runPlan } from "./run-plan.js";
-import { afterSteps, loopLimits } from "./next-iteration.js";
+import { afterSteps, loopLimits, recordedSettings } from "./next-iteration.js";
 import { recordFeedback, recordPermissionAnswer, recordSecret, revokeApproval, type PermissionAnswer } from "./task-requests.js";
 import { outcomeOf, type TaskOutcome } from "./task-outcome.js";
 
@@ -252,7 +252,7 @@ export class RuntimeLoop {
         store.append(taskId, "task-failed", { code: ErrorCode.HardStop, message: `the task contains a command that is never run: ${hardStop}` });
         return;
       }
-      projection = store.append(taskId, "task-started", { ...this.confinementMark(), ...loopLimits(this.context) });
+      projection = store.append(taskId, "task-started", { ...this.confinementMark(), ...loopLimits(this.context), ...recordedSettings(this.context) });
     }
     // The agent loop: decide, run the steps, let the model see what they did, decide again.
     for (;;) {

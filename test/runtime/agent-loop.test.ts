@@ -6,7 +6,7 @@ import type { DuckEvent, EventPayloads, ExecutionDirective } from "../../src/con
 import { replayTask } from "../../src/replay/replay-task.js";
 import { defineTool } from "../../src/tools/tool-definition.js";
 import { scriptedAgent } from "../helpers/scripted-agent.js";
-import { useTestRuntimes } from "../helpers/test-runtime.js";
+import { testConfig, useTestRuntimes } from "../helpers/test-runtime.js";
 import { createEchoTool } from "../helpers/test-tools.js";
 
 const setup = useTestRuntimes(afterEach);
@@ -264,6 +264,21 @@ describe("the agent loop with a scripted model", () => {
     const written = ofType(events, "model-output-delta").filter((delta) => delta.purpose === "draft").reduce((sum, delta) => sum + delta.text.length, 0);
     expect(written).toBeLessThan(limit + 64 * 2);
     expect(ofType(events, "model-output-failed")[0]).toMatchObject({ purpose: "draft", code: "DUCK_ERR_MODEL_OUTPUT_INVALID" });
+  });
+
+  it("replays a task under the settings it recorded, whatever runtime.json says at replay time", async () => {
+    const runtime = setup({
+      runtime: { agent: { max_iterations: 3 }, recovery: { on_exhausted: "respond" }, retry: { max_step_retries: 0 }, context_budgets: { observations: 900 } },
+      tools: [failingTool("DUCK_ERR_TOOL_FAILED")],
+      models: scriptedAgent({ directive: { kind: "tool", tool: "refusing", arguments: {}, reason: "" } }),
+    });
+    const outcome = await runtime.loop.submit({ text: "try it" }).done;
+    const events = runtime.store.listEvents(outcome.task_id);
+    expect(ofType(events, "task-started")[0]!.settings).toMatchObject({ recovery: { on_exhausted: "respond" }, agent: { max_iterations: 3 } });
+    // Replayed under the defaults (on_exhausted "fail", no retries setting, one decision): still the same events.
+    const report = await replayTask(events, testConfig());
+    expect(report.first_difference ?? null).toBeNull();
+    expect(report.matches).toBe(true);
   });
 });
 

@@ -158,7 +158,7 @@ describe("where commands cannot be confined", () => {
     expect(outcome.state).toBe("awaiting_permission");
     expect(outcome.pending_permissions[0]?.reason).toMatch(/cannot be confined here \(no bubblewrap\)/);
     const started = runtime.store.listEvents(outcome.task_id).find((event) => event.type === "task-started");
-    expect(started?.payload).toEqual({ confinement: "none" });
+    expect(started?.payload).toMatchObject({ confinement: "none" });
     // Pre-approval does not make it unattended either.
     expect((await runtime.loop.submit({ text: "run `cp a b`", auto_approve: ["unknown"] }).done).state).toBe("awaiting_permission");
   });
