@@ -158,7 +158,7 @@ export class RuntimeLoop {
 
   private async execute(taskId: string, controller: AbortController, external?: AbortSignal): Promise<TaskOutcome> {
     const { config } = this.context;
-    const scope = scopedSignal([controller.signal, external], config.runtime.timeouts.task_ms, "task");
+    const scope = scopedSignal([controller.signal, external], config.runtime.timeouts.task_ms, "task", ErrorCode.TaskTimeout);
     const signal = scope.signal;
     let failure: unknown = null;
     try {
@@ -188,7 +188,9 @@ export class RuntimeLoop {
     if (isShutdown(signal.reason) || isShutdown(error)) return; // left as it is, to be resumed by the next process
     const projection = store.projection(taskId);
     if (isTerminalTaskState(projection.state)) return;
-    if (timedOut || (DuckError.isInstance(signal.reason) && signal.reason.code === ErrorCode.TaskTimeout)) {
+    // A replay meets the recorded time-out as the error of the call it cut short.
+    const taskTimeout = (reason: unknown) => DuckError.isInstance(reason) && reason.code === ErrorCode.TaskTimeout;
+    if (timedOut || taskTimeout(signal.reason) || taskTimeout(error)) {
       store.append(taskId, "task-failed", { code: ErrorCode.TaskTimeout, message: `the task ran longer than ${config.runtime.timeouts.task_ms} ms (runtime.json timeouts.task_ms)` });
     } else if (signal.aborted) {
       store.append(taskId, "task-cancelled", { reason: signal.reason instanceof Error ? signal.reason.message : String(signal.reason ?? "cancelled") });

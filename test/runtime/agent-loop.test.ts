@@ -5,6 +5,7 @@ import { z } from "zod";
 import type { DuckEvent, EventPayloads, ExecutionDirective } from "../../src/contracts/index.js";
 import { replayTask } from "../../src/replay/replay-task.js";
 import { defineTool } from "../../src/tools/tool-definition.js";
+import { stallingReply } from "../../src/models/scripted-provider.js";
 import { scriptedAgent } from "../helpers/scripted-agent.js";
 import { testConfig, useTestRuntimes } from "../helpers/test-runtime.js";
 import { createEchoTool } from "../helpers/test-tools.js";
@@ -279,6 +280,17 @@ describe("the agent loop with a scripted model", () => {
     const report = await replayTask(events, testConfig());
     expect(report.first_difference ?? null).toBeNull();
     expect(report.matches).toBe(true);
+  });
+
+  it("ends a task whose model call hangs at its time limit, and replays it as the same time-out", async () => {
+    const models = scriptedAgent({ directive: { kind: "respond", answer: "never" } }).push("thinker", stallingReply("thinking about it"));
+    const runtime = setup({ runtime: { timeouts: { task_ms: 300 } }, models });
+    const outcome = await runtime.loop.submit({ text: "ponder" }).done;
+    expect(outcome.error?.code).toBe("DUCK_ERR_TASK_TIMEOUT");
+    const events = runtime.store.listEvents(outcome.task_id);
+    expect(ofType(events, "model-output-failed")[0]).toMatchObject({ purpose: "draft", code: "DUCK_ERR_TASK_TIMEOUT" });
+    const report = await replayTask(events, testConfig());
+    expect(report.first_difference ?? null).toBeNull();
   });
 });
 
