@@ -114,6 +114,18 @@ describe("MemoryService", () => {
     expect(memory.stats().entries).toBe(2);
   });
 
+  it("never merges distinct facts, however alike their embeddings (numbers, names with digits, negation)", async () => {
+    // Every one of these embeds to the same vector: only what they say can tell them apart.
+    const memory = await open(makeTempDir());
+    for (let i = 0; i < 30; i += 1) expect((await memory.remember(`host for service ${i} is node-${i}`, "fact", null)).action).toBe("insert");
+    expect((await memory.remember("Geese like bread", "fact", null)).action).toBe("insert");
+    expect((await memory.remember("Geese do not like bread", "fact", null)).action).toBe("insert");
+    expect(memory.stats().entries).toBe(32);
+    // The same fact again still reinforces its entry.
+    expect((await memory.remember("host for service 7 is node-7", "fact", null)).action).toBe("reinforce");
+    expect(memory.stats().entries).toBe(32);
+  });
+
   it("forgets from the rows, the keyword index and the vector index", async () => {
     const memory = await open(makeTempDir());
     const { entry } = await memory.remember("my car is red", "fact", null);

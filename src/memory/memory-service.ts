@@ -91,11 +91,12 @@ export class MemoryService {
     if (exact) return { action: "reinforce", text, kind, existing: exact, similarity: 1 };
     const [embedding] = await this.embed([text]);
     if (embedding && this.index) {
-      const [nearest] = this.index.search(embedding, 1);
-      if (nearest) {
-        const similarity = this.config.vector_space === "cosine" ? 1 - nearest.distance : 1 / (1 + nearest.distance);
-        const existing = this.store.get(nearest.id);
-        if (existing && similarity >= this.config.near_duplicate_similarity) return { action: "reinforce", text, kind, existing, similarity };
+      // The nearest few, not only the nearest: the closest may be a different fact said alike.
+      for (const near of this.index.search(embedding, NEAR_DUPLICATE_CANDIDATES)) {
+        const similarity = this.config.vector_space === "cosine" ? 1 - near.distance : 1 / (1 + near.distance);
+        if (similarity < this.config.near_duplicate_similarity) continue;
+        const existing = this.store.get(near.id);
+        if (existing && sameFacts(existing.text, text)) return { action: "reinforce", text, kind, existing, similarity };
       }
     }
     return { action: "insert", text, kind, embedding: embedding ?? null };
@@ -262,3 +263,23 @@ export class MemoryService {
     this.persist();
   }
 }
+
+/** Entries looked at as a possible repeat of a new one. */
+const NEAR_DUPLICATE_CANDIDATES = 8;
+
+/** Numbers, names with digits (`node-3`, `v2.1`), paths and quoted text: what makes two similar sentences different facts. */
+function factTokens(text: string): string {
+  const tokens = text.toLowerCase().match(/"[^"]*"|'[^']*'|`[^`]*`|[\w./~-]*\d[\w./~-]*|[\w.-]*\/[\w./~-]*/g) ?? [];
+  const negated = /\b(not|no|never|none|without)\b|n't\b/i.test(text);
+  return JSON.stringify([[...new Set(tokens)].sort(), negated]);
+}
+
+/**
+ * Whether a similar sentence says the same fact: however close their embeddings, "host for
+ * service 3 is node-3" and "… service 4 is node-4" are two facts, and so are a sentence and its
+ * negation. A merge must never drop a distinct fact.
+ */
+export function sameFacts(a: string, b: string): boolean {
+  return factTokens(a) === factTokens(b);
+}
+
