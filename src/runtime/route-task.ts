@@ -3,6 +3,7 @@ import { DuckError, ErrorCode, type ErrorCodeName } from "../errors/duck-error.j
 import { z } from "zod";
 import { referencedSteps, withoutStepReferences } from "./step-references.js";
 import { heuristicRecall, recallPrompt } from "../decisions/recall-policy.js";
+import { parseIntent } from "../decisions/intent-parser.js";
 import { decideWithoutModel, directiveRequest, draftRequest, type RouterDecision } from "../decisions/router.js";
 import { estimateTokens, type ModelProvider } from "../models/model-provider.js";
 import type { TaskProjection } from "../state/task-projection.js";
@@ -18,6 +19,10 @@ function counterFor(models: ModelProvider, role: ModelRole): (text: string) => n
   let counter = byRole.get(role);
   if (!counter) byRole.set(role, (counter = (text: string) => models.countTokens(role, text)));
   return counter;
+}
+
+function outOfBudget(error: unknown): boolean {
+  return DuckError.isInstance(error) && (error.code === ErrorCode.TokenBudget || error.code === ErrorCode.Shutdown || error.code === ErrorCode.Cancelled);
 }
 
 /** Earlier turns of a conversation read for a decision: as many as can be shown, or more when a model summarises the oldest. */
@@ -63,9 +68,19 @@ export async function routeTask(context: ExecutorContext, projection: TaskProjec
   if (!servesRole(context, "json_compiler")) {
     routed = decideWithoutModel(projection.text);
   } else {
-    const request = draftRequest(built, config.prompts, projection.iteration);
-    const draft = servesRole(context, request.role) ? await callModelText(context, taskId, { purpose: "draft", ...request }, signal) : "";
-    routed = { directive: await compileDirective(context, projection, directiveRequest(built, draft, config.prompts), signal), source: "model" };
+    try {
+      const request = draftRequest(built, config.prompts, projection.iteration);
+      const draft = servesRole(context, request.role) ? await callModelText(context, taskId, { purpose: "draft", ...request }, signal) : "";
+      routed = { directive: await compileDirective(context, projection, directiveRequest(built, draft, config.prompts), signal), source: "model" };
+    } catch (error) {
+      // An explicit request ("run `ls`", "read file x") does not need a model: one that is broken,
+      // unreachable or talking nonsense does not stop it. Anything else still fails the task.
+      signal.throwIfAborted();
+      const explicit = projection.iteration === 1 && !outOfBudget(error) ? parseIntent(projection.text) : null;
+      if (!explicit) throw error;
+      context.logger.warn({ err: error, task_id: taskId }, "the model could not decide; the explicit request is read without it");
+      routed = { directive: explicit, source: "intent-parser" };
+    }
   }
   return store.append(taskId, "directive-decided", { directive: routed.directive, source: routed.source });
 }

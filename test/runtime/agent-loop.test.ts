@@ -3,6 +3,7 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import type { DuckEvent, EventPayloads, ExecutionDirective } from "../../src/contracts/index.js";
+import { DuckError, ErrorCode } from "../../src/errors/duck-error.js";
 import { replayTask } from "../../src/replay/replay-task.js";
 import { defineTool } from "../../src/tools/tool-definition.js";
 import { stallingReply } from "../../src/models/scripted-provider.js";
@@ -291,6 +292,23 @@ describe("the agent loop with a scripted model", () => {
     expect(ofType(events, "model-output-failed")[0]).toMatchObject({ purpose: "draft", code: "DUCK_ERR_TASK_TIMEOUT" });
     const report = await replayTask(events, testConfig());
     expect(report.first_difference ?? null).toBeNull();
+  });
+
+  it("still carries out an explicit request when the model cannot decide, and fails the rest with the model's error", async () => {
+    const broken = () => scriptedAgent({
+      directive: () => {
+        throw new DuckError(ErrorCode.ModelServerFailed, "the model server is down");
+      },
+    });
+    const runtime = setup({ models: broken() });
+    const explicit = await runtime.loop.submit({ text: "run `echo hello`" }).done;
+    expect(explicit.state).toBe("completed");
+    expect(explicit.answer).toContain("hello");
+    const events = runtime.store.listEvents(explicit.task_id);
+    expect(ofType(events, "model-output-failed")[0]).toMatchObject({ purpose: "directive", code: "DUCK_ERR_MODEL_SERVER" });
+    expect(ofType(events, "directive-decided")[0]).toMatchObject({ source: "intent-parser", directive: { kind: "tool", tool: "shell_exec" } });
+    const open = await runtime.loop.submit({ text: "tell me something about ducks" }).done;
+    expect(open.error?.code).toBe("DUCK_ERR_MODEL_SERVER");
   });
 });
 
