@@ -18,7 +18,24 @@ export const TaskIdParamsSchema = z.strictObject({ id: Id });
 export const TaskListQuerySchema = z.strictObject({
   state: TaskStateSchema.optional(),
   limit: z.coerce.number().int().positive().max(500).default(50),
+  /** The `next` of the previous page: the listing goes on after its last task. */
+  cursor: z.string().max(400).optional(),
 });
+
+/** A listing's place, as an opaque cursor: the creation time and id of the last task shown. */
+export function taskCursor(task: { created_at: string; id: string }): string {
+  return Buffer.from(JSON.stringify([task.created_at, task.id])).toString("base64url");
+}
+
+export function readTaskCursor(cursor: string): { created_at: string; id: string } | null {
+  try {
+    const value = JSON.parse(Buffer.from(cursor, "base64url").toString("utf8")) as unknown;
+    if (Array.isArray(value) && value.length === 2 && typeof value[0] === "string" && typeof value[1] === "string") return { created_at: value[0], id: value[1] };
+  } catch {
+    // Not one of ours.
+  }
+  return null;
+}
 
 export const SinceQuerySchema = z.strictObject({
   // Events are numbered from 1; 0 also means "from the start", as clients often count from 0.

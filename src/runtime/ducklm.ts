@@ -67,7 +67,8 @@ export interface DuckLM {
   feedback(taskId: string, feedback: { target: "answer" | "step"; step_id?: string | null; rating: "up" | "down"; comment?: string }, by?: string): void;
 
   getTask(taskId: string): TaskView;
-  listTasks(options?: { state?: TaskState; limit?: number }): TaskSummary[];
+  /** Newest first; `after` continues past a task of the previous page (see `GET /tasks?cursor=`). */
+  listTasks(options?: { state?: TaskState; limit?: number; after?: { created_at: string; id: string } }): TaskSummary[];
   events(taskId: string, options?: { since?: number; limit?: number }): TypedEvent[];
   recentEvents(limit?: number): TypedEvent[];
   /** A task's stored events from `fromSeq`, then live ones, in order, with no gap or duplicate. */

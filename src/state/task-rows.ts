@@ -37,6 +37,8 @@ export class TaskRows {
   private readonly selectTask: Statement<[string]>;
   private readonly selectTasks: Statement<[number]>;
   private readonly selectTasksByState: Statement<[string, number]>;
+  private readonly selectTasksAfter: Statement<[string, string, string, number]>;
+  private readonly selectTasksByStateAfter: Statement<[string, string, string, string, number]>;
   private readonly selectSession: Statement<[string, string, number]>;
 
   constructor(db: SqliteDatabase) {
@@ -58,6 +60,9 @@ export class TaskRows {
       "SELECT * FROM tasks WHERE session_id = ? AND id != ? AND state = 'completed' ORDER BY created_at DESC, id LIMIT ?",
     );
     this.selectTasksByState = db.prepare("SELECT * FROM tasks WHERE state = ? ORDER BY created_at DESC, id LIMIT ?");
+    // The page after a task: older ones, and among those created at the same instant, the later ids.
+    this.selectTasksAfter = db.prepare("SELECT * FROM tasks WHERE (created_at < ? OR (created_at = ? AND id > ?)) ORDER BY created_at DESC, id LIMIT ?");
+    this.selectTasksByStateAfter = db.prepare("SELECT * FROM tasks WHERE state = ? AND (created_at < ? OR (created_at = ? AND id > ?)) ORDER BY created_at DESC, id LIMIT ?");
   }
 
   insert(task: NewTaskRow): void {
@@ -90,8 +95,14 @@ export class TaskRows {
   }
 
   /** Newest first, optionally in one state only. */
-  list(state: TaskState | null, limit: number): TaskSummary[] {
-    const rows = state ? this.selectTasksByState.all(state, limit) : this.selectTasks.all(limit);
+  list(state: TaskState | null, limit: number, after: { created_at: string; id: string } | null = null): TaskSummary[] {
+    const rows = after
+      ? state
+        ? this.selectTasksByStateAfter.all(state, after.created_at, after.created_at, after.id, limit)
+        : this.selectTasksAfter.all(after.created_at, after.created_at, after.id, limit)
+      : state
+        ? this.selectTasksByState.all(state, limit)
+        : this.selectTasks.all(limit);
     return (rows as TaskRow[]).map((row) => ({ ...row }));
   }
 

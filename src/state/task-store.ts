@@ -296,8 +296,9 @@ export class TaskStore {
     return task;
   }
 
-  listTasks(options: { state?: TaskState; limit?: number } = {}): TaskSummary[] {
-    return this.rows.list(options.state ?? null, options.limit ?? 50);
+  /** Newest first; `after` (a task's creation time and id) continues a listing past that task. */
+  listTasks(options: { state?: TaskState; limit?: number; after?: { created_at: string; id: string } } = {}): TaskSummary[] {
+    return this.rows.list(options.state ?? null, options.limit ?? 50, options.after ?? null);
   }
 
   /** Earlier tasks of a conversation, oldest first. */

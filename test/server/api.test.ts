@@ -26,6 +26,22 @@ async function call(method: string, path: string, body?: unknown, headers: Recor
 }
 
 describe("the HTTP API", () => {
+  it("pages through tasks with a cursor, newest first, without gaps or repeats", async () => {
+    directive = { kind: "respond", answer: "paged" };
+    for (let i = 0; i < 7; i += 1) await call("POST", "/chat", { text: `page me ${i}`, wait: true });
+    const all = (await call("GET", "/tasks?limit=500")).body.tasks.map((task: { id: string }) => task.id);
+    const seen: string[] = [];
+    let cursor: string | null = null;
+    do {
+      const page: { status: number; body: { tasks: Array<{ id: string }>; next: string | null } } = await call("GET", `/tasks?limit=3${cursor ? `&cursor=${cursor}` : ""}`);
+      expect(page.status).toBe(200);
+      seen.push(...page.body.tasks.map((task) => task.id));
+      cursor = page.body.next;
+    } while (cursor);
+    expect(seen).toEqual(all);
+    expect((await call("GET", "/tasks?cursor=not-a-cursor")).body.error.code).toBe("DUCK_ERR_INVALID_INPUT");
+  });
+
   it("runs a chat task and answers with its outcome when asked to wait", async () => {
     directive = { kind: "respond", answer: "quack" };
     const result = await call("POST", "/chat", { text: "say something", wait: true });

@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
-import { ChatRequestSchema, RecentEventsQuerySchema, SinceQuerySchema, TaskIdParamsSchema, TaskListQuerySchema } from "../../contracts/index.js";
+import { ChatRequestSchema, RecentEventsQuerySchema, SinceQuerySchema, TaskIdParamsSchema, TaskListQuerySchema, readTaskCursor, taskCursor } from "../../contracts/index.js";
+import { DuckError, ErrorCode } from "../../errors/duck-error.js";
 import type { RouteOptions } from "./route-options.js";
 
 /** Tasks: submit, list, one with what it waits for, its events, cancel; and the newest events of all. */
@@ -10,9 +11,13 @@ export const taskRoutes: FastifyPluginAsyncZod<RouteOptions> = async (app, { duc
     if (!body.wait) return reply.code(202).send({ task_id: handle.taskId, state: "received" });
     return await handle.done;
   });
-  app.get("/tasks", { schema: { summary: "Tasks, newest first", querystring: TaskListQuerySchema } }, async (request) => ({
-    tasks: ducklm.listTasks({ ...(request.query.state ? { state: request.query.state } : {}), limit: request.query.limit }),
-  }));
+  app.get("/tasks", { schema: { summary: "Tasks, newest first; `next` is the cursor of the following page", querystring: TaskListQuerySchema } }, async (request) => {
+    const { state, limit, cursor } = request.query;
+    const after = cursor === undefined ? null : readTaskCursor(cursor);
+    if (cursor !== undefined && !after) throw new DuckError(ErrorCode.InvalidInput, "cursor: not a cursor this server gave out (use the `next` of a previous page)");
+    const tasks = ducklm.listTasks({ ...(state ? { state } : {}), limit, ...(after ? { after } : {}) });
+    return { tasks, next: tasks.length === limit ? taskCursor(tasks.at(-1)!) : null };
+  });
   app.get("/tasks/:id", { schema: { summary: "One task with what it waits for", params: TaskIdParamsSchema } }, async (request) => ducklm.getTask(request.params.id));
   app.get("/tasks/:id/events", { schema: { summary: "A task's stored events from `since`", params: TaskIdParamsSchema, querystring: SinceQuerySchema } }, async (request) => ({
     events: ducklm.events(request.params.id, { since: request.query.since, limit: request.query.limit }),
