@@ -168,6 +168,18 @@ describe("MemoryService", () => {
     expect((await memory.recall("automobile", 1))[0]!.entry.text).toBe("my car is red");
   });
 
+  it("runs the scheduled cleanup after start-up, not during it", async () => {
+    let now = new Date("2026-01-01T00:00:00Z");
+    const config = RuntimeConfigSchema.parse({ memory: { half_life_days: 10, min_weight: 0.2, min_age_days: 7 } }).memory;
+    const memory = await open(makeTempDir(), fakeEmbedder(), config, () => now);
+    await memory.remember("my car is red", "fact", null);
+    now = new Date("2026-02-15T00:00:00Z");
+    memory.scheduleCleanup(50);
+    expect(memory.stats().entries).toBe(1);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(memory.stats().entries).toBe(0);
+  });
+
   it("cleans up: decays, removes old weak entries, keeps pins, and holds the count bound", async () => {
     const home = makeTempDir();
     let now = new Date("2026-01-01T00:00:00Z");

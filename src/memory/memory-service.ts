@@ -63,13 +63,22 @@ export class MemoryService {
   }
 
   /** Runs cleanup now and then every `cleanup_interval_hours`. */
-  scheduleCleanup(): void {
-    this.runCleanup();
-    this.cleanupTimer = setInterval(() => this.runCleanup(), this.config.cleanup_interval_hours * 3_600_000);
-    this.cleanupTimer.unref();
+  /**
+   * Cleans memory up a little after start-up and then every `cleanup_interval_hours`: off the start-up
+   * path, whose time would otherwise grow with the memory table. A short CLI command exits first.
+   */
+  scheduleCleanup(firstAfterMs = FIRST_CLEANUP_AFTER_MS): void {
+    this.firstCleanup = setTimeout(() => {
+      this.firstCleanup = null;
+      this.runCleanup();
+      this.cleanupTimer = setInterval(() => this.runCleanup(), this.config.cleanup_interval_hours * 3_600_000);
+      this.cleanupTimer.unref();
+    }, firstAfterMs);
+    this.firstCleanup.unref();
   }
 
   private cleanupTimer: NodeJS.Timeout | null = null;
+  private firstCleanup: NodeJS.Timeout | null = null;
 
   private runCleanup(): void {
     try {
@@ -258,11 +267,15 @@ export class MemoryService {
 
   close(): void {
     if (this.cleanupTimer) clearInterval(this.cleanupTimer);
+    if (this.firstCleanup) clearTimeout(this.firstCleanup);
     if (this.persistTimer) clearTimeout(this.persistTimer);
     this.persistTimer = null;
     this.persist();
   }
 }
+
+/** How long after start-up the first memory cleanup runs. */
+const FIRST_CLEANUP_AFTER_MS = 15_000;
 
 /** Entries looked at as a possible repeat of a new one. */
 const NEAR_DUPLICATE_CANDIDATES = 8;
