@@ -1,7 +1,7 @@
 import { statSync } from "node:fs";
 import { resolve } from "node:path";
 import { UserTaskSchema, isTerminalTaskState } from "../contracts/index.js";
-import { describeError, DuckError, ErrorCode, isShutdown } from "../errors/duck-error.js";
+import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import { scopedSignal } from "../utils/scoped-signal.js";
 import type { ExecutorContext } from "./executor-context.js";
 import { composeAnswer, finishTask } from "./finish-task.js";
@@ -10,6 +10,7 @@ import { acceptPlan, failWithStep, runPlan } from "./run-plan.js";
 import { afterSteps, loopLimits, recordedSettings } from "./next-iteration.js";
 import { recordFeedback, recordPermissionAnswer, recordSecret, revokeApproval, type PermissionAnswer } from "./task-requests.js";
 import { outcomeOf, type TaskOutcome } from "./task-outcome.js";
+import { recordEnding, StorageRetries } from "./task-endings.js";
 
 export type { PermissionAnswer } from "./task-requests.js";
 
@@ -47,21 +48,17 @@ interface ActiveTask {
  * carries it on, so a task picks up where it stopped: after a permission answer, after a restart, or
  * from scratch.
  */
-/** The first pause before a task whose events could not be stored is driven again, and the longest. */
-const STORAGE_RETRY_FIRST_MS = 1_000;
-const STORAGE_RETRY_MAX_MS = 60_000;
-
 export class RuntimeLoop {
   private readonly active = new Map<string, ActiveTask>();
-  /** Tasks waiting to be driven again after a storage failure, and how often that has happened. */
-  private readonly storageRetries = new Map<string, number>();
-  private readonly retryTimers = new Map<string, NodeJS.Timeout>();
-  private closing = false;
+  /** Tasks whose events could not be stored, driven again when the store may take them. */
+  private readonly storageRetries: StorageRetries;
 
   constructor(
     private readonly context: ExecutorContext,
     private readonly options: RuntimeLoopOptions,
-  ) {}
+  ) {
+    this.storageRetries = new StorageRetries(context, (taskId) => this.active.has(taskId), (taskId, reason) => this.resume(taskId, reason));
+  }
 
   /** Records a new task and starts driving it. Throws DuckError(INVALID_INPUT) on a bad task. */
   submit(input: unknown, options: SubmitOptions = {}): TaskHandle {
@@ -147,9 +144,7 @@ export class RuntimeLoop {
    * next start resumes them (a command killed half-way counts as "outcome unknown").
    */
   async close(): Promise<void> {
-    this.closing = true;
-    for (const timer of this.retryTimers.values()) clearTimeout(timer);
-    this.retryTimers.clear();
+    this.storageRetries.close();
     const running = [...this.active.values()];
     for (const task of running) task.controller.abort(new DuckError(ErrorCode.Shutdown, "DuckLM is shutting down"));
     await Promise.allSettled(running.map((task) => task.done));
@@ -170,75 +165,13 @@ export class RuntimeLoop {
     }
     // One task's trouble is that task's: whatever happens here, the process and the other tasks go on.
     try {
-      if (failure !== null) this.recordEnding(taskId, failure, signal, scope.timedOut);
+      if (failure !== null) recordEnding(this.context, taskId, failure, signal, scope.timedOut);
       // Whoever awaits the outcome may read the task back at once: its events must be on disk.
       this.context.store.flush();
-      this.storageRetries.delete(taskId);
+      this.storageRetries.succeeded(taskId);
       return outcomeOf(this.context.store.projection(taskId));
     } catch (error) {
-      return this.leftForLater(taskId, error);
-    }
-  }
-
-  /** How a task that stopped with an error ends: failed, cancelled, timed out — or left to resume. */
-  private recordEnding(taskId: string, error: unknown, signal: AbortSignal, timedOut: boolean): void {
-    const { store, config } = this.context;
-    // The store could not take the task's events: nothing is wrong with the task, so it is not failed.
-    if (DuckError.isInstance(error) && (error.code === ErrorCode.StorageFailed || error.code === ErrorCode.SeqConflict)) throw error;
-    if (isShutdown(signal.reason) || isShutdown(error)) return; // left as it is, to be resumed by the next process
-    const projection = store.projection(taskId);
-    if (isTerminalTaskState(projection.state)) return;
-    // A replay meets the recorded time-out as the error of the call it cut short.
-    const taskTimeout = (reason: unknown) => DuckError.isInstance(reason) && reason.code === ErrorCode.TaskTimeout;
-    if (timedOut || taskTimeout(signal.reason) || taskTimeout(error)) {
-      store.append(taskId, "task-failed", { code: ErrorCode.TaskTimeout, message: `the task ran longer than ${config.runtime.timeouts.task_ms} ms (runtime.json timeouts.task_ms)` });
-    } else if (signal.aborted) {
-      store.append(taskId, "task-cancelled", { reason: signal.reason instanceof Error ? signal.reason.message : String(signal.reason ?? "cancelled") });
-    } else {
-      this.context.logger.error({ err: error, task_id: taskId }, "task failed");
-      store.append(taskId, "task-failed", describeError(error));
-    }
-  }
-
-  /**
-   * A task whose events could not be stored: its state stays as the disk has it. A storage failure
-   * (a full disk) may pass, so the task is driven again after a growing pause while this process
-   * runs; a task another writer changed is that writer's, and is left alone.
-   */
-  private leftForLater(taskId: string, error: unknown): TaskOutcome {
-    const { store, logger } = this.context;
-    store.evict(taskId);
-    const described = describeError(error);
-    const storageFailed = DuckError.isInstance(error) && error.code === ErrorCode.StorageFailed;
-    if (storageFailed && !this.closing) {
-      const attempt = (this.storageRetries.get(taskId) ?? 0) + 1;
-      this.storageRetries.set(taskId, attempt);
-      const delayMs = Math.min(STORAGE_RETRY_MAX_MS, STORAGE_RETRY_FIRST_MS * 2 ** (attempt - 1));
-      logger.error({ err: error, task_id: taskId, retry_in_ms: delayMs }, "could not store the task's events; it will be driven again");
-      const timer = setTimeout(() => {
-        this.retryTimers.delete(taskId);
-        if (this.closing || this.active.has(taskId)) return;
-        void this.resumeQuietly(taskId);
-      }, delayMs);
-      timer.unref();
-      this.retryTimers.set(taskId, timer);
-    } else {
-      logger.error({ err: error, task_id: taskId }, "could not record how the task ended; it is left as stored");
-    }
-    let stored: TaskOutcome | null = null;
-    try {
-      stored = outcomeOf(store.projection(taskId));
-    } catch {
-      // The disk cannot even be read: say so with the task's id.
-    }
-    return { ...(stored ?? { task_id: taskId, state: "running", answer: null, pending_permissions: [], pending_secrets: [] }), error: described };
-  }
-
-  private async resumeQuietly(taskId: string): Promise<void> {
-    try {
-      await this.resume(taskId, "its events could not be stored earlier (storage failed); driving it again");
-    } catch (error) {
-      this.leftForLater(taskId, error);
+      return this.storageRetries.leftForLater(taskId, error);
     }
   }
 
