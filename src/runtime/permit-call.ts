@@ -58,11 +58,11 @@ export async function permitCall(context: ExecutorContext, projection: TaskProje
   if (step.permission_granted) return { kind: "run", network: needsNetwork, classification, command };
   // Started before a crash and no result was recorded: it may or may not have happened. A command
   // that does no more when run twice (`ls`, `sleep 5 && echo done`) simply runs again.
-  const rerunSafe = command !== null && classification !== null && context.classifier.safeToRunAgain(command, classification);
-  if (step.tool_called && effect === "side-effecting" && !rerunSafe) {
+  const rerunSafe = () => command !== null && classification !== null && context.classifier.safeToRunAgain(command, classification);
+  if (step.tool_called && effect === "side-effecting" && !rerunSafe()) {
     return ask(context, taskId, stepId, shownCall, "unknown", "its earlier run was interrupted and its outcome is unknown; run it again?", [], needsNetwork);
   }
-  if (step.ask_before_retry && !rerunSafe) {
+  if (step.ask_before_retry && !rerunSafe()) {
     return ask(context, taskId, stepId, shownCall, "unknown", "its previous attempt timed out and may have done part of its work; run it again?", classification?.commands ?? [], needsNetwork);
   }
   const subject = approvalSubjectOf(call);

@@ -21,7 +21,8 @@ function counterFor(models: ModelProvider, role: ModelRole): (text: string) => n
   return counter;
 }
 
-function outOfBudget(error: unknown): boolean {
+/** Errors that end the task whatever it asked: a spent budget, a cancel, a shutdown. */
+function endsTheTask(error: unknown): boolean {
   return DuckError.isInstance(error) && (error.code === ErrorCode.TokenBudget || error.code === ErrorCode.Shutdown || error.code === ErrorCode.Cancelled);
 }
 
@@ -76,7 +77,7 @@ export async function routeTask(context: ExecutorContext, projection: TaskProjec
       // An explicit request ("run `ls`", "read file x") does not need a model: one that is broken,
       // unreachable or talking nonsense does not stop it. Anything else still fails the task.
       signal.throwIfAborted();
-      const explicit = projection.iteration === 1 && !outOfBudget(error) ? parseIntent(projection.text) : null;
+      const explicit = projection.iteration === 1 && !endsTheTask(error) ? parseIntent(projection.text) : null;
       if (!explicit) throw error;
       context.logger.warn({ err: error, task_id: taskId }, "the model could not decide; the explicit request is read without it");
       routed = { directive: explicit, source: "intent-parser" };

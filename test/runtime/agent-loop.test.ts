@@ -2,21 +2,19 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
-import type { DuckEvent, EventPayloads, ExecutionDirective } from "../../src/contracts/index.js";
+import type { ExecutionDirective } from "../../src/contracts/index.js";
 import { DuckError, ErrorCode } from "../../src/errors/duck-error.js";
 import { replayTask } from "../../src/replay/replay-task.js";
 import { defineTool } from "../../src/tools/tool-definition.js";
 import { stallingReply } from "../../src/models/scripted-provider.js";
 import { scriptedAgent } from "../helpers/scripted-agent.js";
+import { ofType } from "../helpers/event-payloads.js";
 import { testConfig, useTestRuntimes } from "../helpers/test-runtime.js";
 import { createEchoTool } from "../helpers/test-tools.js";
 
 const setup = useTestRuntimes(afterEach);
 const loop = (max_iterations = 6, extra: Record<string, unknown> = {}) => ({ agent: { max_iterations, ...extra } });
 
-function ofType<T extends DuckEvent["type"]>(events: DuckEvent[], type: T): Array<EventPayloads[T]> {
-  return events.filter((event) => event.type === type).map((event) => event.payload as EventPayloads[T]);
-}
 
 /** A tool that fails the same way every time, for judging what the critic may and may not pass. */
 function failingTool(code: string) {

@@ -1,15 +1,13 @@
 import { afterEach, describe, expect, it } from "vitest";
-import type { DuckEvent, EventPayloads } from "../../src/contracts/index.js";
+import type { EventPayloads } from "../../src/contracts/index.js";
 import { replayTask } from "../../src/replay/replay-task.js";
 import { scriptedAgent } from "../helpers/scripted-agent.js";
+import { ofType } from "../helpers/event-payloads.js";
 import { useTestRuntimes } from "../helpers/test-runtime.js";
 import { createEchoTool } from "../helpers/test-tools.js";
 
 const setup = useTestRuntimes(afterEach);
 
-function ofType<T extends DuckEvent["type"]>(events: DuckEvent[], type: T): Array<EventPayloads[T]> {
-  return events.filter((event) => event.type === type).map((event) => event.payload as EventPayloads[T]);
-}
 
 describe("context that lasts: summaries instead of dropped turns and decisions", () => {
   it("summarises the conversation's oldest turns once they no longer fit, and the replay serves the same summary", async () => {

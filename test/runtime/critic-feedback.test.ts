@@ -1,14 +1,11 @@
 import { afterEach, describe, expect, it } from "vitest";
-import type { DuckEvent, EventPayloads } from "../../src/contracts/index.js";
 import { scriptedAgent } from "../helpers/scripted-agent.js";
+import { ofType } from "../helpers/event-payloads.js";
 import { useTestRuntimes } from "../helpers/test-runtime.js";
 import { createEchoTool } from "../helpers/test-tools.js";
 
 const setup = useTestRuntimes(afterEach);
 
-function ofType<T extends DuckEvent["type"]>(events: DuckEvent[], type: T): Array<EventPayloads[T]> {
-  return events.filter((event) => event.type === type).map((event) => event.payload as EventPayloads[T]);
-}
 
 describe("people's feedback read back by the critic", () => {
   it("shows the critic how people rated similar steps, so a rating changes the next verdict", async () => {

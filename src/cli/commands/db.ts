@@ -3,10 +3,13 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { runPlain, type GlobalOptions } from "../with-ducklm.js";
 
-/** The database of the home the global options name. */
-async function databaseFile(program: Command): Promise<string> {
+/** The database of the home the global options name, or null (said, with the exit code 2) when there is none. */
+async function existingDatabase(program: Command): Promise<string | null> {
   const { resolveHomeDir } = await import("../../config/load-config.js");
-  return join(resolveHomeDir(program.opts<GlobalOptions>().home), "ducklm.sqlite3");
+  const file = join(resolveHomeDir(program.opts<GlobalOptions>().home), "ducklm.sqlite3");
+  if (existsSync(file)) return file;
+  console.error(`error DUCK_ERR_INVALID_INPUT: there is no database at ${file} (choose the home with --home)`);
+  return null;
 }
 
 /** `ducklm db check` and `ducklm db recover`: what is damaged in the database, and salvage of what is not. */
@@ -17,11 +20,8 @@ export function registerDb(program: Command): void {
     .option("--json", "print the report as JSON")
     .action(async (options: { json?: boolean }) =>
       runPlain(async () => {
-        const file = await databaseFile(program);
-        if (!existsSync(file)) {
-          console.error(`error DUCK_ERR_INVALID_INPUT: there is no database at ${file} (choose the home with --home)`);
-          return 2;
-        }
+        const file = await existingDatabase(program);
+        if (!file) return 2;
         const { checkDatabaseFile } = await import("../../state/database-repair.js");
         const report = checkDatabaseFile(file);
         if (options.json) console.log(JSON.stringify(report, null, 2));
@@ -42,11 +42,8 @@ export function registerDb(program: Command): void {
     .option("--json", "print the report as JSON")
     .action(async (options: { json?: boolean }) =>
       runPlain(async () => {
-        const file = await databaseFile(program);
-        if (!existsSync(file)) {
-          console.error(`error DUCK_ERR_INVALID_INPUT: there is no database at ${file} (choose the home with --home)`);
-          return 2;
-        }
+        const file = await existingDatabase(program);
+        if (!file) return 2;
         const { recoverDatabaseFile } = await import("../../state/database-repair.js");
         const report = recoverDatabaseFile(file);
         if (options.json) {
