@@ -48,7 +48,9 @@ async function diskPerTask(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "ducklm-soak-disk-"));
   const workspace = mkdtempSync(join(tmpdir(), "ducklm-soak-ws-"));
   const outputBytes = 900_000;
-  writeFileSync(join(workspace, "big.txt"), "ducks like bread\n".repeat(Math.ceil(outputBytes / 17)).slice(0, outputBytes));
+  // Each task reads a different text: identical outputs are stored once across tasks, which would flatter the figure.
+  const writeBigFile = (i: number) => writeFileSync(join(workspace, "big.txt"), `task ${i}\n${"ducks like bread\n".repeat(Math.ceil(outputBytes / 17))}`.slice(0, outputBytes));
+  writeBigFile(-1);
   const runtime = createTestRuntime({
     home: dir,
     workspace,
@@ -61,6 +63,7 @@ async function diskPerTask(): Promise<void> {
     runtime.db.pragma("wal_checkpoint(TRUNCATE)");
     const before = size();
     for (let i = 0; i < LARGE; i += 1) {
+      writeBigFile(i);
       const outcome = await runtime.loop.submit({ text: `read it ${i}` }).done;
       if (outcome.state !== "completed") throw new Error(`large task ${i} ended ${outcome.state}: ${outcome.error?.message}`);
     }

@@ -1,5 +1,5 @@
 import { spawnSync } from "node:child_process";
-import { closeSync, existsSync, openSync, readdirSync, statSync, truncateSync, writeSync } from "node:fs";
+import { closeSync, existsSync, openSync, readdirSync, statSync, truncateSync, writeFileSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { afterEach, describe, expect, it } from "vitest";
@@ -27,17 +27,27 @@ interface StoredEvent {
 }
 
 /** A home with finished tasks and memories, closed, and every event as it was stored. */
-async function populatedHome(tasks = 40): Promise<{ home: string; file: string; original: Map<string, StoredEvent[]> }> {
+async function populatedHome(tasks = 40, options: { longOutputs?: boolean } = {}): Promise<{ home: string; file: string; original: Map<string, StoredEvent[]> }> {
   const home = makeTempDir("ducklm-damage-");
   homes.push(home);
-  const runtime = createTestRuntime({
-    home,
-    tools: [createEchoTool()],
-    models: scriptedAgent({ directive: { kind: "tool", tool: "echo", arguments: { text: "quack ".repeat(80) }, reason: "say it" } }),
-  });
-  for (let i = 0; i < tasks; i += 1) await runtime.loop.submit({ text: `task ${i}` }).done;
-  runtime.memory.store.insert({ text: "Ducks like bread.", kind: "fact" });
-  await runtime.dispose();
+  if (options.longOutputs) {
+    // Without a model, each task reads its own long file: one blob per task, referred to by its events, checkpoint and row.
+    const runtime = createTestRuntime({ home });
+    for (let i = 0; i < tasks; i += 1) {
+      writeFileSync(join(runtime.workspace, `f${i}.txt`), `file ${i}\n${"quack ".repeat(3000)}`);
+      expect((await runtime.loop.submit({ text: `read file f${i}.txt` }).done).state).toBe("completed");
+    }
+    await runtime.dispose();
+  } else {
+    const runtime = createTestRuntime({
+      home,
+      tools: [createEchoTool()],
+      models: scriptedAgent({ directive: { kind: "tool", tool: "echo", arguments: { text: "quack ".repeat(80) }, reason: "say it" } }),
+    });
+    for (let i = 0; i < tasks; i += 1) await runtime.loop.submit({ text: `task ${i}` }).done;
+    runtime.memory.store.insert({ text: "Ducks like bread.", kind: "fact" });
+    await runtime.dispose();
+  }
   const file = join(home, "ducklm.sqlite3");
   const db = new Database(file, { readonly: true });
   const original = new Map<string, StoredEvent[]>();
@@ -178,5 +188,48 @@ describe("a damaged database", () => {
     const recovered = expectFaithful(file, original);
     expect(recovered.get(victim)).toEqual(victimEvents.slice(0, broken.seq - 1));
     for (const [taskId, list] of original) if (taskId !== victim) expect(recovered.get(taskId), taskId).toEqual(list);
+  }, 120_000);
+
+  it("with a long text (blob) missing: lists still answer, check names it, recover keeps the task up to the event before", async () => {
+    const { home, file, original } = await populatedHome(6, { longOutputs: true });
+    const writer = new Database(file);
+    const blobCount = (writer.prepare("SELECT count(*) AS n FROM blobs").get() as { n: number }).n;
+    expect(blobCount).toBeGreaterThanOrEqual(6);
+    const [victim, victimEvents] = [...original][2]!;
+    // The first of the victim's events that refers to a blob: the tool result carrying the long text.
+    const firstReferring = victimEvents.find((event) => event.payload.includes("\\u0000blob:"))!;
+    const hash = /\\u0000blob:([0-9a-f]{64})/.exec(firstReferring.payload)![1]!;
+    expect((writer.prepare("SELECT count(*) AS n FROM blob_refs WHERE hash = ?").get(hash) as { n: number }).n).toBe(1);
+    writer.prepare("DELETE FROM blobs WHERE hash = ?").run(hash);
+    writer.close();
+
+    const server = await startTestServer({ home });
+    try {
+      const get = async (path: string) => {
+        const response = await fetch(`${server.url}${path}`, { headers: { authorization: `Bearer ${server.token}` } });
+        return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+      };
+      const list = await get("/tasks?limit=100");
+      expect(list.status).toBe(200);
+      expect(JSON.stringify(list.body)).toContain("the stored answer cannot be read");
+      expect((await get("/events?limit=1000")).status).toBe(200);
+      expect(JSON.stringify((await get(`/tasks/${victim}/events`)).body)).toContain("damaged_payload");
+      const other = await get(`/tasks/${[...original.keys()][0]}`);
+      expect(other.status).toBe(200);
+    } finally {
+      await server.close();
+    }
+
+    const check = checkDatabaseFile(file);
+    expect(check.ok).toBe(false);
+    expect(check.problems.join("\n")).toContain(`row ${firstReferring.id} (task ${victim}, seq ${firstReferring.seq}) refers to a long text (blob) that is missing or damaged`);
+    expect(check.problems.join("\n")).toContain(`the answer of task ${victim} refers to a long text`);
+    const report = recoverDatabaseFile(file);
+    expect(report.tasks_cut_short).toEqual([{ task_id: victim, kept_through_seq: firstReferring.seq - 1, events_lost: victimEvents.length - firstReferring.seq + 1 }]);
+    const recovered = expectFaithful(file, original);
+    for (const [taskId, list] of original) if (taskId !== victim) expect(recovered.get(taskId), taskId).toEqual(list);
+    const db = new Database(file, { readonly: true });
+    expect((db.prepare("SELECT count(*) AS n FROM blobs").get() as { n: number }).n).toBe(blobCount - 1);
+    db.close();
   }, 120_000);
 });

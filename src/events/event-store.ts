@@ -1,5 +1,6 @@
 import type { Statement } from "better-sqlite3";
 import type { DuckEvent, EventTypeName } from "../contracts/index.js";
+import { BlobStore } from "../storage/blob-store.js";
 import type { SqliteDatabase } from "../storage/open-database.js";
 import { payloadJsonOf } from "./event-json.js";
 
@@ -15,15 +16,17 @@ interface EventRow {
 export const DAMAGED_PAYLOAD = "damaged_payload";
 
 /**
- * A stored row as an event. A payload that is not valid JSON (a damaged row) becomes a marker
- * naming the damage, so one bad row does not take a whole list down; a projection refuses it.
+ * A stored row as an event, its long texts read back from the blob store. A payload that is not valid
+ * JSON or refers to a missing blob (a damaged row) becomes a marker naming the damage, so one bad row
+ * does not take a whole list down; a projection refuses it.
  */
-function toEvent(row: EventRow): DuckEvent {
+function toEvent(row: EventRow, blobs: BlobStore): DuckEvent {
   let payload: Record<string, unknown>;
   try {
-    payload = JSON.parse(row.payload) as Record<string, unknown>;
+    payload = blobs.unpack(row.payload) as Record<string, unknown>;
   } catch (error) {
-    payload = { [DAMAGED_PAYLOAD]: `the stored payload is not valid JSON (${(error as Error).message}); run \`ducklm db check\`` };
+    const what = error instanceof SyntaxError ? "is not valid JSON" : "cannot be read";
+    payload = { [DAMAGED_PAYLOAD]: `the stored payload ${what} (${(error as Error).message}); run \`ducklm db check\`` };
   }
   return { task_id: row.task_id, seq: row.seq, type: row.type as EventTypeName, time: row.time, payload };
 }
@@ -35,7 +38,10 @@ export class EventStore {
   private readonly recentStatement: Statement<[number]>;
   private readonly lastSeqStatement: Statement<[string]>;
 
-  constructor(private readonly db: SqliteDatabase) {
+  constructor(
+    private readonly db: SqliteDatabase,
+    private readonly blobs = new BlobStore(db),
+  ) {
     this.insertStatement = db.prepare("INSERT INTO events (task_id, seq, type, time, payload) VALUES (?, ?, ?, ?, ?)");
     this.byTaskStatement = db.prepare(
       "SELECT task_id, seq, type, time, payload FROM events WHERE task_id = ? AND seq >= ? ORDER BY seq LIMIT ?",
@@ -47,17 +53,17 @@ export class EventStore {
   }
 
   insert(event: DuckEvent): void {
-    this.insertStatement.run(event.task_id, event.seq, event.type, event.time, payloadJsonOf(event));
+    this.insertStatement.run(event.task_id, event.seq, event.type, event.time, this.blobs.pack(event.task_id, event.payload, payloadJsonOf(event)));
   }
 
   /** Stored events of one task with `seq >= fromSeq`, in order. */
   list(taskId: string, fromSeq = 1, limit = Number.MAX_SAFE_INTEGER): DuckEvent[] {
-    return (this.byTaskStatement.all(taskId, fromSeq, limit) as EventRow[]).map(toEvent);
+    return (this.byTaskStatement.all(taskId, fromSeq, limit) as EventRow[]).map((row) => toEvent(row, this.blobs));
   }
 
   /** The newest events of all tasks, oldest first. */
   recent(limit: number): DuckEvent[] {
-    return (this.recentStatement.all(limit) as EventRow[]).map(toEvent);
+    return (this.recentStatement.all(limit) as EventRow[]).map((row) => toEvent(row, this.blobs));
   }
 
   lastSeq(taskId: string): number {

@@ -1,7 +1,7 @@
 import type { Socket } from "node:net";
 import type { WebSocket } from "ws";
 import type { DuckEvent } from "../contracts/index.js";
-import { eventJsonOf } from "../events/event-json.js";
+import { eventJsonOf, payloadJsonOf } from "../events/event-json.js";
 
 export interface StreamOptions {
   /** A client whose unsent data passes this many bytes is disconnected. Defaults to 4 MiB. */
@@ -17,10 +17,24 @@ const serialised = new WeakMap<DuckEvent, string>();
 export function serialise(event: DuckEvent): string {
   let text = serialised.get(event);
   if (text === undefined) {
-    text = `{"type":"event","event":${eventJsonOf(event)}}`;
+    text = payloadJsonOf(event).length > STREAMED_TEXT_CHARS ? cutForTheStream(event) : `{"type":"event","event":${eventJsonOf(event)}}`;
     serialised.set(event, text);
   }
   return text;
+}
+
+/**
+ * The longest text of an event sent whole to a live client. A longer one (an output under a raised
+ * `output_cap_bytes`) is cut, says so, and names where the whole event is; the stored event keeps it all.
+ */
+export const STREAMED_TEXT_CHARS = 256 * 1024;
+
+function cutForTheStream(event: DuckEvent): string {
+  const whole = `GET /tasks/${event.task_id}/events?since=${event.seq}&limit=1`;
+  const payload = JSON.parse(JSON.stringify(event.payload), (_key, item: unknown) =>
+    typeof item === "string" && item.length > STREAMED_TEXT_CHARS ? `${item.slice(0, STREAMED_TEXT_CHARS)}\n[… ${item.length - STREAMED_TEXT_CHARS} more characters, cut for the live stream: ${whole} has the whole text]` : item,
+  ) as Record<string, unknown>;
+  return JSON.stringify({ type: "event", event: { ...event, payload }, cut: true });
 }
 
 /**

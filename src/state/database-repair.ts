@@ -3,6 +3,7 @@ import { closeSync, copyFileSync, existsSync, mkdtempSync, openSync, readSync, r
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import type { DuckEvent, EventTypeName } from "../contracts/index.js";
+import { BlobStore, blobHashOf, blobMatchesHash, missingBlob, unpackJson } from "../storage/blob-store.js";
 import { openDatabase, type SqliteDatabase } from "../storage/open-database.js";
 import { projectEvents } from "./task-projection.js";
 import { TaskRows } from "./task-rows.js";
@@ -45,6 +46,9 @@ interface EventRow {
   time: string;
   payload: string;
 }
+
+/** An event row read back, its payload parsed and its long texts resolved. */
+type ReadEvent = Omit<EventRow, "payload"> & { payload: Record<string, unknown> };
 
 /**
  * Opens a database file to read what it holds. A file cut short (a copy that stopped, a full disk)
@@ -128,6 +132,40 @@ function parses(text: string): boolean {
   }
 }
 
+/**
+ * The intact long texts of a database (see BlobStore): each readable blob whose text matches its hash.
+ * A database from before blobs has none.
+ */
+function intactBlobs(db: SqliteDatabase, problems: string[]): Map<string, string> {
+  const blobs = new Map<string, string>();
+  const exists = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'blobs'").get();
+  if (!exists) return blobs;
+  for (const row of readableRows<{ hash: string; text: string }>(db, "blobs", problems)) {
+    if (blobMatchesHash(row.hash, row.text)) blobs.set(row.hash, row.text);
+    else problems.push(`blobs: blob ${row.hash} does not hold the text its hash names`);
+  }
+  return blobs;
+}
+
+/** Stored JSON with its references resolved from `blobs`, or null when it does not parse or a blob is missing. */
+function resolved(text: string, blobs: Map<string, string>): unknown {
+  try {
+    return unpackJson(text, (reference) => {
+      const found = blobs.get(blobHashOf(reference) ?? "");
+      if (found === undefined) throw missingBlob(reference);
+      return found;
+    });
+  } catch {
+    return null;
+  }
+}
+
+/** Why a stored JSON text cannot be read back: not JSON, or a blob it refers to is missing; null when it can. */
+function unreadableBecause(text: string, blobs: Map<string, string>): string | null {
+  if (!parses(text)) return "is not valid JSON";
+  return resolved(text, blobs) === null ? "refers to a long text (blob) that is missing or damaged" : null;
+}
+
 /** Integrity, readability and JSON validity of every row of a DuckLM database; changes nothing. */
 export function checkDatabaseFile(file: string): DatabaseCheck {
   const report: DatabaseCheck = { file, ok: false, unreadable: null, integrity: [], problems: [], tasks: 0, events: 0 };
@@ -146,11 +184,13 @@ export function checkDatabaseFile(file: string): DatabaseCheck {
     } catch (error) {
       report.integrity = [(error as Error).message];
     }
+    const blobs = intactBlobs(db, report.problems);
     const events = readableRows<EventRow>(db, "events", report.problems);
     report.events = events.length;
     const bySeq = new Map<string, number[]>();
     for (const event of events) {
-      if (!parses(event.payload)) report.problems.push(`events: row ${event.id} (task ${event.task_id}, seq ${event.seq}) is not valid JSON`);
+      const why = unreadableBecause(event.payload, blobs);
+      if (why) report.problems.push(`events: row ${event.id} (task ${event.task_id}, seq ${event.seq}) ${why}`);
       bySeq.set(event.task_id, [...(bySeq.get(event.task_id) ?? []), event.seq]);
     }
     for (const [taskId, seqs] of bySeq) {
@@ -158,15 +198,20 @@ export function checkDatabaseFile(file: string): DatabaseCheck {
       if (sorted.some((seq, index) => seq !== index + 1)) report.problems.push(`events: task ${taskId} has gaps in its events (${sorted.length} of ${sorted.at(-1)} readable)`);
     }
     try {
-      const tasks = db.prepare("SELECT id FROM tasks").all() as Array<{ id: string }>;
+      const tasks = db.prepare("SELECT id, answer FROM tasks").all() as Array<{ id: string; answer: string | null }>;
       report.tasks = tasks.length;
-      for (const task of tasks) if (!bySeq.has(task.id)) report.problems.push(`tasks: task ${task.id} has no readable events`);
+      for (const task of tasks) {
+        if (!bySeq.has(task.id)) report.problems.push(`tasks: task ${task.id} has no readable events`);
+        const hash = task.answer === null ? null : blobHashOf(task.answer);
+        if (hash !== null && !blobs.has(hash)) report.problems.push(`tasks: the answer of task ${task.id} refers to a long text (blob) that is missing or damaged`);
+      }
     } catch (error) {
       report.problems.push(`tasks: cannot be read (${(error as Error).message})`);
     }
     try {
       for (const row of db.prepare("SELECT task_id, snapshot FROM checkpoints").all() as Array<{ task_id: string; snapshot: string }>) {
-        if (!parses(row.snapshot)) report.problems.push(`checkpoints: the snapshot of task ${row.task_id} is not valid JSON (it is rebuilt from the events)`);
+        const why = unreadableBecause(row.snapshot, blobs);
+        if (why) report.problems.push(`checkpoints: the snapshot of task ${row.task_id} ${why} (it is rebuilt from the events)`);
       }
     } catch (error) {
       report.problems.push(`checkpoints: cannot be read (${(error as Error).message})`);
@@ -202,7 +247,16 @@ export function recoverDatabaseFile(file: string, now = new Date()): RecoveryRep
     opened = null;
     source = null; // Nothing can be read: the new file starts empty, and the report says all is lost.
   }
-  const events = source ? readableRows<EventRow>(source, "events", problems).filter((row) => parses(row.payload)) : [];
+  const blobs = source ? intactBlobs(source, problems) : new Map<string, string>();
+  // An event whose JSON or long text is lost counts as unreadable: its task is kept up to the event before.
+  const rows = source ? readableRows<EventRow>(source, "events", problems) : [];
+  const events = rows.flatMap((row) => {
+    const payload = resolved(row.payload, blobs);
+    return payload === null ? [] : [{ ...row, payload: payload as Record<string, unknown> }];
+  });
+  // How far each task's events went, counting rows that can be read but not used.
+  const lastSeqOf = new Map<string, number>();
+  for (const row of rows) lastSeqOf.set(row.task_id, Math.max(row.seq, lastSeqOf.get(row.task_id) ?? 0));
   const memories = source ? readableRows<Record<string, unknown>>(source, "memories", problems) : [];
   let approvals: Array<Record<string, unknown>> = [];
   let tasksBefore: string[] = [];
@@ -221,11 +275,12 @@ export function recoverDatabaseFile(file: string, now = new Date()): RecoveryRep
   }
 
   const report: RecoveryReport = { file, damaged_copy: damagedCopy, tasks_kept: 0, tasks_cut_short: [], tasks_lost: [], events_kept: 0, events_lost: 0, memories_kept: 0, approvals_kept: 0 };
-  const byTask = new Map<string, EventRow[]>();
+  const byTask = new Map<string, ReadEvent[]>();
   for (const row of events) byTask.set(row.task_id, [...(byTask.get(row.task_id) ?? []), row]);
   const target = openDatabase(fresh);
   try {
-    const rows = new TaskRows(target.db);
+    const targetBlobs = new BlobStore(target.db);
+    const taskRows = new TaskRows(target.db, targetBlobs);
     const insertEvent = target.db.prepare("INSERT INTO events (id, task_id, seq, type, time, payload) VALUES (?, ?, ?, ?, ?, ?)");
     target.db.transaction(() => {
       for (const [taskId, list] of byTask) {
@@ -234,24 +289,24 @@ export function recoverDatabaseFile(file: string, now = new Date()): RecoveryRep
         let kept = 0;
         while (kept < list.length && list[kept]!.seq === kept + 1) kept += 1;
         const intact = list.slice(0, kept);
-        const lastRecorded = list.at(-1)?.seq ?? 0;
+        const lastRecorded = lastSeqOf.get(taskId) ?? 0;
         if (intact.length === 0 || intact[0]!.type !== "task-received") {
           report.tasks_lost.push(taskId);
-          report.events_lost += list.length;
+          report.events_lost += lastRecorded;
           continue;
         }
-        const asEvents: DuckEvent[] = intact.map((row) => ({ task_id: row.task_id, seq: row.seq, type: row.type as EventTypeName, time: row.time, payload: JSON.parse(row.payload) as Record<string, unknown> }));
+        const asEvents: DuckEvent[] = intact.map((row) => ({ task_id: row.task_id, seq: row.seq, type: row.type as EventTypeName, time: row.time, payload: row.payload }));
         const projection = projectEvents(asEvents);
         const received = asEvents[0]!.payload as { text: string; session_id: string | null; workspace: string };
-        rows.insert({ id: taskId, text: received.text, session_id: received.session_id ?? null, workspace: received.workspace, time: asEvents[0]!.time });
-        for (const row of intact) insertEvent.run(row.id, row.task_id, row.seq, row.type, row.time, row.payload);
-        rows.update(projection, asEvents.at(-1)!.time);
-        rows.writeCheckpoint(projection, asEvents.at(-1)!.time);
+        taskRows.insert({ id: taskId, text: received.text, session_id: received.session_id ?? null, workspace: received.workspace, time: asEvents[0]!.time });
+        for (const row of intact) insertEvent.run(row.id, row.task_id, row.seq, row.type, row.time, targetBlobs.pack(row.task_id, row.payload));
+        taskRows.update(projection, asEvents.at(-1)!.time);
+        taskRows.writeCheckpoint(projection, asEvents.at(-1)!.time);
         report.events_kept += intact.length;
         report.tasks_kept += 1;
         if (kept < lastRecorded) {
           report.tasks_cut_short.push({ task_id: taskId, kept_through_seq: kept, events_lost: lastRecorded - kept });
-          report.events_lost += list.length - kept;
+          report.events_lost += lastRecorded - kept;
         }
       }
       for (const taskId of tasksBefore) if (!byTask.has(taskId)) report.tasks_lost.push(taskId);

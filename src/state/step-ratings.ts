@@ -1,5 +1,6 @@
 import type { Statement } from "better-sqlite3";
 import type { EventPayloads } from "../contracts/index.js";
+import { BlobStore } from "../storage/blob-store.js";
 import type { SqliteDatabase } from "../storage/open-database.js";
 
 /** A person's rating of one step, with the tool call it rated. */
@@ -27,7 +28,10 @@ export class StepRatings {
   /** Ratings read lately, per tool: a critic call per step would otherwise query for each. */
   private readonly cached = new Map<string, { read: number; ratings: StepRating[] }>();
 
-  constructor(db: SqliteDatabase) {
+  constructor(
+    db: SqliteDatabase,
+    private readonly blobs = new BlobStore(db),
+  ) {
     this.newest = db.prepare(
       `SELECT f.task_id AS task_id, f.payload AS feedback,
               (SELECT c.payload FROM events c
@@ -61,8 +65,14 @@ export class StepRatings {
     const found: StepRating[] = [];
     for (const row of this.newest.all(SCANNED) as Array<{ task_id: string; feedback: string; call: string | null }>) {
       if (!row.call) continue;
-      const feedback = JSON.parse(row.feedback) as EventPayloads["feedback-received"];
-      const called = JSON.parse(row.call) as EventPayloads["tool-called"];
+      let feedback: EventPayloads["feedback-received"];
+      let called: EventPayloads["tool-called"];
+      try {
+        feedback = this.blobs.unpack(row.feedback) as EventPayloads["feedback-received"];
+        called = this.blobs.unpack(row.call) as EventPayloads["tool-called"];
+      } catch {
+        continue; // A damaged row is `db check`'s to report; the critic does without that rating.
+      }
       if (called.call.tool !== tool) continue;
       found.push({ task_id: row.task_id, step_id: called.step_id, tool, arguments: called.call.arguments, rating: feedback.rating, comment: feedback.comment });
       if (found.length >= limit) break;

@@ -1,6 +1,7 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { RuntimeConfig } from "../config/config-schemas.js";
+import { BlobStore } from "../storage/blob-store.js";
 import type { SqliteDatabase } from "../storage/open-database.js";
 
 export interface PruneOptions {
@@ -39,19 +40,30 @@ export function pruneFinishedTasks(db: SqliteDatabase, options: PruneOptions): P
   const doomed = finished.filter((task, index) => (cutoff !== null && task.updated_at < cutoff) || (options.keepNewest !== null && index >= options.keepNewest)).map((task) => task.id);
   if (doomed.length === 0) return { pruned: [], archivedTo: null };
   if (options.action === "archive") {
+    // An archive stands on its own: long texts are written out in full, not as references.
+    const blobs = new BlobStore(db);
     mkdirSync(options.archiveDir, { recursive: true, mode: 0o700 });
     const taskRow = db.prepare("SELECT * FROM tasks WHERE id = ?");
     const events = db.prepare("SELECT task_id, seq, type, time, payload FROM events WHERE task_id = ? ORDER BY seq");
     for (const id of doomed) {
       const rows = (events.all(id) as Array<{ task_id: string; seq: number; type: string; time: string; payload: string }>).map((row) =>
-        JSON.stringify({ ...row, payload: JSON.parse(row.payload) }),
+        JSON.stringify({ ...row, payload: blobs.unpack(row.payload) }),
       );
-      writeFileSync(join(options.archiveDir, `${id}.jsonl`), `${JSON.stringify({ task: taskRow.get(id) })}\n${rows.join("\n")}\n`, { mode: 0o600 });
+      const task = taskRow.get(id) as { answer: string | null };
+      writeFileSync(join(options.archiveDir, `${id}.jsonl`), `${JSON.stringify({ task: { ...task, answer: blobs.unpackText(task.answer) } })}\n${rows.join("\n")}\n`, { mode: 0o600 });
     }
   }
   const remove = db.prepare("DELETE FROM tasks WHERE id = ?");
+  const referred = db.prepare("SELECT hash FROM blob_refs WHERE task_id = ?").pluck();
+  // A blob goes with the last task that refers to it.
+  const removeUnreferredBlob = db.prepare("DELETE FROM blobs WHERE hash = ? AND NOT EXISTS (SELECT 1 FROM blob_refs WHERE hash = ?)");
   db.transaction(() => {
-    for (const id of doomed) remove.run(id);
+    const hashes = new Set<string>();
+    for (const id of doomed) {
+      for (const hash of referred.all(id) as string[]) hashes.add(hash);
+      remove.run(id);
+    }
+    for (const hash of hashes) removeUnreferredBlob.run(hash, hash);
   })();
   return { pruned: doomed, archivedTo: options.action === "archive" ? options.archiveDir : null };
 }

@@ -1,5 +1,6 @@
 import type { Statement } from "better-sqlite3";
 import type { Checkpoint, TaskState, TaskSummary } from "../contracts/index.js";
+import { BlobStore } from "../storage/blob-store.js";
 import type { SqliteDatabase } from "../storage/open-database.js";
 import type { TaskProjection } from "./task-projection.js";
 
@@ -41,7 +42,10 @@ export class TaskRows {
   private readonly selectTasksByStateAfter: Statement<[string, string, string, string, number]>;
   private readonly selectSession: Statement<[string, string, number]>;
 
-  constructor(db: SqliteDatabase) {
+  constructor(
+    db: SqliteDatabase,
+    private readonly blobs = new BlobStore(db),
+  ) {
     this.insertTask = db.prepare(
       `INSERT INTO tasks (id, text, state, session_id, workspace, created_at, updated_at, last_seq)
        VALUES (@id, @text, 'received', @session_id, @workspace, @time, @time, 0)`,
@@ -75,23 +79,23 @@ export class TaskRows {
       state: projection.state,
       time,
       seq: projection.seq,
-      answer: projection.answer,
+      answer: this.blobs.packText(projection.task_id, projection.answer),
       error: projection.error ? `${projection.error.code}: ${projection.error.message}` : null,
     });
   }
 
   writeCheckpoint(projection: TaskProjection, time: string): void {
-    this.upsertCheckpoint.run(projection.task_id, projection.seq, time, JSON.stringify(projection));
+    this.upsertCheckpoint.run(projection.task_id, projection.seq, time, this.blobs.pack(projection.task_id, projection));
   }
 
   checkpoint(taskId: string): Checkpoint | null {
     const row = this.selectCheckpoint.get(taskId) as { task_id: string; seq: number; time: string; snapshot: string } | undefined;
-    return row ? { task_id: row.task_id, seq: row.seq, time: row.time, snapshot: JSON.parse(row.snapshot) } : null;
+    return row ? { task_id: row.task_id, seq: row.seq, time: row.time, snapshot: this.blobs.unpack(row.snapshot) as Record<string, unknown> } : null;
   }
 
   get(taskId: string): TaskSummary | null {
     const row = this.selectTask.get(taskId) as TaskRow | undefined;
-    return row ? { ...row } : null;
+    return row ? this.summary(row) : null;
   }
 
   /** Newest first, optionally in one state only. */
@@ -103,12 +107,23 @@ export class TaskRows {
       : state
         ? this.selectTasksByState.all(state, limit)
         : this.selectTasks.all(limit);
-    return (rows as TaskRow[]).map((row) => ({ ...row }));
+    return (rows as TaskRow[]).map((row) => this.summary(row));
   }
 
   /** Completed tasks of a conversation before the given one, oldest first. */
   session(sessionId: string, beforeTaskId: string, limit: number): TaskSummary[] {
     const rows = this.selectSession.all(sessionId, beforeTaskId, limit) as TaskRow[];
-    return rows.reverse().map((row) => ({ ...row }));
+    return rows.reverse().map((row) => this.summary(row));
+  }
+
+  /** The row as a summary; an answer whose blob is missing becomes a note saying so, so one row cannot fail a listing. */
+  private summary(row: TaskRow): TaskSummary {
+    let answer: string | null;
+    try {
+      answer = this.blobs.unpackText(row.answer);
+    } catch (error) {
+      answer = `[the stored answer cannot be read: ${(error as Error).message}]`;
+    }
+    return { ...row, answer };
   }
 }

@@ -250,8 +250,8 @@ export class TaskStore {
     try {
       checkpoint = this.checkpoint(taskId);
     } catch (error) {
-      // A damaged snapshot is only a shortcut lost: the events say the same.
-      if (!(error instanceof SyntaxError)) throw error;
+      // A damaged snapshot (bad JSON, a missing blob) is only a shortcut lost: the events say the same.
+      if (!(error instanceof SyntaxError) && !(error instanceof DuckError && error.code === ErrorCode.DatabaseCorrupt)) throw error;
     }
     if (checkpoint) {
       const base = upgradedProjection(checkpoint.snapshot as unknown as TaskProjection);

@@ -114,6 +114,23 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; description: string; s
       CREATE INDEX tasks_by_state ON tasks(state, created_at);
     `,
   },
+  {
+    version: 7,
+    description: "long texts (tool outputs, answers) stored once, by hash, with the tasks that refer to them",
+    sql: `
+      CREATE TABLE blobs (
+        hash TEXT PRIMARY KEY,
+        text TEXT NOT NULL
+      );
+      -- Which task refers to which blob: pruning a task drops its rows here, then the blobs nobody refers to.
+      CREATE TABLE blob_refs (
+        task_id TEXT NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
+        hash TEXT NOT NULL,
+        PRIMARY KEY (task_id, hash)
+      ) WITHOUT ROWID;
+      CREATE INDEX blob_refs_by_hash ON blob_refs(hash);
+    `,
+  },
 ];
 
 export function migrate(db: Database): number {

@@ -237,6 +237,29 @@ export function describeStoreContract(backend: StoreBackend): void {
       }),
     );
 
+    it(
+      "gives back long texts exactly as written, in events, checkpoints and task rows, even one that looks like a stored reference",
+      withStores(({ tasks }) => {
+        const output = `${"ducks like bread\n".repeat(4000)}the end`;
+        const first = tasks.createTask({ text: "read the big file", workspace: "/w" });
+        tasks.append(first.task_id, "task-started", {});
+        const done = tasks.append(first.task_id, "task-completed", { answer: output }, { durable: true });
+        // A task's output that imitates how a long text may be referred to must not read back as another task's text.
+        const lookalike = tasks.createTask({ text: "print a lookalike", workspace: "/w" });
+        const forged = [`\u0000blob:${"0".repeat(64)}`, "\u0000blob:", `\u0000blob:${"a".repeat(64)} trailing`];
+        tasks.append(lookalike.task_id, "task-completed", { answer: forged[0]!, notes: forged } as never, { durable: true });
+        tasks.evict(first.task_id);
+        tasks.evict(lookalike.task_id);
+        expect(tasks.loadProjection(first.task_id)).toEqual(done);
+        expect(tasks.checkpoint(first.task_id)?.snapshot).toMatchObject({ answer: output });
+        expect(tasks.getTask(first.task_id)?.answer).toBe(output);
+        expect(tasks.listEvents(first.task_id).at(-1)?.payload).toEqual({ answer: output });
+        expect(tasks.getTask(lookalike.task_id)?.answer).toBe(forged[0]);
+        expect(tasks.listEvents(lookalike.task_id).at(-1)?.payload).toEqual({ answer: forged[0], notes: forged });
+        expect(tasks.listTasks().map((task) => task.answer).sort()).toEqual([forged[0], output].sort());
+      }),
+    );
+
     it.runIf(backend.durable)(
       "keeps everything committed across a close and reopen",
       withStores(({ tasks, memories, approvals }, _clock, opened) => {

@@ -1,4 +1,5 @@
 import Database from "better-sqlite3";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { z } from "zod";
 import { afterEach, describe, expect, it } from "vitest";
@@ -91,5 +92,38 @@ describe("TaskStore", () => {
     const all = runtime.store.listEvents(handle.taskId);
     expect(runtime.store.checkpoint(handle.taskId)?.seq).toBe(all.length);
     expect(runtime.store.loadProjection(handle.taskId)).toEqual(projectEvents(all));
+  });
+
+  it("stores a long output once, however many records refer to it, and lets it go with the last task that does", async () => {
+    const runtime = setup({ runtime: { tools: { output_cap_bytes: 2_000_000 } } });
+    const output = Array.from({ length: 20_000 }, (_, i) => `line ${i}: ducks like bread`).join("\n");
+    writeFileSync(join(runtime.workspace, "big.txt"), output);
+    const first = await runtime.loop.submit({ text: "read file big.txt" }).done;
+    expect(first.state).toBe("completed");
+    expect(runtime.store.getTask(first.task_id)?.answer).toContain(output);
+    expect(runtime.store.listEvents(first.task_id).find((event) => event.type === "tool-result")?.payload).toMatchObject({ result: { output } });
+
+    const db = runtime.db;
+    const blobs = () => db.prepare("SELECT hash, length(text) AS length FROM blobs").all() as Array<{ hash: string; length: number }>;
+    expect(blobs().map((blob) => blob.length)).toContain(output.length);
+    const storedOnce = blobs().reduce((sum, blob) => sum + blob.length, 0);
+    // Everything else about the task (its events, checkpoint and row) refers to the text instead of holding it.
+    const rest = db.prepare(
+      `SELECT (SELECT sum(length(payload)) FROM events WHERE task_id = @id) + (SELECT sum(length(snapshot)) FROM checkpoints WHERE task_id = @id)
+            + (SELECT coalesce(length(answer), 0) FROM tasks WHERE id = @id) AS bytes`,
+    ).get({ id: first.task_id }) as { bytes: number };
+    expect(storedOnce).toBeLessThan(output.length * 1.1);
+    expect(rest.bytes).toBeLessThan(output.length * 0.1);
+
+    // The same output from another task is not stored again; it stays until neither task is left.
+    const second = await runtime.loop.submit({ text: "read file big.txt" }).done;
+    expect(blobs().reduce((sum, blob) => sum + blob.length, 0)).toBe(storedOnce);
+    const prune = (keepNewest: number) => runtime.store.prune({ olderThan: null, keepNewest, action: "delete", archiveDir: join(runtime.home, "archive") });
+    expect(prune(1).pruned).toEqual([first.task_id]);
+    expect(blobs().reduce((sum, blob) => sum + blob.length, 0)).toBe(storedOnce);
+    expect(runtime.store.getTask(second.task_id)?.answer).toContain(output);
+    expect(prune(0).pruned).toEqual([second.task_id]);
+    expect(blobs()).toEqual([]);
+    expect(db.prepare("SELECT count(*) AS n FROM blob_refs").get()).toEqual({ n: 0 });
   });
 });

@@ -1,3 +1,5 @@
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import type { DuckEvent, ExecutionDirective } from "../../src/contracts/index.js";
@@ -178,6 +180,43 @@ describe("WebSocket /stream/:id", () => {
     const resumed = await collect(body.task_id, 5, (list) => list.at(-1)?.type === "task-completed");
     expect(resumed[0]?.seq).toBe(5);
     expect(resumed.map((event) => event.seq)).toEqual(events.slice(4).map((event) => event.seq));
+  });
+
+  it("cuts a text too long for a live client, says where the whole event is, and serves it whole there", async () => {
+    const big = await startTestServer({ runtime: { tools: { output_cap_bytes: 2_000_000 } } });
+    try {
+      const output = Array.from({ length: 40_000 }, (_, i) => `row ${i} of the ledger`).join("\n");
+      writeFileSync(join(big.runtime.workspace, "ledger.txt"), output);
+      const submitted = await fetch(`${big.url}/chat`, { method: "POST", headers: { authorization: `Bearer ${big.token}`, "content-type": "application/json" }, body: JSON.stringify({ text: "read file ledger.txt", wait: true }) });
+      const { task_id: taskId } = (await submitted.json()) as { task_id: string };
+      const messages = await new Promise<Array<{ event: DuckEvent; cut?: boolean }>>((resolve, reject) => {
+        const socket = new WebSocket(`ws://127.0.0.1:${big.port}/stream/${taskId}?since=1`, { headers: { authorization: `Bearer ${big.token}` } });
+        const seen: Array<{ event: DuckEvent; cut?: boolean }> = [];
+        socket.on("message", (data) => {
+          const message = JSON.parse(String(data));
+          if (message.type !== "event") return;
+          seen.push(message);
+          if (message.event.type === "task-completed") {
+            socket.close();
+            resolve(seen);
+          }
+        });
+        socket.on("error", reject);
+      });
+      const result = messages.find((message) => message.event.type === "tool-result")!;
+      expect(result.cut).toBe(true);
+      const streamed = (result.event.payload as { result: { output: string } }).result.output;
+      expect(streamed.length).toBeLessThan(output.length);
+      expect(streamed.startsWith(output.slice(0, 1000))).toBe(true);
+      const where = /GET (\/tasks\/\S+) has the whole text/.exec(streamed)![1]!;
+      const whole = await fetch(`${big.url}${where}`, { headers: { authorization: `Bearer ${big.token}` } });
+      const [stored] = ((await whole.json()) as { events: DuckEvent[] }).events;
+      expect(stored).toMatchObject({ seq: result.event.seq, type: "tool-result", payload: { result: { output } } });
+      // Short events are streamed whole and unmarked.
+      expect(messages.find((message) => message.event.type === "task-started")?.cut).toBeUndefined();
+    } finally {
+      await big.close();
+    }
   });
 
   it("closes the stream of an unknown task", async () => {
