@@ -79,6 +79,18 @@ describe("ducklm CLI", () => {
     expect(ducklm(["frobnicate"]).code).toBe(2);
   });
 
+  it("names a home it cannot use, and stops at once (a folder under a file, inside /proc)", () => {
+    const file = join(workspace, "not-a-folder");
+    writeFileSync(file, "x");
+    for (const unusable of [join(file, "home"), "/proc/no-such-home"]) {
+      const result = ducklm(["tasks", "--home", unusable]);
+      expect(result.code, unusable).toBe(1);
+      expect(result.stderr).toContain("DUCK_ERR_STORAGE");
+      expect(result.stderr).toContain(`cannot create the folder ${unusable}`);
+      expect(result.stderr).toContain("--home");
+    }
+  });
+
   it("stops with the file and field when a config file is wrong", () => {
     const config = makeTempDir("ducklm-badconfig-");
     writeFileSync(join(config, "runtime.json"), JSON.stringify({ scheduler: { max_parallel_steps: 0 } }));

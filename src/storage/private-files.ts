@@ -1,11 +1,13 @@
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync } from "node:fs";
+import { dirname, resolve } from "node:path";
+import { DuckError, ErrorCode } from "../errors/duck-error.js";
 
 /**
  * DuckLM's home holds the token, the approvals and every task's log: only its owner may read it.
  * Creates the folder 0700 (and tightens an existing one); a folder that cannot be changed is left as it is.
  */
 export function ensurePrivateDir(dir: string): void {
-  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  makeDirectories(dir);
   try {
     chmodSync(dir, 0o700);
   } catch {
@@ -25,5 +27,28 @@ export function makePrivate(file: string): void {
     if (existsSync(file)) chmodSync(file, 0o600);
   } catch {
     // Not ours to change.
+  }
+}
+
+/**
+ * `mkdir -p`, one level at a time from the deepest folder that exists. Node's recursive mkdir retries
+ * for ever where a parent refuses new entries with ENOENT (inside /proc); here that is an error.
+ */
+function makeDirectories(dir: string): void {
+  const missing: string[] = [];
+  for (let current = resolve(dir); !existsSync(current); current = dirname(current)) {
+    missing.push(current);
+    if (dirname(current) === current) break;
+  }
+  for (const folder of missing.reverse()) {
+    try {
+      mkdirSync(folder, { mode: 0o700 });
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === "EEXIST") continue;
+      throw new DuckError(ErrorCode.StorageFailed, `cannot create the folder ${folder} for ${dir} (${(error as Error).message}): choose a home DuckLM can write with --home or DUCKLM_HOME`, {
+        cause: error,
+        details: { directory: dir },
+      });
+    }
   }
 }
