@@ -6,7 +6,7 @@ export { createDuckLM, type CreateDuckLMOptions } from "./runtime/create-ducklm.
 export type { DuckLM, RuntimeStatus, TaskInput, TaskView, TypedEvent } from "./runtime/ducklm.js";
 export type { PermissionAnswer, SubmitOptions, TaskHandle } from "./runtime/runtime-loop.js";
 export type { TaskOutcome } from "./runtime/task-outcome.js";
-export type { ResumeReport, StartReport } from "./runtime/create-runtime.js";
+export type { ResumeReport, StartOptions, StartReport } from "./runtime/create-runtime.js";
 export type { MemoryEditResult } from "./runtime/edit-memory.js";
 export type {
   CommandCategory,

@@ -1,6 +1,6 @@
 import { createInterface } from "node:readline/promises";
 import type { DuckEvent } from "../contracts/index.js";
-import type { StartReport } from "../runtime/create-runtime.js";
+import type { StartOptions, StartReport } from "../runtime/create-runtime.js";
 import type { DuckLM } from "../runtime/ducklm.js";
 import type { PermissionAnswer } from "../runtime/runtime-loop.js";
 import type { TaskOutcome } from "../runtime/task-outcome.js";
@@ -129,8 +129,8 @@ export async function followTask(ducklm: DuckLM, taskId: string, done: Promise<T
  * Does the start-up work of a command that drives tasks and says on stderr what an earlier process
  * left unfinished (runtime.json `resume`); returns the resumed tasks' outcomes to wait for.
  */
-export async function startAndResume(ducklm: DuckLM): Promise<Array<Promise<TaskOutcome>>> {
-  const report: StartReport = await ducklm.start();
+export async function startAndResume(ducklm: DuckLM, options: StartOptions = {}): Promise<Array<Promise<TaskOutcome>>> {
+  const report: StartReport = await ducklm.start(options);
   const { mode, tasks } = report.resume;
   if (tasks.length === 0) return [];
   if (mode !== "auto") {

@@ -132,6 +132,14 @@ export const RuntimeConfigSchema = z.strictObject({
     /** Cleanup runs at start and then every this many hours. Defaults to 6. */
     cleanup_interval_hours: z.number().positive().default(6),
   }).prefault({}),
+  /**
+   * How long a process's hold on a task it drives lasts without renewal (it renews several times
+   * within it). Another process takes over a task only when its holder's lease has run out or the
+   * holder's PID is dead on this machine. Defaults to 30 s.
+   */
+  task_leases: z.strictObject({
+    ttl_ms: z.number().int().min(1_000).default(30_000),
+  }).prefault({}),
   /** What happens at start-up to tasks an earlier process left unfinished: `auto` resumes them, `ask` lists them, `never` leaves them. Defaults to `auto`. */
   resume: z.enum(["auto", "ask", "never"]).default("auto"),
   /** Finished tasks (completed, failed, cancelled) are pruned after this many days, with their events and checkpoints; memory stays. Null keeps them. Defaults to 90. */

@@ -8,6 +8,7 @@ import { isEmbeddingProvider, type ModelProvider } from "../models/model-provide
 import { CommandClassifier } from "../permissions/command-classifier.js";
 import type { SqliteDatabase } from "../storage/open-database.js";
 import { openStores } from "../state/open-stores.js";
+import type { TaskLeases } from "../state/task-leases.js";
 import { ensurePrivateDir } from "../storage/private-files.js";
 import { realpathOfDeepestAncestor } from "../permissions/path-judge.js";
 import { pruneOptionsFrom } from "../state/task-retention.js";
@@ -81,6 +82,8 @@ export interface Runtime {
   approvals: ApprovalStore;
   /** One-time login codes and browser sessions of the web chat. */
   logins: LoginStore;
+  /** Which process drives which task. */
+  leases: TaskLeases;
   classifier: CommandClassifier;
   sandbox: ShellSandbox;
   /** Why commands are not confined, when they are not (said at start, in doctor and /health). */
@@ -96,7 +99,7 @@ export interface Runtime {
    * memory index (`ready`), retention of finished tasks, the memory cleanup schedule, and the tasks an
    * earlier process left unfinished — driven on with runtime.json `resume` `auto`, else only listed.
    */
-  start(): Promise<StartReport>;
+  start(options?: StartOptions): Promise<StartReport>;
   /**
    * Tasks an earlier process left unfinished (received or running): with runtime.json `resume` `auto`
    * they are driven on (each records `task-resumed`); otherwise only listed. Tasks waiting for the user
@@ -112,6 +115,17 @@ export interface Runtime {
 export interface ResumeReport {
   mode: "auto" | "ask" | "never";
   tasks: Array<{ taskId: string; done: Promise<TaskOutcome> | null }>;
+  /** Unfinished tasks another live DuckLM process drives: left to it. */
+  ownedElsewhere: string[];
+}
+
+export interface StartOptions {
+  /**
+   * Keep taking on unfinished tasks whose process stopped (its lease ran out, or its PID died on this
+   * machine) while this one runs, with runtime.json `resume` `auto`: for long-running processes (the
+   * server), not for a CLI run that ends with its own task.
+   */
+  adoptOrphans?: boolean;
 }
 
 export interface StartReport {
@@ -148,8 +162,13 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
   const config = options.config ?? loadConfig(resolveConfigDir(options.configDir));
   ensurePrivateDir(home);
   const logger = options.logger ?? createLogger({ file: join(home, "logs", "ducklm.log") });
-  const stores = openStores(options.databaseFile ?? join(home, "ducklm.sqlite3"), { synchronous: config.runtime.storage.synchronous, logger, ...(options.clock ? { clock: options.clock } : {}) });
-  const { database, bus, tasks: store, memories: memoryStore, approvals, logins } = stores;
+  const stores = openStores(options.databaseFile ?? join(home, "ducklm.sqlite3"), {
+    synchronous: config.runtime.storage.synchronous,
+    logger,
+    leaseTtlMs: config.runtime.task_leases.ttl_ms,
+    ...(options.clock ? { clock: options.clock } : {}),
+  });
+  const { database, bus, tasks: store, memories: memoryStore, approvals, logins, leases } = stores;
   const db = database.db;
   const models = options.models ?? null;
   const embedder: MemoryEmbedder | null =
@@ -196,8 +215,32 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
     sleep: options.sleep ?? ((ms, signal) => (ms > 0 ? delay(ms, undefined, { signal }) : Promise.resolve())),
     directiveSchema: tools.names().length > 0 ? createExecutionDirectiveSchema(tools.names()) : ExecutionDirectiveSchema,
   };
-  const loop = new RuntimeLoop(context, { workspace, ready });
+  const loop = new RuntimeLoop(context, { workspace, ready, leases });
   let closed = false;
+  let adoptOrphans = false;
+  const adopt = () => {
+    if (config.runtime.resume !== "auto") return;
+    for (const taskId of leases.orphans()) {
+      if (loop.isActive(taskId)) continue;
+      try {
+        loop.resume(taskId, "the process that drove it stopped").catch((error: unknown) => logger.warn({ err: error, task_id: taskId }, "could not carry on a task another process left"));
+        logger.info({ task_id: taskId }, "carrying on a task another process left");
+      } catch (error) {
+        logger.warn({ err: error, task_id: taskId }, "could not carry on a task another process left");
+      }
+    }
+  };
+  // Leases are renewed well within their time to live; the same tick carries cancels asked for by
+  // other processes to the tasks here, and (for a long-running process) takes on tasks whose owner is gone.
+  const leaseTimer = setInterval(() => {
+    try {
+      for (const { taskId, reason } of leases.renew()) loop.cancel(taskId, reason);
+      if (adoptOrphans) adopt();
+    } catch (error) {
+      logger.warn({ err: error }, "could not renew task leases");
+    }
+  }, Math.min(2_000, Math.floor(config.runtime.task_leases.ttl_ms / 3)));
+  leaseTimer.unref();
   return {
     home,
     config,
@@ -210,6 +253,7 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
     logger,
     approvals,
     logins,
+    leases,
     classifier,
     sandbox,
     sandboxWarning: warning,
@@ -217,24 +261,30 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
     workspace,
     context,
     ready: () => ready,
-    async start() {
+    async start(startOptions = {}) {
       await ready;
       // Retention runs at every start, so storage stays bounded without anyone remembering to prune.
       const pruned = store.prune(pruneOptionsFrom(config.runtime.retention, home));
       if (pruned.pruned.length > 0) logger.info({ pruned: pruned.pruned.length, archive: pruned.archivedTo }, "finished tasks pruned");
+      leases.forgetMissingTasks();
       memory.scheduleCleanup();
+      adoptOrphans = startOptions.adoptOrphans === true;
       return { pruned: pruned.pruned, archivedTo: pruned.archivedTo, resume: this.resumeUnfinished() };
     },
     resumeUnfinished() {
       const mode = config.runtime.resume;
       const unfinished = [...store.listTasks({ state: "received", limit: 10_000 }), ...store.listTasks({ state: "running", limit: 10_000 })].filter((task) => !loop.isActive(task.id));
-      const tasks = unfinished.map((task) => ({ taskId: task.id, done: mode === "auto" ? loop.resume(task.id, "an earlier process stopped while it ran") : null }));
-      if (unfinished.length > 0) logger.info({ mode, tasks: unfinished.map((task) => task.id) }, "unfinished tasks found at start-up");
-      return { mode, tasks };
+      // A task another live process drives is that process's: never resumed here.
+      const ownedElsewhere = unfinished.filter((task) => leases.otherHolder(task.id) !== null).map((task) => task.id);
+      const left = unfinished.filter((task) => !ownedElsewhere.includes(task.id));
+      const tasks = left.map((task) => ({ taskId: task.id, done: mode === "auto" ? loop.resume(task.id, "an earlier process stopped while it ran") : null }));
+      if (unfinished.length > 0) logger.info({ mode, tasks: left.map((task) => task.id), owned_elsewhere: ownedElsewhere }, "unfinished tasks found at start-up");
+      return { mode, tasks, ownedElsewhere };
     },
     async close() {
       if (closed) return;
       closed = true;
+      clearInterval(leaseTimer);
       await loop.close();
       for (const release of options.onClose ?? []) await release().catch((error: unknown) => logger.warn({ err: error }, "could not release an integration"));
       memory.close();

@@ -5,7 +5,7 @@ import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import type { Approval } from "../permissions/approval-store.js";
 import type { PruneResult } from "../state/task-retention.js";
 import { pruneOptionsFrom } from "../state/task-retention.js";
-import type { Runtime, StartReport } from "./create-runtime.js";
+import type { Runtime, StartOptions, StartReport } from "./create-runtime.js";
 import { editMemory, type MemoryEditResult } from "./edit-memory.js";
 import type { PermissionAnswer, SubmitOptions, TaskHandle } from "./runtime-loop.js";
 import { outcomeOf, type TaskOutcome } from "./task-outcome.js";
@@ -50,14 +50,21 @@ export interface DuckLM {
   /** The settings in force (read-only). */
   readonly config: DuckConfig;
   readonly logger: Logger;
-  /** Start-up work: checks, retention, the memory cleanup schedule, resuming unfinished tasks. */
-  start(): Promise<StartReport>;
+  /**
+   * Start-up work: checks, retention, the memory cleanup schedule, resuming unfinished tasks no other
+   * live process drives; with `adoptOrphans`, also those whose process stops later.
+   */
+  start(options?: StartOptions): Promise<StartReport>;
   /** Stops driving tasks (they resume at the next start), releases models and closes the store. */
   close(): Promise<void>;
 
   /** Records a task and starts running it; `done` settles when it finishes or waits for the user. */
   submit(task: TaskInput, options?: SubmitOptions): TaskHandle;
-  cancel(taskId: string, reason?: string): void;
+  /**
+   * Cancels a task. One that another DuckLM process drives is cancelled there, within a few seconds
+   * ("asked-owner"); the events show when.
+   */
+  cancel(taskId: string, reason?: string): "cancelled" | "asked-owner";
   /** Drives a stored, unfinished task on (after a restart, or when resumption was set to `ask`). */
   resume(taskId: string, reason?: string): Promise<TaskOutcome>;
   /** Answers a permission request; `allow_always` remembers the exact command in that directory. */
@@ -105,13 +112,13 @@ export function ducklmOf(runtime: Runtime): DuckLM {
     workspace: runtime.workspace,
     config: runtime.config,
     logger: runtime.logger,
-    start: () => runtime.start(),
+    start: (options) => runtime.start(options),
     close: () => runtime.close(),
     submit: (task, options) => loop.submit(task, options),
     cancel(taskId, reason) {
       const task = store.requireTask(taskId);
       if (["completed", "failed", "cancelled"].includes(task.state)) throw new DuckError(ErrorCode.TaskNotActive, `task ${taskId} is already ${task.state}`);
-      loop.cancel(taskId, reason);
+      return loop.cancel(taskId, reason);
     },
     resume: (taskId, reason = "resumed on request") => {
       store.requireTask(taskId);

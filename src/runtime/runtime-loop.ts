@@ -11,6 +11,7 @@ import { afterSteps, loopLimits, recordedSettings } from "./next-iteration.js";
 import { recordFeedback, recordPermissionAnswer, recordSecret, revokeApproval, type PermissionAnswer } from "./task-requests.js";
 import { outcomeOf, type TaskOutcome } from "./task-outcome.js";
 import { recordEnding, StorageRetries } from "./task-endings.js";
+import { ownedElsewhereError, type TaskLeases } from "../state/task-leases.js";
 
 export type { PermissionAnswer } from "./task-requests.js";
 
@@ -19,6 +20,8 @@ export interface RuntimeLoopOptions {
   workspace: string;
   /** Settles when the shell parser is loaded and permissions.json's examples are checked. */
   ready: Promise<void>;
+  /** Which process drives which task: the loop drives only tasks whose lease it holds. */
+  leases: TaskLeases;
 }
 
 export interface TaskHandle {
@@ -75,6 +78,8 @@ export class RuntimeLoop {
       { text: parsed.data.text, session_id: parsed.data.session_id, workspace, auto_approve: parsed.data.auto_approve },
       { durable: options.durable === true },
     );
+    // A new task is this process's from the start: its lease commits with it.
+    this.options.leases.claimNew(projection.task_id);
     return { taskId: projection.task_id, done: this.drive(projection.task_id, options) };
   }
 
@@ -82,14 +87,36 @@ export class RuntimeLoop {
   drive(taskId: string, options: SubmitOptions = {}): Promise<TaskOutcome> {
     const running = this.active.get(taskId);
     if (running) return running.done;
+    const { leases } = this.options;
+    if (!leases.holds(taskId)) {
+      const lease = leases.acquire(taskId);
+      if (!lease.acquired) return Promise.reject(ownedElsewhereError(taskId, lease.holder));
+      // Another process may have carried the task on since this one last read it.
+      this.context.store.forgetIfChangedElsewhere(taskId);
+    }
     const controller = new AbortController();
-    const done = this.execute(taskId, controller, options.signal).finally(() => this.active.delete(taskId));
+    const stopped = (finished: boolean) => {
+      this.active.delete(taskId);
+      // A task waiting to be stored again stays this process's; any other is free for whoever carries it on.
+      if (!this.storageRetries.waiting(taskId)) leases.release(taskId, { finished });
+    };
+    const done = this.execute(taskId, controller, options.signal).then(
+      (outcome) => {
+        stopped(isTerminalTaskState(outcome.state));
+        return outcome;
+      },
+      (error: unknown) => {
+        stopped(false);
+        throw error;
+      },
+    );
     this.active.set(taskId, { controller, done });
     return done;
   }
 
   /** Marks a task left unfinished by an earlier process as resumed and drives it on. */
   resume(taskId: string, reason: string): Promise<TaskOutcome> {
+    this.refuseIfOwnedElsewhere(taskId);
     const projection = this.context.store.projection(taskId);
     if (isTerminalTaskState(projection.state)) return Promise.resolve(outcomeOf(projection));
     if (!this.active.has(taskId)) this.context.store.append(taskId, "task-resumed", { from_seq: projection.seq, reason, ...this.confinementMark() });
@@ -98,11 +125,13 @@ export class RuntimeLoop {
 
   /** Answers an open permission request (see `recordPermissionAnswer`) and drives the task on. */
   resolvePermission(taskId: string, requestId: string, answer: PermissionAnswer, by = "user", options: { expiresAt?: Date } = {}): TaskHandle {
+    this.refuseIfOwnedElsewhere(taskId);
     return this.answered(taskId, recordPermissionAnswer(this.context, taskId, requestId, answer, by, options));
   }
 
   /** Hands over the secret a step asked for (a sudo password; never stored) and drives the task on. */
   provideSecret(taskId: string, requestId: string, secret: string, by = "user"): TaskHandle {
+    this.refuseIfOwnedElsewhere(taskId);
     return this.answered(taskId, recordSecret(this.context, taskId, requestId, secret, by));
   }
 
@@ -119,15 +148,29 @@ export class RuntimeLoop {
     revokeApproval(this.context, approvalId, by);
   }
 
-  /** Cancels a task: a running one is stopped, a waiting one is closed. */
-  cancel(taskId: string, reason = "cancelled by the user"): void {
+  /**
+   * Cancels a task: a running one is stopped, a waiting one is closed. One that another DuckLM process
+   * drives is cancelled by that process, which is asked through the task's lease ("asked-owner").
+   */
+  cancel(taskId: string, reason = "cancelled by the user"): "cancelled" | "asked-owner" {
     const running = this.active.get(taskId);
     if (running) {
       running.controller.abort(new DuckError(ErrorCode.Cancelled, reason));
-      return;
+      return "cancelled";
     }
+    if (this.options.leases.requestCancel(taskId, reason)) return "asked-owner";
+    this.context.store.forgetIfChangedElsewhere(taskId);
     const projection = this.context.store.projection(taskId);
     if (!isTerminalTaskState(projection.state)) this.context.store.append(taskId, "task-cancelled", { reason }, { durable: true });
+    return "cancelled";
+  }
+
+  /** Throws DUCK_ERR_TASK_OWNED_ELSEWHERE when another live process drives the task. */
+  private refuseIfOwnedElsewhere(taskId: string): void {
+    if (this.active.has(taskId)) return;
+    const holder = this.options.leases.otherHolder(taskId);
+    if (holder) throw ownedElsewhereError(taskId, holder);
+    this.context.store.forgetIfChangedElsewhere(taskId);
   }
 
   /** Ends a running task as if its time limit had passed (replay reproduces recorded time-outs with it). */
@@ -148,6 +191,7 @@ export class RuntimeLoop {
     const running = [...this.active.values()];
     for (const task of running) task.controller.abort(new DuckError(ErrorCode.Shutdown, "DuckLM is shutting down"));
     await Promise.allSettled(running.map((task) => task.done));
+    this.options.leases.close();
     this.context.secrets.clear();
   }
 

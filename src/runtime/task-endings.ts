@@ -78,6 +78,11 @@ export class StorageRetries {
     return { ...(stored ?? { task_id: taskId, state: "running", answer: null, pending_permissions: [], pending_secrets: [] }), error: describeError(error) };
   }
 
+  /** Whether the task waits here to be driven again once its events can be stored. */
+  waiting(taskId: string): boolean {
+    return this.timers.has(taskId);
+  }
+
   /** The task's events are stored again: its count of failures starts over. */
   succeeded(taskId: string): void {
     this.attempts.delete(taskId);

@@ -5,6 +5,7 @@ import { MemoryStore } from "../memory/memory-store.js";
 import { ApprovalStore } from "../permissions/approval-store.js";
 import { openDatabase, type DuckDatabase, type OpenDatabaseOptions } from "../storage/open-database.js";
 import { LoginStore } from "./login-store.js";
+import { TaskLeases } from "./task-leases.js";
 import { TaskStore, type Clock } from "./task-store.js";
 
 /** Every store DuckLM keeps, on one database. */
@@ -16,23 +17,29 @@ export interface DuckStores {
   memories: MemoryStore;
   approvals: ApprovalStore;
   logins: LoginStore;
+  /** Which process drives which task (see TaskLeases). */
+  leases: TaskLeases;
 }
 
 /**
  * Opens the database (a file, or `:memory:`) and the stores on it. The one place stores are made, so
  * that a second backend is a second implementation of this function, checked by the same store suite.
  */
-export function openStores(file: string, options: OpenDatabaseOptions & { logger: Logger; clock?: Clock }): DuckStores {
+export function openStores(file: string, options: OpenDatabaseOptions & { logger: Logger; clock?: Clock; leaseTtlMs?: number }): DuckStores {
   const database = openDatabase(file, options.synchronous ? { synchronous: options.synchronous } : {});
   const events = new EventStore(database.db);
   const bus = new EventBus((taskId, fromSeq) => events.list(taskId, fromSeq), options.logger);
+  const tasks = new TaskStore(database.db, events, bus, options.clock);
+  const leases = new TaskLeases(database.db, { ttlMs: options.leaseTtlMs ?? 30_000, ...(options.clock ? { clock: options.clock } : {}) });
+  tasks.alsoInEachCommit(() => leases.writeNewClaims());
   return {
     database,
     events,
     bus,
-    tasks: new TaskStore(database.db, events, bus, options.clock),
+    tasks,
     memories: new MemoryStore(database.db, options.clock),
     approvals: new ApprovalStore(database.db, options.clock),
     logins: new LoginStore(database.db, options.clock),
+    leases,
   };
 }

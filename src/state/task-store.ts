@@ -76,6 +76,8 @@ export class TaskStore {
   appendGuard: ((event: DuckEvent) => void) | null = null;
   /** Runs inside every commit before it writes; a test's way to make commits fail (a full disk). */
   commitGuard: (() => void) | null = null;
+  /** Writes of other stores that ride along in every commit (the leases of tasks created here). */
+  private readonly companionWrites: Array<() => void> = [];
   /** Since when commits have been failing (a full disk, a read-only file), or null while they succeed. */
   private failingSince: { since: string; message: string } | null = null;
   private readonly rows: TaskRows;
@@ -271,6 +273,17 @@ export class TaskStore {
     return result;
   }
 
+  /**
+   * Forgets the in-memory projection when another process has stored events of the task since it was
+   * read (a process taking over a task another one drove): the next read comes from disk.
+   */
+  forgetIfChangedElsewhere(taskId: string): void {
+    const cached = this.projections.get(taskId);
+    if (!cached) return;
+    const stored = this.rows.get(taskId);
+    if (stored && stored.last_seq > cached.seq) this.evict(taskId);
+  }
+
   /** Forgets the in-memory projection (after a task ends, or to simulate a fresh process). */
   evict(taskId: string): void {
     this.projections.delete(taskId);
@@ -336,9 +349,15 @@ export class TaskStore {
     }
   }
 
+  /** Adds a write that runs inside every commit, after the task rows it may refer to. */
+  alsoInEachCommit(write: () => void): void {
+    this.companionWrites.push(write);
+  }
+
   private writeBatch(batch: Batch): void {
     this.commitGuard?.();
     for (const task of batch.created) this.rows.insert(task);
+    for (const write of this.companionWrites) write();
     for (const event of batch.events) this.events.insert(event);
     for (const [taskId, time] of batch.rows) {
       const projection = this.projections.get(taskId)!;

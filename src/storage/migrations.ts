@@ -131,6 +131,23 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; description: string; s
       CREATE INDEX blob_refs_by_hash ON blob_refs(hash);
     `,
   },
+  {
+    version: 8,
+    description: "task leases: which process drives which task, so that two processes on one home never drive the same one",
+    sql: `
+      -- No foreign key: a task's lease is taken as its drive starts, before its first batch (and its row) commits.
+      CREATE TABLE task_leases (
+        task_id TEXT PRIMARY KEY,
+        owner TEXT NOT NULL,
+        pid INTEGER NOT NULL,
+        host TEXT NOT NULL,
+        acquired_at TEXT NOT NULL,
+        expires_at TEXT NOT NULL,
+        cancel_requested TEXT
+      ) WITHOUT ROWID;
+      CREATE INDEX task_leases_by_owner ON task_leases(owner);
+    `,
+  },
 ];
 
 export function migrate(db: Database): number {

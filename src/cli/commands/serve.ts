@@ -59,7 +59,8 @@ async function serve(ducklm: DuckLM, options: { host?: string; port?: string; op
   const lastResort = (kind: string) => (error: unknown) => ducklm.logger.error({ err: error }, `${kind}: kept serving`);
   process.on("unhandledRejection", lastResort("unhandled rejection"));
   process.on("uncaughtException", lastResort("uncaught exception"));
-  await startAndResume(ducklm);
+  // A server runs for long: it also carries on tasks whose process stops while it runs.
+  await startAndResume(ducklm, { adoptOrphans: true });
   await new Promise<void>((resolve) => {
     process.once("SIGINT", () => resolve());
     process.once("SIGTERM", () => resolve());

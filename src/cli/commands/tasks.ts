@@ -55,8 +55,8 @@ export function registerTasks(program: Command): void {
     .argument("<id>", "task id")
     .action(async (id: string) =>
       withDuckLM(globals(), (ducklm) => {
-        ducklm.cancel(id, "cancelled from the command line");
-        console.log(`cancelled ${id}`);
+        const how = ducklm.cancel(id, "cancelled from the command line");
+        console.log(how === "cancelled" ? `cancelled ${id}` : `asked the DuckLM process that runs ${id} to cancel it; \`ducklm events --task ${id}\` shows when it has`);
         return 0;
       }),
     );

@@ -1,0 +1,220 @@
+import type { Statement } from "better-sqlite3";
+import { randomUUID } from "node:crypto";
+import { hostname } from "node:os";
+import { DuckError, ErrorCode } from "../errors/duck-error.js";
+import type { SqliteDatabase } from "../storage/open-database.js";
+
+/** Who holds a task: a process (CLI run, server, worker) identified by a random owner id, its PID and its host. */
+export interface LeaseHolder {
+  task_id: string;
+  owner: string;
+  pid: number;
+  host: string;
+  acquired_at: string;
+  expires_at: string;
+}
+
+export type LeaseAttempt = { acquired: true } | { acquired: false; holder: LeaseHolder };
+
+interface LeaseRow extends LeaseHolder {
+  cancel_requested: string | null;
+}
+
+/** Owners open in this process: a lease of this PID whose owner is not among them was left by a runtime that is gone. */
+const ownersInThisProcess = new Set<string>();
+
+/**
+ * Which process drives which task. A process takes a task's lease before it drives it and renews it
+ * while it runs (`renew`, on a timer); another process never drives a task whose lease is live, only
+ * one whose owner is gone: its lease expired, or its PID is dead on this machine. The same rows carry
+ * a cancel asked for by another process to the owner, which sees it at its next renewal.
+ */
+export class TaskLeases {
+  /** This process's id as an owner of leases. */
+  readonly owner = randomUUID();
+  private readonly host = hostname();
+  private readonly held = new Set<string>();
+  /** Tasks created here whose lease is written with their first commit (nobody else can know them before). */
+  private readonly newClaims: string[] = [];
+  /** Finished tasks whose lease rows go at the next renewal: nobody resumes a finished task, so no hurry. */
+  private readonly finishedReleases = new Set<string>();
+  private readonly select: Statement<[string]>;
+  private readonly upsert: Statement;
+  private readonly remove: Statement<[string, string]>;
+  private readonly extend: Statement<[string, string]>;
+  private readonly cancels: Statement<[string]>;
+  private readonly clearCancel: Statement<[string, string]>;
+  private readonly markCancel: Statement<[string, string]>;
+  private readonly unfinished: Statement<[]>;
+  private readonly forgetPruned: Statement<[]>;
+
+  constructor(
+    private readonly db: SqliteDatabase,
+    private readonly options: { ttlMs: number; clock?: () => Date },
+  ) {
+    ownersInThisProcess.add(this.owner);
+    this.select = db.prepare("SELECT * FROM task_leases WHERE task_id = ?");
+    this.upsert = db.prepare(
+      `INSERT INTO task_leases (task_id, owner, pid, host, acquired_at, expires_at, cancel_requested)
+       VALUES (@task_id, @owner, @pid, @host, @now, @expires_at, NULL)
+       ON CONFLICT(task_id) DO UPDATE SET owner = excluded.owner, pid = excluded.pid, host = excluded.host,
+         acquired_at = excluded.acquired_at, expires_at = excluded.expires_at, cancel_requested = NULL`,
+    );
+    this.remove = db.prepare("DELETE FROM task_leases WHERE task_id = ? AND owner = ?");
+    this.extend = db.prepare("UPDATE task_leases SET expires_at = ? WHERE owner = ?");
+    this.cancels = db.prepare("SELECT task_id, cancel_requested FROM task_leases WHERE owner = ? AND cancel_requested IS NOT NULL");
+    this.clearCancel = db.prepare("UPDATE task_leases SET cancel_requested = NULL WHERE task_id = ? AND owner = ?");
+    this.markCancel = db.prepare("UPDATE task_leases SET cancel_requested = ? WHERE task_id = ?");
+    this.unfinished = db.prepare(
+      `SELECT t.id AS id, l.owner AS owner, l.pid AS pid, l.host AS host, l.expires_at AS expires_at
+         FROM tasks t LEFT JOIN task_leases l ON l.task_id = t.id
+        WHERE t.state IN ('received', 'running') ORDER BY t.created_at, t.id`,
+    );
+    this.forgetPruned = db.prepare("DELETE FROM task_leases WHERE task_id NOT IN (SELECT id FROM tasks)");
+  }
+
+  /**
+   * Takes the task's lease unless another live process holds it. Read and written in one immediate
+   * transaction, so two processes asking at once cannot both get it.
+   */
+  acquire(taskId: string): LeaseAttempt {
+    const attempt = this.db
+      .transaction((): LeaseAttempt => {
+        const row = this.select.get(taskId) as LeaseRow | undefined;
+        if (row && row.owner !== this.owner && this.isLive(row)) return { acquired: false, holder: holderOf(row) };
+        const now = this.now();
+        if (row?.owner === this.owner) {
+          this.extend.run(this.expiry(now), this.owner);
+        } else {
+          this.upsert.run({ task_id: taskId, owner: this.owner, pid: process.pid, host: this.host, now: now.toISOString(), expires_at: this.expiry(now) });
+        }
+        return { acquired: true };
+      })
+      .immediate();
+    if (attempt.acquired) this.held.add(taskId);
+    return attempt;
+  }
+
+  /**
+   * Holds a task this process has just created, without a commit of its own: the lease row is written
+   * in the task's first commit (`writeNewClaims`, which the TaskStore runs inside each of its commits).
+   */
+  claimNew(taskId: string): void {
+    this.held.add(taskId);
+    this.newClaims.push(taskId);
+  }
+
+  /** Writes the leases of tasks claimed since the last commit; runs inside the TaskStore's transaction. */
+  writeNewClaims(): void {
+    if (this.newClaims.length === 0) return;
+    const now = this.now();
+    for (const taskId of this.newClaims.splice(0)) {
+      if (this.held.has(taskId)) this.upsert.run({ task_id: taskId, owner: this.owner, pid: process.pid, host: this.host, now: now.toISOString(), expires_at: this.expiry(now) });
+    }
+  }
+
+  /**
+   * Gives the task up: it waits for a person, or this process stops; or, with `finished`, it has
+   * ended — then its row is removed at the next renewal rather than by a commit of its own.
+   */
+  release(taskId: string, options: { finished?: boolean } = {}): void {
+    if (!this.held.delete(taskId)) return;
+    if (options.finished) this.finishedReleases.add(taskId);
+    else this.remove.run(taskId, this.owner);
+  }
+
+  holds(taskId: string): boolean {
+    return this.held.has(taskId);
+  }
+
+  /** The live holder of a task other than this process, or null when nobody else drives it. */
+  otherHolder(taskId: string): LeaseHolder | null {
+    const row = this.select.get(taskId) as LeaseRow | undefined;
+    return row && row.owner !== this.owner && this.isLive(row) ? holderOf(row) : null;
+  }
+
+  /**
+   * Asks the live holder of a task to cancel it (it sees the request at its next renewal). Returns
+   * false when no other live process holds the task: then the caller cancels it itself.
+   */
+  requestCancel(taskId: string, reason: string): boolean {
+    if (!this.otherHolder(taskId)) return false;
+    this.markCancel.run(reason, taskId);
+    return true;
+  }
+
+  /**
+   * Extends every lease this process holds, and returns the cancels other processes asked for since
+   * the last renewal (each once).
+   */
+  renew(): Array<{ taskId: string; reason: string }> {
+    if (this.held.size === 0 && this.finishedReleases.size === 0) return [];
+    return this.db.transaction(() => {
+      for (const taskId of this.finishedReleases) if (!this.held.has(taskId)) this.remove.run(taskId, this.owner);
+      this.finishedReleases.clear();
+      this.extend.run(this.expiry(this.now()), this.owner);
+      const asked = (this.cancels.all(this.owner) as Array<{ task_id: string; cancel_requested: string }>).map((row) => ({ taskId: row.task_id, reason: row.cancel_requested }));
+      for (const { taskId } of asked) this.clearCancel.run(taskId, this.owner);
+      return asked;
+    })();
+  }
+
+  /** Unfinished tasks (received or running) that no live process holds: the ones this process may take on. */
+  orphans(): string[] {
+    const rows = this.unfinished.all() as Array<{ id: string; owner: string | null; pid: number; host: string; expires_at: string }>;
+    return rows.filter((row) => row.owner === null || (row.owner !== this.owner && !this.isLive({ ...row, owner: row.owner }))).map((row) => row.id);
+  }
+
+  /** Drops the leases of tasks that no longer exist (after pruning). */
+  forgetMissingTasks(): void {
+    this.forgetPruned.run();
+  }
+
+  /** Gives up every lease this process holds; it owns nothing any more. */
+  close(): void {
+    for (const taskId of [...this.held, ...this.finishedReleases]) {
+      this.held.delete(taskId);
+      this.remove.run(taskId, this.owner);
+    }
+    this.finishedReleases.clear();
+    ownersInThisProcess.delete(this.owner);
+  }
+
+  private isLive(row: Pick<LeaseRow, "owner" | "pid" | "host" | "expires_at">): boolean {
+    if (row.expires_at <= this.now().toISOString()) return false;
+    if (row.host !== this.host) return true;
+    if (row.pid === process.pid) return ownersInThisProcess.has(row.owner);
+    return pidIsAlive(row.pid);
+  }
+
+  private now(): Date {
+    return this.options.clock?.() ?? new Date();
+  }
+
+  private expiry(now: Date): string {
+    return new Date(now.getTime() + this.options.ttlMs).toISOString();
+  }
+}
+
+function holderOf(row: LeaseRow): LeaseHolder {
+  return { task_id: row.task_id, owner: row.owner, pid: row.pid, host: row.host, acquired_at: row.acquired_at, expires_at: row.expires_at };
+}
+
+function pidIsAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    // EPERM: the process exists but belongs to someone else.
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/** The error for driving, resuming or answering a task another live process drives. */
+export function ownedElsewhereError(taskId: string, holder: LeaseHolder): DuckError {
+  return new DuckError(
+    ErrorCode.TaskOwnedElsewhere,
+    `task ${taskId} is being run by another DuckLM process (PID ${holder.pid} on ${holder.host}, since ${holder.acquired_at}): answer, resume or watch it there; it can be resumed here once that process stops`,
+    { details: { task_id: taskId, pid: holder.pid, host: holder.host } },
+  );
+}
