@@ -150,6 +150,14 @@ function handleEvent(event) {
       view.user.textContent = p.text;
       view.workspace = p.workspace;
       break;
+    case "task-queued":
+      // Too many tasks already run: this one waits its turn, first come first served.
+      view.queued = el("div", "iteration queued", `Waiting to run: number ${p.position} in line (${p.running} of ${p.limit} tasks running)`);
+      view.tools.append(view.queued);
+      break;
+    case "task-dequeued":
+      if (view.queued) view.queued.textContent = "Waited in line; running now";
+      break;
     case "context-summarised":
       view.tools.append(el("div", "iteration", p.section === "history" ? `Summarised ${p.covers.length} earlier turn(s) of the conversation to fit the context` : `Summarised decisions 1 to ${p.through} to fit the context`));
       break;

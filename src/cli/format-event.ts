@@ -24,6 +24,12 @@ export function formatEvent(event: DuckEvent): string | null {
     }
     case "task-started":
       return "  started";
+    case "task-queued": {
+      const p = payloadOf(event, "task-queued");
+      return `  waiting to run: number ${p.position} in line (${p.running} of ${p.limit} tasks running)`;
+    }
+    case "task-dequeued":
+      return "  a place came free: running";
     case "task-resumed":
       return `  resumed from event ${payloadOf(event, "task-resumed").from_seq}`;
     case "memory-recalled": {

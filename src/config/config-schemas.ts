@@ -90,6 +90,13 @@ export const RuntimeConfigSchema = z.strictObject({
   scheduler: z.strictObject({
     /** Independent ready steps run at the same time, up to this many. Defaults to 4. */
     max_parallel_steps: z.number().int().positive().max(64).default(4),
+    /**
+     * Tasks driven at the same time by one process; more wait in line, first come first served.
+     * Null: as many as the machine has cores, at least 2. Defaults to null.
+     */
+    max_running_tasks: z.number().int().positive().max(1024).nullable().default(null),
+    /** Tasks waiting in line at most; a task submitted beyond it is refused (HTTP 429). Defaults to 100. */
+    max_queued_tasks: z.number().int().nonnegative().max(100_000).default(100),
   }).prefault({}),
   /** Token budgets of the context sections. */
   context_budgets: z.strictObject({

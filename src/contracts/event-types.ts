@@ -5,6 +5,8 @@ export const EventType = {
   TaskReceived: "task-received",
   TaskStarted: "task-started",
   TaskResumed: "task-resumed",
+  TaskQueued: "task-queued",
+  TaskDequeued: "task-dequeued",
   TaskAwaitingPermission: "task-awaiting-permission",
   TaskCompleted: "task-completed",
   TaskFailed: "task-failed",

@@ -42,6 +42,10 @@ export interface EventPayloads {
    */
   "task-started": { confinement?: "none" | "off"; loop?: AgentLoopLimits; settings?: Record<string, unknown> };
   "task-resumed": { from_seq: number; reason: string; confinement?: "none" | "off" };
+  /** The task waits for a free place: `running` tasks run, at most `limit` (runtime.json `scheduler.max_running_tasks`); it is number `position` in line. */
+  "task-queued": { position: number; running: number; limit: number };
+  /** A place came free: the task runs from here. */
+  "task-dequeued": Record<string, never>;
   "task-awaiting-permission": { request_id: string; step_id: string };
   "task-completed": { answer: string };
   "task-failed": { code: string; message: string };

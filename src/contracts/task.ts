@@ -3,6 +3,7 @@ import { z } from "zod";
 /** Every state a task can be in. Terminal: completed, failed, cancelled. */
 export const TaskStateSchema = z.enum([
   "received",
+  "queued",
   "running",
   "awaiting_permission",
   "completed",

@@ -60,11 +60,13 @@ export function comparable(events: readonly DuckEvent[]): ComparableEvent[] {
     seq: event.seq,
     type: event.type,
     // Token counts depend on the tokenizer of the model that ran; a replay has none.
-    payload: event.type === "context-built" ? { sections: Object.keys((event.payload as { sections: object }).sections) } : rename(event.payload),
+    // Where a task stood in line depends on the other tasks of the process that ran it; a replay runs it alone.
+    payload:
+      event.type === "context-built" ? { sections: Object.keys((event.payload as { sections: object }).sections) } : event.type === "task-queued" ? {} : rename(event.payload),
   }));
 }
 
-const EXTERNAL = new Set(["permission-resolved", "secret-provided", "task-cancelled", "task-resumed", "feedback-received", "approval-revoked", "task-failed"]);
+const EXTERNAL = new Set(["task-dequeued", "permission-resolved", "secret-provided", "task-cancelled", "task-resumed", "feedback-received", "approval-revoked", "task-failed"]);
 
 /**
  * Re-drives the RuntimeLoop from a task's recorded events: model outputs and tool results come from
@@ -113,6 +115,8 @@ export async function replayTask(recorded: readonly DuckEvent[], config: DuckCon
       memorySearch: (): MemoryHit[] => recalls.shift() ?? [],
       sessionHistory: recordedHistory(recorded, config.runtime.context_budgets.history),
       sleep: async () => undefined,
+      // The task waits in line where the recording says it did, and is let in where it was (`task-dequeued`).
+      admission: (id) => (recorded[runtime!.store.projection(id).seq]?.type === "task-queued" ? "queue" : "run"),
       // No command runs in a replay; decisions follow the confinement the recording says it had.
       sandbox: { ...unconfinedShell, confinement: (recorded.find((event) => event.type === "task-started")?.payload as EventPayloads["task-started"] | undefined)?.confinement ?? "confined" },
     });
@@ -207,6 +211,8 @@ async function performExternal(runtime: Runtime & { recorded?: readonly DuckEven
     case "task-cancelled":
       loop.cancel(taskId, (next.payload as EventPayloads["task-cancelled"]).reason);
       return null;
+    case "task-dequeued":
+      return loop.admit(taskId) ? null : "stuck";
     case "task-failed":
       if ((next.payload as EventPayloads["task-failed"]).code !== ErrorCode.TaskTimeout) return "stuck";
       loop.expire(taskId);

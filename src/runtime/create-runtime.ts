@@ -65,6 +65,8 @@ export interface CreateRuntimeOptions {
   clock?: Clock;
   /** How shell commands are started. Defaults to what runtime.json's `sandbox` chooses. */
   sandbox?: ShellSandbox;
+  /** Whether a task waits in line instead of the `max_running_tasks` rule (replay follows its recording). */
+  admission?: (taskId: string) => "run" | "queue";
   /** Released when the runtime closes, after the loop stops (MCP connections). */
   onClose?: Array<() => Promise<void>>;
 }
@@ -101,7 +103,7 @@ export interface Runtime {
    */
   start(options?: StartOptions): Promise<StartReport>;
   /**
-   * Tasks an earlier process left unfinished (received or running): with runtime.json `resume` `auto`
+   * Tasks an earlier process left unfinished (received, queued or running): with runtime.json `resume` `auto`
    * they are driven on (each records `task-resumed`); otherwise only listed. Tasks waiting for the user
    * stay waiting.
    */
@@ -215,7 +217,7 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
     sleep: options.sleep ?? ((ms, signal) => (ms > 0 ? delay(ms, undefined, { signal }) : Promise.resolve())),
     directiveSchema: tools.names().length > 0 ? createExecutionDirectiveSchema(tools.names()) : ExecutionDirectiveSchema,
   };
-  const loop = new RuntimeLoop(context, { workspace, ready, leases });
+  const loop = new RuntimeLoop(context, { workspace, ready, leases, ...(options.admission ? { admission: options.admission } : {}) });
   let closed = false;
   let adoptOrphans = false;
   const adopt = () => {
@@ -273,7 +275,8 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
     },
     resumeUnfinished() {
       const mode = config.runtime.resume;
-      const unfinished = [...store.listTasks({ state: "received", limit: 10_000 }), ...store.listTasks({ state: "running", limit: 10_000 })].filter((task) => !loop.isActive(task.id));
+      // Oldest first, so that tasks that waited in line before a restart keep their order.
+      const unfinished = store.unfinishedTasks().filter((task) => !loop.isActive(task.id));
       // A task another live process drives is that process's: never resumed here.
       const ownedElsewhere = unfinished.filter((task) => leases.otherHolder(task.id) !== null).map((task) => task.id);
       const left = unfinished.filter((task) => !ownedElsewhere.includes(task.id));

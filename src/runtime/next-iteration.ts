@@ -16,7 +16,8 @@ export function loopLimits(context: ExecutorContext): { loop?: { max_iterations:
 export function recordedSettings(context: ExecutorContext): { settings?: Record<string, unknown> } {
   if (!context.recordSettings) return {};
   const { timeouts, retry, recovery, agent, scheduler, context_budgets } = context.config.runtime;
-  return { settings: { timeouts, retry, recovery, agent, scheduler, context_budgets } };
+  // How many tasks run at once is no decision of the task's: only the steps' parallelism is recorded.
+  return { settings: { timeouts, retry, recovery, agent, scheduler: { max_parallel_steps: scheduler.max_parallel_steps }, context_budgets } };
 }
 
 function outcomeOfSteps(projection: TaskProjection): string {

@@ -1,4 +1,5 @@
 import { statSync } from "node:fs";
+import { availableParallelism } from "node:os";
 import { resolve } from "node:path";
 import { UserTaskSchema, isTerminalTaskState } from "../contracts/index.js";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
@@ -11,9 +12,13 @@ import { afterSteps, loopLimits, recordedSettings } from "./next-iteration.js";
 import { recordFeedback, recordPermissionAnswer, recordSecret, revokeApproval, type PermissionAnswer } from "./task-requests.js";
 import { outcomeOf, type TaskOutcome } from "./task-outcome.js";
 import { recordEnding, StorageRetries } from "./task-endings.js";
+import { WaitingLine } from "./waiting-line.js";
 import { ownedElsewhereError, type TaskLeases } from "../state/task-leases.js";
 
 export type { PermissionAnswer } from "./task-requests.js";
+
+/** What a refused submission is told to wait before trying again. */
+const QUEUE_FULL_RETRY_AFTER_S = 5;
 
 export interface RuntimeLoopOptions {
   /** Where tools work when a task names no workspace. */
@@ -22,6 +27,11 @@ export interface RuntimeLoopOptions {
   ready: Promise<void>;
   /** Which process drives which task: the loop drives only tasks whose lease it holds. */
   leases: TaskLeases;
+  /**
+   * Whether a task about to be driven waits in line, instead of "while `scheduler.max_running_tasks`
+   * run"; a replay follows its recording, and lets the task in (`admit`) where the recording did.
+   */
+  admission?: (taskId: string) => "run" | "queue";
 }
 
 export interface TaskHandle {
@@ -53,6 +63,8 @@ interface ActiveTask {
  */
 export class RuntimeLoop {
   private readonly active = new Map<string, ActiveTask>();
+  /** Tasks waiting for a place among the `max_running_tasks` being driven. */
+  private readonly line = new WaitingLine();
   /** Tasks whose events could not be stored, driven again when the store may take them. */
   private readonly storageRetries: StorageRetries;
 
@@ -74,6 +86,7 @@ export class RuntimeLoop {
     if (!statSync(workspace, { throwIfNoEntry: false })?.isDirectory()) {
       throw new DuckError(ErrorCode.InvalidInput, `workspace ${workspace} is not a directory`);
     }
+    this.refuseIfLineIsFull();
     const projection = this.context.store.createTask(
       { text: parsed.data.text, session_id: parsed.data.session_id, workspace, auto_approve: parsed.data.auto_approve },
       { durable: options.durable === true },
@@ -87,6 +100,8 @@ export class RuntimeLoop {
   drive(taskId: string, options: SubmitOptions = {}): Promise<TaskOutcome> {
     const running = this.active.get(taskId);
     if (running) return running.done;
+    const waiting = this.line.get(taskId);
+    if (waiting) return waiting.done;
     const { leases } = this.options;
     if (!leases.holds(taskId)) {
       const lease = leases.acquire(taskId);
@@ -94,11 +109,64 @@ export class RuntimeLoop {
       // Another process may have carried the task on since this one last read it.
       this.context.store.forgetIfChangedElsewhere(taskId);
     }
+    const wait = this.options.admission ? this.options.admission(taskId) === "queue" : this.active.size >= this.maxRunning();
+    return wait ? this.queue(taskId, options) : this.start(taskId, options);
+  }
+
+  /** Lets a waiting task in now (a replay does where its recording did); false when it is not waiting. */
+  admit(taskId: string): boolean {
+    const entry = this.line.take(taskId);
+    if (!entry) return false;
+    entry.begin(this.start(taskId, entry.options));
+    return true;
+  }
+
+  /** Where a waiting task stands in line (1: next), or null when it is not waiting here. */
+  queuePosition(taskId: string): number | null {
+    return this.line.position(taskId);
+  }
+
+  private maxRunning(): number {
+    return this.context.config.runtime.scheduler.max_running_tasks ?? Math.max(2, availableParallelism());
+  }
+
+  private refuseIfLineIsFull(): void {
+    const { max_queued_tasks } = this.context.config.runtime.scheduler;
+    if (this.options.admission || this.active.size < this.maxRunning() || this.line.size < max_queued_tasks) return;
+    throw new DuckError(
+      ErrorCode.QueueFull,
+      `DuckLM is running ${this.active.size} tasks and ${this.line.size} more wait (runtime.json scheduler.max_running_tasks / max_queued_tasks): submit the task again in a little while`,
+      { details: { running: this.active.size, queued: this.line.size, retry_after_s: QUEUE_FULL_RETRY_AFTER_S } },
+    );
+  }
+
+  /** Puts the task in line, recorded as `task-queued`; it runs when a place comes free. */
+  private queue(taskId: string, options: SubmitOptions): Promise<TaskOutcome> {
+    const entry = this.line.add(taskId, options);
+    try {
+      this.context.store.append(taskId, "task-queued", { position: this.line.size, running: this.active.size, limit: this.maxRunning() });
+    } catch (error) {
+      this.line.take(taskId);
+      throw error;
+    }
+    options.signal?.addEventListener("abort", () => void (this.line.get(taskId) && this.cancel(taskId, "cancelled while it waited to run")), { once: true });
+    return entry.done;
+  }
+
+  /** Lets in the tasks that waited longest, while places are free. */
+  private admitWaiting(): void {
+    if (this.options.admission) return;
+    for (let next = this.line.first(); next !== undefined && this.active.size < this.maxRunning(); next = this.line.first()) this.admit(next);
+  }
+
+  private start(taskId: string, options: SubmitOptions): Promise<TaskOutcome> {
+    const { leases } = this.options;
     const controller = new AbortController();
     const stopped = (finished: boolean) => {
       this.active.delete(taskId);
       // A task waiting to be stored again stays this process's; any other is free for whoever carries it on.
       if (!this.storageRetries.waiting(taskId)) leases.release(taskId, { finished });
+      this.admitWaiting();
     };
     const done = this.execute(taskId, controller, options.signal).then(
       (outcome) => {
@@ -158,6 +226,13 @@ export class RuntimeLoop {
       running.controller.abort(new DuckError(ErrorCode.Cancelled, reason));
       return "cancelled";
     }
+    const waiting = this.line.take(taskId);
+    if (waiting) {
+      const cancelled = this.context.store.append(taskId, "task-cancelled", { reason }, { durable: true });
+      this.options.leases.release(taskId, { finished: true });
+      waiting.begin(Promise.resolve(outcomeOf(cancelled)));
+      return "cancelled";
+    }
     if (this.options.leases.requestCancel(taskId, reason)) return "asked-owner";
     this.context.store.forgetIfChangedElsewhere(taskId);
     const projection = this.context.store.projection(taskId);
@@ -188,6 +263,8 @@ export class RuntimeLoop {
    */
   async close(): Promise<void> {
     this.storageRetries.close();
+    // Waiting tasks stay queued in the store: the next start takes them on.
+    for (const taskId of this.line.ids()) this.line.take(taskId)!.begin(Promise.resolve(outcomeOf(this.context.store.projection(taskId))));
     const running = [...this.active.values()];
     for (const task of running) task.controller.abort(new DuckError(ErrorCode.Shutdown, "DuckLM is shutting down"));
     await Promise.allSettled(running.map((task) => task.done));
@@ -224,6 +301,7 @@ export class RuntimeLoop {
     const { store } = this.context;
     let projection = store.projection(taskId);
     if (isTerminalTaskState(projection.state)) return;
+    if (projection.state === "queued") projection = store.append(taskId, "task-dequeued", {});
     if (!projection.started) {
       await this.options.ready;
       const hardStop = await this.context.classifier.findHardStop(projection.text, projection.workspace);

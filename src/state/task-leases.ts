@@ -68,7 +68,7 @@ export class TaskLeases {
     this.unfinished = db.prepare(
       `SELECT t.id AS id, l.owner AS owner, l.pid AS pid, l.host AS host, l.expires_at AS expires_at
          FROM tasks t LEFT JOIN task_leases l ON l.task_id = t.id
-        WHERE t.state IN ('received', 'running') ORDER BY t.created_at, t.id`,
+        WHERE t.state IN ('received', 'queued', 'running') ORDER BY t.created_at, t.id`,
     );
     this.forgetPruned = db.prepare("DELETE FROM task_leases WHERE task_id NOT IN (SELECT id FROM tasks)");
   }
@@ -159,7 +159,7 @@ export class TaskLeases {
     })();
   }
 
-  /** Unfinished tasks (received or running) that no live process holds: the ones this process may take on. */
+  /** Unfinished tasks (received, queued or running) that no live process holds: the ones this process may take on. */
   orphans(): string[] {
     const rows = this.unfinished.all() as Array<{ id: string; owner: string | null; pid: number; host: string; expires_at: string }>;
     return rows.filter((row) => row.owner === null || (row.owner !== this.owner && !this.isLive({ ...row, owner: row.owner }))).map((row) => row.id);

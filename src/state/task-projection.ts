@@ -180,6 +180,12 @@ const reducers: { [T in EventTypeName]?: Reducer<T> } = {
     p.plan_order = null;
     p.steps = {};
   },
+  "task-queued": (p) => {
+    p.state = "queued";
+  },
+  "task-dequeued": (p) => {
+    p.state = p.started ? "running" : "received";
+  },
   "task-resumed": (p, e) => {
     if (p.state !== "awaiting_permission") p.state = "running";
     p.confinement = e.confinement ?? "confined";

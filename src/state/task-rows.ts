@@ -41,6 +41,7 @@ export class TaskRows {
   private readonly selectTasksAfter: Statement<[string, string, string, number]>;
   private readonly selectTasksByStateAfter: Statement<[string, string, string, string, number]>;
   private readonly selectSession: Statement<[string, string, number]>;
+  private readonly selectUnfinished: Statement<[]>;
 
   constructor(
     db: SqliteDatabase,
@@ -62,6 +63,11 @@ export class TaskRows {
     this.selectTasks = db.prepare("SELECT * FROM tasks ORDER BY created_at DESC, id LIMIT ?");
     this.selectSession = db.prepare(
       "SELECT * FROM tasks WHERE session_id = ? AND id != ? AND state = 'completed' ORDER BY created_at DESC, id LIMIT ?",
+    );
+    // In the order they were received: the id of each task's first event, since many may share one instant.
+    this.selectUnfinished = db.prepare(
+      `SELECT t.* FROM tasks t JOIN events e ON e.task_id = t.id AND e.seq = 1
+        WHERE t.state IN ('received', 'queued', 'running') ORDER BY e.id`,
     );
     this.selectTasksByState = db.prepare("SELECT * FROM tasks WHERE state = ? ORDER BY created_at DESC, id LIMIT ?");
     // The page after a task: older ones, and among those created at the same instant, the later ids.
@@ -108,6 +114,11 @@ export class TaskRows {
         ? this.selectTasksByState.all(state, limit)
         : this.selectTasks.all(limit);
     return (rows as TaskRow[]).map((row) => this.summary(row));
+  }
+
+  /** Tasks not finished and not waiting for a person (received, queued, running), oldest first. */
+  unfinished(): TaskSummary[] {
+    return (this.selectUnfinished.all() as TaskRow[]).map((row) => this.summary(row));
   }
 
   /** Completed tasks of a conversation before the given one, oldest first. */

@@ -314,6 +314,11 @@ export class TaskStore {
     return this.rows.list(options.state ?? null, options.limit ?? 50, options.after ?? null);
   }
 
+  /** Tasks received, queued or running (none waits for a person), in the order they were received. */
+  unfinishedTasks(): TaskSummary[] {
+    return this.rows.unfinished();
+  }
+
   /** Earlier tasks of a conversation, oldest first. */
   sessionHistory(sessionId: string, beforeTaskId: string, limit: number): TaskSummary[] {
     return this.rows.session(sessionId, beforeTaskId, limit);

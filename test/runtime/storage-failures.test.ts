@@ -50,7 +50,7 @@ describe("a store that stops taking writes (a full disk)", () => {
       if (!degraded.ok) expect(degraded.message).toContain("database or disk is full");
       // The outcomes that came back while writes failed name the storage error; none is a crash.
       const early = await Promise.race([Promise.all(handles.map((handle) => handle.done)), new Promise<null>((resolve) => setTimeout(() => resolve(null), 500))]);
-      if (early) for (const outcome of early) expect(["completed", "failed", "running", "received"]).toContain(outcome.state);
+      if (early) for (const outcome of early) expect(["completed", "failed", "running", "received", "queued"]).toContain(outcome.state);
 
       full = false;
       await until(() => {

@@ -1,0 +1,112 @@
+import { afterEach, describe, expect, it } from "vitest";
+import type { ExecutionDirective } from "../../src/contracts/index.js";
+import { DuckError } from "../../src/errors/duck-error.js";
+import { replayTask } from "../../src/replay/replay-task.js";
+import { scriptedAgent } from "../helpers/scripted-agent.js";
+import { makeTempDir, testConfig, useTestRuntimes, type TestRuntimeOptions } from "../helpers/test-runtime.js";
+import { startTestServer } from "../helpers/test-server.js";
+import { createEchoTool } from "../helpers/test-tools.js";
+
+const setup = useTestRuntimes(afterEach);
+
+/** A runtime whose tasks ("job N") each echo "job N" after `waitMs`, with the echo calls logged. */
+function queueRuntime(scheduler: { max_running_tasks: number; max_queued_tasks?: number }, waitMs = 150, extra: TestRuntimeOptions = {}) {
+  const log: Array<{ text: string; start: number; end: number }> = [];
+  const directive = (request: unknown): ExecutionDirective => ({ kind: "tool", tool: "echo", arguments: { text: /job \d+/.exec(JSON.stringify(request))?.[0] ?? "?", wait_ms: waitMs }, reason: "" });
+  const runtime = setup({ tools: [createEchoTool(log)], models: scriptedAgent({ directive, verdict: () => "pass" }), runtime: { scheduler }, ...extra });
+  return { runtime, log };
+}
+
+function mostAtOnce(log: ReadonlyArray<{ start: number; end: number }>): number {
+  return Math.max(...log.map((call) => log.filter((other) => other.start <= call.start && call.start < other.end).length));
+}
+
+function codeOf(run: () => unknown): string | null {
+  try {
+    run();
+    return null;
+  } catch (error) {
+    return error instanceof DuckError ? error.code : String(error);
+  }
+}
+
+describe("the task queue", () => {
+  it("drives at most max_running_tasks at once; the others wait in line and run first come, first served", async () => {
+    const { runtime, log } = queueRuntime({ max_running_tasks: 2 });
+    const handles = [1, 2, 3, 4, 5].map((n) => runtime.loop.submit({ text: `job ${n}` }));
+    const outcomes = await Promise.all(handles.map((handle) => handle.done));
+    expect(outcomes.map((outcome) => outcome.state)).toEqual(Array(5).fill("completed"));
+    expect(mostAtOnce(log)).toBe(2);
+    expect(log.map((call) => call.text)).toEqual(["job 1", "job 2", "job 3", "job 4", "job 5"]);
+    const queuedAs = handles.map((handle) => runtime.store.listEvents(handle.taskId).find((event) => event.type === "task-queued")?.payload ?? null);
+    expect(queuedAs).toEqual([null, null, { position: 1, running: 2, limit: 2 }, { position: 2, running: 2, limit: 2 }, { position: 3, running: 2, limit: 2 }]);
+    // A waiting task is let in before it starts; replay follows the recording through both events.
+    const third = runtime.store.listEvents(handles[2]!.taskId).map((event) => event.type);
+    expect(third.slice(0, 4)).toEqual(["task-received", "task-queued", "task-dequeued", "task-started"]);
+    for (const handle of handles) {
+      const report = await replayTask(runtime.store.listEvents(handle.taskId), testConfig({ scheduler: { max_running_tasks: 2 } }));
+      expect(report.first_difference, handle.taskId).toBeNull();
+    }
+  });
+
+  it("refuses a task when the line is full, recording nothing of it, and takes tasks again once there is room", async () => {
+    const { runtime } = queueRuntime({ max_running_tasks: 1, max_queued_tasks: 1 });
+    const first = runtime.loop.submit({ text: "job 1" });
+    const second = runtime.loop.submit({ text: "job 2" });
+    expect(runtime.loop.queuePosition(second.taskId)).toBe(1);
+    expect(codeOf(() => runtime.loop.submit({ text: "job 3" }))).toBe("DUCK_ERR_QUEUE_FULL");
+    runtime.store.flush();
+    expect(runtime.store.listTasks().map((task) => task.text).sort()).toEqual(["job 1", "job 2"]);
+    expect((await first.done).state).toBe("completed");
+    expect((await second.done).state).toBe("completed");
+    expect((await runtime.loop.submit({ text: "job 3" }).done).state).toBe("completed");
+  });
+
+  it("cancels a waiting task at once: it never runs", async () => {
+    const { runtime, log } = queueRuntime({ max_running_tasks: 1 }, 400);
+    const running = runtime.loop.submit({ text: "job 1" });
+    const waiting = runtime.loop.submit({ text: "job 2" });
+    const controller = new AbortController();
+    const alsoWaiting = runtime.loop.submit({ text: "job 3" }, { signal: controller.signal });
+    expect(runtime.loop.cancel(waiting.taskId, "not needed")).toBe("cancelled");
+    controller.abort();
+    expect((await waiting.done).state).toBe("cancelled");
+    expect((await alsoWaiting.done).state).toBe("cancelled");
+    expect((await running.done).state).toBe("completed");
+    expect(log.map((call) => call.text)).toEqual(["job 1"]);
+    expect(runtime.store.listEvents(waiting.taskId).map((event) => event.type)).toEqual(["task-received", "task-queued", "task-cancelled"]);
+  });
+
+  it("keeps waiting tasks across a restart, in their order, and runs them after it", async () => {
+    const home = makeTempDir("ducklm-queue-home-");
+    const { runtime: first } = queueRuntime({ max_running_tasks: 1 }, 2_000, { home });
+    const handles = [1, 2, 3].map((n) => first.loop.submit({ text: `job ${n}` }));
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    await first.close();
+    const { runtime: second, log } = queueRuntime({ max_running_tasks: 1 }, 50, { home });
+    expect(second.store.getTask(handles[1]!.taskId)?.state).toBe("queued");
+    const report = await second.start();
+    expect(report.resume.tasks.map((task) => task.taskId)).toEqual(handles.map((handle) => handle.taskId));
+    const outcomes = await Promise.all(report.resume.tasks.map((task) => task.done!));
+    expect(outcomes.map((outcome) => outcome.state)).toEqual(["completed", "completed", "completed"]);
+    expect(log.map((call) => call.text)).toEqual(["job 1", "job 2", "job 3"]);
+    const last = second.store.listEvents(handles[2]!.taskId);
+    expect(last.filter((event) => event.type === "task-queued")).toHaveLength(2);
+    const replayed = await replayTask(last, testConfig({ scheduler: { max_running_tasks: 1 } }));
+    expect(replayed.first_difference).toBeNull();
+  });
+
+  it("answers a full line over HTTP with 429 and Retry-After", async () => {
+    const server = await startTestServer({ tools: [createEchoTool()], models: scriptedAgent({ directive: { kind: "tool", tool: "echo", arguments: { text: "slow", wait_ms: 1_000 }, reason: "" } }), runtime: { scheduler: { max_running_tasks: 1, max_queued_tasks: 0 } } });
+    try {
+      const post = (text: string) => fetch(`${server.url}/chat`, { method: "POST", headers: { authorization: `Bearer ${server.token}`, "content-type": "application/json" }, body: JSON.stringify({ text }) });
+      expect((await post("first")).status).toBe(202);
+      const refused = await post("second");
+      expect(refused.status).toBe(429);
+      expect(refused.headers.get("retry-after")).toBe("5");
+      expect(((await refused.json()) as { error: { code: string; message: string } }).error).toMatchObject({ code: "DUCK_ERR_QUEUE_FULL", message: expect.stringContaining("max_running_tasks") });
+    } finally {
+      await server.close();
+    }
+  });
+});
