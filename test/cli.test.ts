@@ -1,5 +1,5 @@
 import { spawnSync } from "node:child_process";
-import { rmSync, writeFileSync } from "node:fs";
+import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { makeTempDir } from "./helpers/test-runtime.js";
@@ -77,6 +77,11 @@ describe("ducklm CLI", () => {
     expect(ducklm(["tasks", "--state", "sleeping"]).stderr).toMatch(/--state must be one of/);
     expect(ducklm(["run", "   "]).stderr).toMatch(/task text is empty/);
     expect(ducklm(["frobnicate"]).code).toBe(2);
+  });
+
+  it("prints its version", () => {
+    const version = (JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as { version: string }).version;
+    for (const flag of ["--version", "-V"]) expect(ducklm([flag], { bin: true })).toMatchObject({ code: 0, stdout: `${version}\n` });
   });
 
   it("names a home it cannot use, and stops at once (a folder under a file, inside /proc)", () => {

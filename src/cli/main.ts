@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import { Command, CommanderError } from "commander";
 import { registerDb } from "./commands/db.js";
 import { registerDoctor } from "./commands/doctor.js";
@@ -17,12 +18,18 @@ export function buildProgram(): Command {
   program
     .name("ducklm")
     .description("DuckLM: a local, event-driven, multi-model AI agent runtime")
+    .version(packageVersion(), "-V, --version", "print DuckLM's version")
     .option("--home <dir>", "data directory (default: $DUCKLM_HOME, else $XDG_DATA_HOME/ducklm, i.e. ~/.local/share/ducklm)")
     .option("--config <dir>", "your config directory, over the bundled defaults (default: $DUCKLM_CONFIG, else ~/.config/ducklm)")
     .option("--workspace <dir>", "directory the tools work in (default: runtime.json workspace)")
     .showHelpAfterError();
   for (const register of [registerRun, registerTasks, registerServe, registerTelegram, registerReplay, registerDoctor, registerDb, registerMemory, registerPermissions, registerModels]) register(program);
   return program;
+}
+
+/** The version in package.json, two folders up from this file in the sources and in the build alike. */
+function packageVersion(): string {
+  return (JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }).version;
 }
 
 export async function main(argv: string[]): Promise<void> {

@@ -31,6 +31,13 @@ describe("loadConfig", () => {
     expect(Object.keys(config.prompts).sort()).toEqual(["coder", "critic", "json_compiler", "orchestrator", "planning", "sys_util", "system", "thinker"]);
   });
 
+  it("lets llama.cpp choose each role's backend, so a first model runs on a machine without a GPU", () => {
+    const config = loadConfig(BUNDLED_CONFIG_DIR);
+    const backends = Object.values(config.models.roles).map((role) => role?.backend);
+    expect(backends.length).toBeGreaterThan(0);
+    expect(new Set(backends)).toEqual(new Set(["auto"]));
+  });
+
   it("names the file, the field and what was expected when a value is wrong", () => {
     const dir = copyOfBundled();
     writeFileSync(join(dir, "runtime.json"), JSON.stringify({ timeouts: { step_ms: "thirty" } }));
