@@ -72,6 +72,13 @@ export class EventBus {
     return this.byTask.get(taskId)?.size ?? 0;
   }
 
+  /** What the bus holds per task: tasks with subscribers, and the delivery marks of every-task subscribers. */
+  footprint(): { tasksWithSubscribers: number; everyTaskMarks: number } {
+    let everyTaskMarks = 0;
+    for (const subscription of this.everyTask) everyTaskMarks += subscription.delivered.size;
+    return { tasksWithSubscribers: this.byTask.size, everyTaskMarks };
+  }
+
   private deliver(subscription: Subscription, event: DuckEvent): void {
     const last = subscription.delivered.get(event.task_id) ?? 0;
     if (event.seq <= last) return;

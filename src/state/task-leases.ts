@@ -127,6 +127,11 @@ export class TaskLeases {
     return this.held.has(taskId);
   }
 
+  /** Tasks this process holds, and finished ones whose rows await the next renewal. */
+  get footprint(): { held: number; releasing: number } {
+    return { held: this.held.size, releasing: this.finishedReleases.size };
+  }
+
   /** The live holder of a task other than this process, or null when nobody else drives it. */
   otherHolder(taskId: string): LeaseHolder | null {
     const row = this.select.get(taskId) as LeaseRow | undefined;
