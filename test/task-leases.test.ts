@@ -8,6 +8,8 @@ import { ofType } from "./helpers/event-payloads.js";
 import { createTestRuntime, makeTempDir, useTestRuntimes } from "./helpers/test-runtime.js";
 import { createEchoTool } from "./helpers/test-tools.js";
 import { join } from "node:path";
+import { hostname } from "node:os";
+import { scriptedAgent } from "./helpers/scripted-agent.js";
 
 const tsxLoader = import.meta.resolve("tsx");
 const setup = useTestRuntimes(afterEach);
@@ -165,5 +167,88 @@ describe("TaskLeases", () => {
     } finally {
       await runtime.close();
     }
+  });
+
+  it("keeps a cancel asked of a holder that stopped for whoever takes the task next, and lets no hand-edited row hold a task", () => {
+    const runtime = createTestRuntime({});
+    try {
+      const first = new TaskLeases(runtime.db, { ttlMs: 10_000 });
+      const second = new TaskLeases(runtime.db, { ttlMs: 10_000 });
+      const task = runtime.store.createTask({ text: "lease me", workspace: runtime.workspace }, { durable: true });
+      expect(first.acquire(task.task_id).acquired).toBe(true);
+      expect(second.requestCancel(task.task_id, "stop it")).toBe(true);
+      // The holder stops before its next renewal would have shown it the request.
+      first.close();
+      expect(second.orphans()).toEqual([task.task_id]);
+      expect(second.acquire(task.task_id)).toEqual({ acquired: true, cancelRequested: "stop it" });
+      second.release(task.task_id);
+
+      // Rows edited by hand: a PID that names a process group, an expiry that is not a time.
+      const third = new TaskLeases(runtime.db, { ttlMs: 10_000 });
+      for (const forged of [
+        { pid: 0, expires_at: "2999-01-01T00:00:00.000Z" },
+        { pid: process.pid + 1_000_000, expires_at: "garbage-not-a-date" },
+        { pid: -1, expires_at: "2999-01-01T00:00:00.000Z" },
+      ]) {
+        runtime.db
+          .prepare("INSERT OR REPLACE INTO task_leases (task_id, owner, pid, host, acquired_at, expires_at) VALUES (?, 'forged', ?, ?, '2026-01-01', ?)")
+          .run(task.task_id, forged.pid, hostname(), forged.expires_at);
+        expect(third.orphans(), JSON.stringify(forged)).toEqual([task.task_id]);
+        expect(third.acquire(task.task_id).acquired, JSON.stringify(forged)).toBe(true);
+        third.release(task.task_id);
+      }
+      third.close();
+    } finally {
+      void runtime.close();
+    }
+  });
+});
+
+describe("cancels between processes", () => {
+  it("carries out a cancel asked just before the owner stops, instead of losing it", async () => {
+    const home = makeTempDir("ducklm-lease-home-");
+    const owner = setup({ home, tools: [createEchoTool()], models: scriptedAgent({ directive: { kind: "tool", tool: "echo", arguments: { text: "slow", wait_ms: 5_000 }, reason: "" } }) });
+    const handle = owner.loop.submit({ text: "a slow task" });
+    await until(() => owner.store.listEvents(handle.taskId).some((event) => event.type === "tool-called"), 10_000);
+    const other = setup({ home, workspace: owner.workspace });
+    expect(other.loop.cancel(handle.taskId, "asked from elsewhere")).toBe("asked-owner");
+    // Stopping at once, before a renewal could have shown the owner the request.
+    await owner.close();
+    const events = other.store.listEvents(handle.taskId);
+    expect(ofType(events, "task-cancelled").map((payload) => payload.reason)).toEqual(["asked from elsewhere"]);
+    expect(other.resumeUnfinished().tasks).toEqual([]);
+  });
+
+  it("carries out a cancel its owner never saw when the task is taken over", async () => {
+    const home = makeTempDir("ducklm-lease-home-");
+    const owner = setup({ home, tools: [createEchoTool()], models: scriptedAgent({ directive: { kind: "tool", tool: "echo", arguments: { text: "slow", wait_ms: 3_000 }, reason: "" } }) });
+    const handle = owner.loop.submit({ text: "a slow task" });
+    await until(() => owner.store.listEvents(handle.taskId).some((event) => event.type === "tool-called"), 10_000);
+    const other = setup({ home, workspace: owner.workspace, tools: [createEchoTool()] });
+    expect(other.loop.cancel(handle.taskId, "asked of an owner about to die")).toBe("asked-owner");
+    // The owner is gone as far as leases tell (as after a kill), before it renewed.
+    owner.leases.close();
+    const report = other.resumeUnfinished();
+    expect(report.tasks.map((task) => task.taskId)).toEqual([handle.taskId]);
+    expect(await report.tasks[0]!.done).toMatchObject({ state: "cancelled" });
+    const events = other.store.listEvents(handle.taskId);
+    expect(ofType(events, "task-cancelled").map((payload) => payload.reason)).toEqual(["asked of an owner about to die"]);
+    expect(events.filter((event) => event.type === "task-resumed")).toEqual([]);
+  });
+
+  it("writes nothing into a task another process holds when asked to resume or answer it", async () => {
+    const home = makeTempDir("ducklm-lease-home-");
+    const owner = setup({ home, tools: [createEchoTool()], models: scriptedAgent({ directive: { kind: "tool", tool: "echo", arguments: { text: "slow", wait_ms: 2_000 }, reason: "" } }) });
+    const handle = owner.loop.submit({ text: "a slow task" });
+    await until(() => owner.store.listEvents(handle.taskId).some((event) => event.type === "tool-called"), 10_000);
+    const other = setup({ home, workspace: owner.workspace });
+    const before = other.store.listEvents(handle.taskId).length;
+    expect(codeOf(() => other.loop.resume(handle.taskId, "take it"))).toBe("DUCK_ERR_TASK_OWNED_ELSEWHERE");
+    expect(codeOf(() => other.loop.resolvePermission(handle.taskId, "no-such-request", "allow"))).toBe("DUCK_ERR_TASK_OWNED_ELSEWHERE");
+    other.store.flush();
+    expect(other.store.listEvents(handle.taskId)).toHaveLength(before);
+    expect((await handle.done).state).toBe("completed");
+    const events = owner.store.listEvents(handle.taskId);
+    expect(events.map((event) => event.seq)).toEqual(events.map((_, index) => index + 1));
   });
 });

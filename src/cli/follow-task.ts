@@ -112,6 +112,10 @@ export async function followTask(ducklm: DuckLM, taskId: string, done: Promise<T
       for (const { requestId, answer } of answers) next = ducklm.answerPermission(taskId, requestId, answer, { by: "cli" }).done;
       outcome = await next;
     }
+    // An outcome that could not be recorded (the store refused its events) has no event to show it: say it here.
+    if (outcome.error && (outcome.state === "received" || outcome.state === "queued" || outcome.state === "running")) {
+      console.error(`error ${outcome.error.code}: ${safeForTerminal(outcome.error.message)}`);
+    }
     if (outcome.state === "awaiting_permission" && !options.json) {
       console.error(
         `\nTask ${taskId} is waiting for permission. Answer it in the web chat or with the API ` +

@@ -108,6 +108,7 @@ export class RuntimeLoop {
       if (!lease.acquired) return Promise.reject(ownedElsewhereError(taskId, lease.holder));
       // Another process may have carried the task on since this one last read it.
       this.context.store.forgetIfChangedElsewhere(taskId);
+      if (lease.cancelRequested) return Promise.resolve(this.cancelNotDriven(taskId, lease.cancelRequested));
     }
     const wait = this.options.admission ? this.options.admission(taskId) === "queue" : this.active.size >= this.maxRunning();
     return wait ? this.queue(taskId, options) : this.start(taskId, options);
@@ -184,23 +185,23 @@ export class RuntimeLoop {
 
   /** Marks a task left unfinished by an earlier process as resumed and drives it on. */
   resume(taskId: string, reason: string): Promise<TaskOutcome> {
-    this.refuseIfOwnedElsewhere(taskId);
-    const projection = this.context.store.projection(taskId);
-    if (isTerminalTaskState(projection.state)) return Promise.resolve(outcomeOf(projection));
-    if (!this.active.has(taskId)) this.context.store.append(taskId, "task-resumed", { from_seq: projection.seq, reason, ...this.confinementMark() });
-    return this.drive(taskId);
+    return this.withLease(taskId, (cancelRequested) => {
+      if (cancelRequested) return Promise.resolve(this.cancelNotDriven(taskId, cancelRequested));
+      const projection = this.context.store.projection(taskId);
+      if (isTerminalTaskState(projection.state)) return Promise.resolve(outcomeOf(projection));
+      if (!this.active.has(taskId)) this.context.store.append(taskId, "task-resumed", { from_seq: projection.seq, reason, ...this.confinementMark() });
+      return this.drive(taskId);
+    });
   }
 
   /** Answers an open permission request (see `recordPermissionAnswer`) and drives the task on. */
   resolvePermission(taskId: string, requestId: string, answer: PermissionAnswer, by = "user", options: { expiresAt?: Date } = {}): TaskHandle {
-    this.refuseIfOwnedElsewhere(taskId);
-    return this.answered(taskId, recordPermissionAnswer(this.context, taskId, requestId, answer, by, options));
+    return this.withLease(taskId, () => this.answered(taskId, recordPermissionAnswer(this.context, taskId, requestId, answer, by, options)));
   }
 
   /** Hands over the secret a step asked for (a sudo password; never stored) and drives the task on. */
   provideSecret(taskId: string, requestId: string, secret: string, by = "user"): TaskHandle {
-    this.refuseIfOwnedElsewhere(taskId);
-    return this.answered(taskId, recordSecret(this.context, taskId, requestId, secret, by));
+    return this.withLease(taskId, () => this.answered(taskId, recordSecret(this.context, taskId, requestId, secret, by)));
   }
 
   private answered(taskId: string, record: "recorded" | "answered-before"): TaskHandle {
@@ -234,18 +235,41 @@ export class RuntimeLoop {
       return "cancelled";
     }
     if (this.options.leases.requestCancel(taskId, reason)) return "asked-owner";
-    this.context.store.forgetIfChangedElsewhere(taskId);
-    const projection = this.context.store.projection(taskId);
-    if (!isTerminalTaskState(projection.state)) this.context.store.append(taskId, "task-cancelled", { reason }, { durable: true });
+    this.withLease(taskId, () => this.cancelNotDriven(taskId, reason));
     return "cancelled";
   }
 
-  /** Throws DUCK_ERR_TASK_OWNED_ELSEWHERE when another live process drives the task. */
-  private refuseIfOwnedElsewhere(taskId: string): void {
-    if (this.active.has(taskId)) return;
-    const holder = this.options.leases.otherHolder(taskId);
-    if (holder) throw ownedElsewhereError(taskId, holder);
-    this.context.store.forgetIfChangedElsewhere(taskId);
+  /** Records the cancel of a task nobody drives (its lease held here), and its outcome. */
+  private cancelNotDriven(taskId: string, reason: string): TaskOutcome {
+    let projection = this.context.store.projection(taskId);
+    if (!isTerminalTaskState(projection.state)) projection = this.context.store.append(taskId, "task-cancelled", { reason }, { durable: true });
+    this.options.leases.release(taskId, { finished: true });
+    return outcomeOf(projection);
+  }
+
+  /**
+   * Runs `work` holding the task's lease, taken before anything is written: another process that
+   * drives the task meanwhile makes it throw DUCK_ERR_TASK_OWNED_ELSEWHERE with nothing recorded. A
+   * lease taken here for work that started no drive is given back. `work` learns of a cancel another
+   * process asked of a previous holder that stopped before carrying it out.
+   */
+  private withLease<T>(taskId: string, work: (cancelRequested: string | undefined) => T): T {
+    if (this.active.has(taskId) || this.line.get(taskId)) return work(undefined);
+    const { leases } = this.options;
+    let cancelRequested: string | undefined;
+    const heldBefore = leases.holds(taskId);
+    if (!heldBefore) {
+      const lease = leases.acquire(taskId);
+      if (!lease.acquired) throw ownedElsewhereError(taskId, lease.holder);
+      cancelRequested = lease.cancelRequested;
+      // Another process may have carried the task on since this one last read it.
+      this.context.store.forgetIfChangedElsewhere(taskId);
+    }
+    try {
+      return work(cancelRequested);
+    } finally {
+      if (!heldBefore && !this.active.has(taskId) && !this.line.get(taskId)) leases.release(taskId);
+    }
   }
 
   /** Ends a running task as if its time limit had passed (replay reproduces recorded time-outs with it). */
@@ -263,6 +287,8 @@ export class RuntimeLoop {
    */
   async close(): Promise<void> {
     this.storageRetries.close();
+    // Cancels other processes asked for since the last renewal are carried out, not left to a successor.
+    for (const { taskId, reason } of this.options.leases.renew()) this.cancel(taskId, reason);
     // Waiting tasks stay queued in the store: the next start takes them on.
     for (const taskId of this.line.ids()) this.line.take(taskId)!.begin(Promise.resolve(outcomeOf(this.context.store.projection(taskId))));
     const running = [...this.active.values()];

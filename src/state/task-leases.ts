@@ -14,7 +14,8 @@ export interface LeaseHolder {
   expires_at: string;
 }
 
-export type LeaseAttempt = { acquired: true } | { acquired: false; holder: LeaseHolder };
+/** `cancelRequested`: a cancel another process asked of the previous holder, which it did not carry out: the new holder must. */
+export type LeaseAttempt = { acquired: true; cancelRequested?: string } | { acquired: false; holder: LeaseHolder };
 
 interface LeaseRow extends LeaseHolder {
   cancel_requested: string | null;
@@ -42,6 +43,7 @@ export class TaskLeases {
   private readonly upsert: Statement;
   private readonly remove: Statement<[string, string]>;
   private readonly extend: Statement<[string, string]>;
+  private readonly expireNow: Statement<[string, string]>;
   private readonly cancels: Statement<[string]>;
   private readonly clearCancel: Statement<[string, string]>;
   private readonly markCancel: Statement<[string, string]>;
@@ -58,9 +60,11 @@ export class TaskLeases {
       `INSERT INTO task_leases (task_id, owner, pid, host, acquired_at, expires_at, cancel_requested)
        VALUES (@task_id, @owner, @pid, @host, @now, @expires_at, NULL)
        ON CONFLICT(task_id) DO UPDATE SET owner = excluded.owner, pid = excluded.pid, host = excluded.host,
-         acquired_at = excluded.acquired_at, expires_at = excluded.expires_at, cancel_requested = NULL`,
+         acquired_at = excluded.acquired_at, expires_at = excluded.expires_at`,
     );
-    this.remove = db.prepare("DELETE FROM task_leases WHERE task_id = ? AND owner = ?");
+    // A row with a cancel nobody has carried out yet stays, run out, for whoever takes the task on next.
+    this.remove = db.prepare("DELETE FROM task_leases WHERE task_id = ? AND owner = ? AND cancel_requested IS NULL");
+    this.expireNow = db.prepare("UPDATE task_leases SET expires_at = '' WHERE task_id = ? AND owner = ?");
     this.extend = db.prepare("UPDATE task_leases SET expires_at = ? WHERE owner = ?");
     this.cancels = db.prepare("SELECT task_id, cancel_requested FROM task_leases WHERE owner = ? AND cancel_requested IS NOT NULL");
     this.clearCancel = db.prepare("UPDATE task_leases SET cancel_requested = NULL WHERE task_id = ? AND owner = ?");
@@ -70,7 +74,7 @@ export class TaskLeases {
          FROM tasks t LEFT JOIN task_leases l ON l.task_id = t.id
         WHERE t.state IN ('received', 'queued', 'running') ORDER BY t.created_at, t.id`,
     );
-    this.forgetPruned = db.prepare("DELETE FROM task_leases WHERE task_id NOT IN (SELECT id FROM tasks)");
+    this.forgetPruned = db.prepare("DELETE FROM task_leases WHERE task_id NOT IN (SELECT id FROM tasks WHERE state NOT IN ('completed', 'failed', 'cancelled'))");
   }
 
   /**
@@ -87,6 +91,11 @@ export class TaskLeases {
           this.extend.run(this.expiry(now), this.owner);
         } else {
           this.upsert.run({ task_id: taskId, owner: this.owner, pid: process.pid, host: this.host, now: now.toISOString(), expires_at: this.expiry(now) });
+        }
+        // A cancel asked of a holder that stopped before it acted is the new holder's to carry out.
+        if (row?.cancel_requested) {
+          this.clearCancel.run(taskId, this.owner);
+          return { acquired: true, cancelRequested: row.cancel_requested };
         }
         return { acquired: true };
       })
@@ -120,7 +129,13 @@ export class TaskLeases {
   release(taskId: string, options: { finished?: boolean } = {}): void {
     if (!this.held.delete(taskId)) return;
     if (options.finished) this.finishedReleases.add(taskId);
-    else this.remove.run(taskId, this.owner);
+    else this.dropRow(taskId);
+  }
+
+  /** Removes the task's row; one carrying a cancel request is only marked run out, so that the request is kept. */
+  private dropRow(taskId: string): void {
+    this.remove.run(taskId, this.owner);
+    this.expireNow.run(taskId, this.owner);
   }
 
   holds(taskId: string): boolean {
@@ -155,7 +170,7 @@ export class TaskLeases {
   renew(): Array<{ taskId: string; reason: string }> {
     if (this.held.size === 0 && this.finishedReleases.size === 0) return [];
     return this.db.transaction(() => {
-      for (const taskId of this.finishedReleases) if (!this.held.has(taskId)) this.remove.run(taskId, this.owner);
+      for (const taskId of this.finishedReleases) if (!this.held.has(taskId)) this.dropRow(taskId);
       this.finishedReleases.clear();
       this.extend.run(this.expiry(this.now()), this.owner);
       const asked = (this.cancels.all(this.owner) as Array<{ task_id: string; cancel_requested: string }>).map((row) => ({ taskId: row.task_id, reason: row.cancel_requested }));
@@ -170,7 +185,7 @@ export class TaskLeases {
     return rows.filter((row) => row.owner === null || (row.owner !== this.owner && !this.isLive({ ...row, owner: row.owner }))).map((row) => row.id);
   }
 
-  /** Drops the leases of tasks that no longer exist (after pruning). */
+  /** Drops the lease rows of tasks that are finished or no longer exist (after pruning). */
   forgetMissingTasks(): void {
     this.forgetPruned.run();
   }
@@ -179,15 +194,19 @@ export class TaskLeases {
   close(): void {
     for (const taskId of [...this.held, ...this.finishedReleases]) {
       this.held.delete(taskId);
-      this.remove.run(taskId, this.owner);
+      this.dropRow(taskId);
     }
     this.finishedReleases.clear();
     ownersInThisProcess.delete(this.owner);
   }
 
   private isLive(row: Pick<LeaseRow, "owner" | "pid" | "host" | "expires_at">): boolean {
-    if (row.expires_at <= this.now().toISOString()) return false;
+    // An expiry that does not read as a time (a row edited by hand) has run out, not lasts for ever.
+    const expires = Date.parse(row.expires_at);
+    if (!(expires > this.now().getTime())) return false;
     if (row.host !== this.host) return true;
+    // PID 0 and below name process groups, not a process: no holder.
+    if (!Number.isInteger(row.pid) || row.pid <= 0) return false;
     if (row.pid === process.pid) return ownersInThisProcess.has(row.owner);
     return pidIsAlive(row.pid);
   }

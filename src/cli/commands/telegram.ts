@@ -22,7 +22,8 @@ export async function runTelegram(ducklm: DuckLM, options: { apiRoot?: string; a
   const telegram = createTelegramBot(ducklm, { token, allowedUserIds, logger: ducklm.logger, ...(apiRoot ? { apiRoot } : {}) });
   const polling = telegram.start();
   console.log(`DuckLM's Telegram bot is running for ${allowedUserIds.length} user(s). Ctrl+C stops it.`);
-  await startAndResume(ducklm);
+  // Long-running like the server: it also carries on tasks whose process stops while it runs.
+  await startAndResume(ducklm, { adoptOrphans: true });
   const stopped = await Promise.race([
     polling.then(() => "ended" as const),
     new Promise<"signal">((resolve) => {
