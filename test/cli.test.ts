@@ -96,6 +96,23 @@ describe("ducklm CLI", () => {
     }
   });
 
+  // A read-only home, even for root: the home bound read-only into a bubblewrap namespace.
+  const bwrapWorks = spawnSync("bwrap", ["--dev-bind", "/", "/", "true"]).status === 0;
+  it.runIf(bwrapWorks)("names a read-only home and the file it could not write", () => {
+    const readOnly = makeTempDir("ducklm-ro-home-");
+    expect(ducklm(["tasks", "--home", readOnly]).code).toBe(0);
+    const result = spawnSync("bwrap", ["--dev-bind", "/", "/", "--ro-bind", readOnly, readOnly, process.execPath, "--import", tsxLoader, join(root, "src/cli/main.ts"), "tasks", "--home", readOnly], {
+      cwd: workspace,
+      env: { ...process.env, DUCKLM_CONFIG: join(root, "config") },
+      encoding: "utf8",
+      timeout: 60_000,
+    });
+    expect(result.status).toBe(1);
+    expect(result.stderr).toContain("DUCK_ERR_STORAGE");
+    expect(result.stderr).toContain(`cannot write ${readOnly}/`);
+    expect(result.stderr).toContain("--home");
+  });
+
   it("stops with the file and field when a config file is wrong", () => {
     const config = makeTempDir("ducklm-badconfig-");
     writeFileSync(join(config, "runtime.json"), JSON.stringify({ scheduler: { max_parallel_steps: 0 } }));

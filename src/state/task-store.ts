@@ -60,13 +60,16 @@ interface Batch {
  * The one writer of task history. Each `append` commits the events, the task row they change and,
  * at milestones, the checkpoint, in one SQLite transaction; then it publishes them on the bus.
  */
-/** Finished tasks whose projections stay in memory; older ones are read back from their checkpoints. */
+/** Finished tasks whose projections stay in memory, at most; older ones are read back from their checkpoints. */
 const FINISHED_KEPT = 256;
+/** And at most about this many bytes of their texts (a task that read a large file holds it twice). */
+const FINISHED_KEPT_BYTES = 32 * 1024 * 1024;
 
 export class TaskStore {
   private readonly projections = new Map<string, TaskProjection>();
-  /** The finished tasks among `projections`, least recently used first. */
-  private readonly finished = new Set<string>();
+  /** The finished tasks among `projections`, least recently used first, with the bytes of text each holds. */
+  private readonly finished = new Map<string, number>();
+  private finishedBytes = 0;
   /** Events appended but not yet committed, with the tasks and checkpoints they touch. */
   private batch: Batch | null = null;
   private transactionDepth = 0;
@@ -183,14 +186,23 @@ export class TaskStore {
     for (const taskId of taskIds) {
       const projection = this.projections.get(taskId);
       if (!projection || !isTerminalTaskState(projection.state)) continue;
-      this.finished.delete(taskId);
-      this.finished.add(taskId);
+      this.forgetFinished(taskId);
+      const bytes = textBytesOf(projection);
+      this.finished.set(taskId, bytes);
+      this.finishedBytes += bytes;
     }
-    for (const oldest of this.finished) {
-      if (this.finished.size <= FINISHED_KEPT) break;
-      this.finished.delete(oldest);
+    for (const oldest of this.finished.keys()) {
+      if (this.finished.size <= FINISHED_KEPT && this.finishedBytes <= FINISHED_KEPT_BYTES) break;
+      this.forgetFinished(oldest);
       if (!this.batch?.rows.has(oldest)) this.projections.delete(oldest);
     }
+  }
+
+  private forgetFinished(taskId: string): void {
+    const bytes = this.finished.get(taskId);
+    if (bytes === undefined) return;
+    this.finished.delete(taskId);
+    this.finishedBytes -= bytes;
   }
 
   /** Whether commits are failing now, and since when: what `/health` reports as degraded. */
@@ -287,12 +299,17 @@ export class TaskStore {
   /** Forgets the in-memory projection (after a task ends, or to simulate a fresh process). */
   evict(taskId: string): void {
     this.projections.delete(taskId);
-    this.finished.delete(taskId);
+    this.forgetFinished(taskId);
   }
 
   /** How many task projections are held in memory (the running ones and the newest finished ones). */
   get cachedProjections(): number {
     return this.projections.size;
+  }
+
+  /** About how many bytes of text the finished tasks held in memory carry (bounded by FINISHED_KEPT_BYTES). */
+  get cachedFinishedBytes(): number {
+    return this.finishedBytes;
   }
 
   checkpoint(taskId: string): Checkpoint | null {
@@ -395,4 +412,15 @@ function undamaged(taskId: string, events: DuckEvent[]): DuckEvent[] {
     throw new DuckError(ErrorCode.DatabaseCorrupt, `event ${damaged.seq} of task ${taskId} is damaged: run \`ducklm db check\`, then \`ducklm db recover\` to keep every intact task`, { details: { task_id: taskId, seq: damaged.seq } });
   }
   return events;
+}
+
+/**
+ * About how much text a projection holds: its answer, its steps' outputs and what earlier decisions
+ * saw (UTF-16, two bytes a character). Counted once, when the task is kept as finished.
+ */
+function textBytesOf(projection: TaskProjection): number {
+  let chars = (projection.answer?.length ?? 0) + projection.text.length;
+  for (const step of Object.values(projection.steps)) chars += (step.result?.output.length ?? 0) + (step.step.kind === "tool" ? JSON.stringify(step.step.arguments).length : 0);
+  for (const iteration of projection.iterations) for (const step of iteration.steps) chars += step.output.length;
+  return chars * 2;
 }

@@ -1,4 +1,4 @@
-import { chmodSync, closeSync, existsSync, mkdirSync, openSync } from "node:fs";
+import { accessSync, chmodSync, closeSync, constants, existsSync, mkdirSync, openSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
 
@@ -17,7 +17,17 @@ export function ensurePrivateDir(dir: string): void {
 
 /** Creates a file 0600 if it is missing, and makes an existing one 0600. */
 export function ensurePrivateFile(file: string): void {
-  if (!existsSync(file)) closeSync(openSync(file, "a", 0o600));
+  try {
+    // An existing file is only checked, never opened: closing a descriptor of a database file would drop
+    // the locks another connection of this process holds on it. A read-only home shows here, named.
+    if (existsSync(file)) accessSync(file, constants.W_OK);
+    else closeSync(openSync(file, "a", 0o600));
+  } catch (error) {
+    throw new DuckError(ErrorCode.StorageFailed, `cannot write ${file} (${(error as Error).message}): DuckLM's home must be writable; choose another with --home or DUCKLM_HOME`, {
+      cause: error,
+      details: { file },
+    });
+  }
   makePrivate(file);
 }
 

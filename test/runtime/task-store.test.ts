@@ -49,6 +49,24 @@ describe("TaskStore", () => {
     expect(runtime.store.cachedProjections).toBeLessThanOrEqual(258);
   });
 
+  it("keeps fewer finished tasks in memory when they hold large texts, and reads them back whole", () => {
+    const runtime = setup();
+    const ids: string[] = [];
+    // 60 tasks of about 1 MB of text each: the byte bound (32 MiB) lets go of most before the count bound would.
+    for (let i = 0; i < 60; i += 1) {
+      const big = `${i} ${"ducks like bread\n".repeat(30_000)}`;
+      const task = runtime.store.createTask({ text: `t${i}`, workspace: runtime.workspace });
+      runtime.store.append(task.task_id, "task-started", {});
+      runtime.store.append(task.task_id, "task-completed", { answer: big }, { durable: true });
+      ids.push(task.task_id);
+    }
+    expect(runtime.store.cachedFinishedBytes).toBeLessThanOrEqual(32 * 1024 * 1024);
+    expect(runtime.store.cachedProjections).toBeLessThan(40);
+    expect(runtime.store.cachedProjections).toBeGreaterThan(5);
+    expect(runtime.store.projection(ids[0]!).answer).toBe(`0 ${"ducks like bread\n".repeat(30_000)}`);
+    expect(runtime.store.cachedFinishedBytes).toBeLessThanOrEqual(32 * 1024 * 1024);
+  });
+
   it("has a durable append on disk when it returns", () => {
     const runtime = setup();
     const task = runtime.store.createTask({ text: "t", workspace: runtime.workspace }, { durable: true });
