@@ -150,11 +150,13 @@ function handleEvent(event) {
       view.user.textContent = p.text;
       view.workspace = p.workspace;
       break;
-    case "task-queued":
-      // Too many tasks already run: this one waits its turn, first come first served.
-      view.queued = el("div", "iteration queued", `Waiting to run: number ${p.position} in line (${p.running} of ${p.limit} tasks running)`);
-      view.tools.append(view.queued);
+    case "task-queued": {
+      // Too many tasks already run: this one waits its turn, first come first served (again after a restart).
+      const text = `Waiting to run: number ${p.position} in line (${p.running} of ${p.limit} tasks running)`;
+      if (view.queued) view.queued.textContent = text;
+      else view.tools.append((view.queued = el("div", "iteration queued", text)));
       break;
+    }
     case "task-dequeued":
       if (view.queued) view.queued.textContent = "Waited in line; running now";
       break;
@@ -230,6 +232,7 @@ function handleEvent(event) {
       refreshTasks();
       break;
     case "task-cancelled":
+      if (view.queued?.textContent.startsWith("Waiting")) view.queued.textContent = "Left the line";
       view.answer.classList.remove("streaming");
       view.answer.append(el("span", "error", `Cancelled: ${p.reason}`));
       refreshTasks();
@@ -386,6 +389,8 @@ async function send() {
     openTask(task_id, text, { keepMessages: true });
     refreshTasks();
   } catch (error) {
+    // A refused task (a full line) was not recorded: the text stays, to send again.
+    if (!input.value) input.value = text;
     messages.append(el("div", "message assistant error", String(error.message)));
   }
 }

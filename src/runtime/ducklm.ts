@@ -27,6 +27,8 @@ export interface TaskInput {
 /** A task as stored, with what it waits for. */
 export interface TaskView extends TaskOutcome {
   task: TaskSummary;
+  /** Where a queued task stands in line in the process that holds it (1: next); null otherwise. */
+  queue_position: number | null;
 }
 
 /** What the runtime can do here: tools, and whether commands are confined. */
@@ -135,7 +137,7 @@ export function ducklmOf(runtime: Runtime): DuckLM {
     feedback: (taskId, feedback, by = "user") => loop.recordFeedback(taskId, feedback, by),
     getTask(taskId) {
       const task = store.requireTask(taskId);
-      return { task, ...outcomeOf(store.projection(task.id)) };
+      return { task, ...outcomeOf(store.projection(task.id)), queue_position: loop.queuePosition(task.id) };
     },
     listTasks: (options = {}) => store.listTasks(options),
     events: (taskId, options = {}) => {

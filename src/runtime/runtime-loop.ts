@@ -48,6 +48,11 @@ export interface SubmitOptions {
    * process (the HTTP API). Defaults to false: it commits with the task's first batch.
    */
   durable?: boolean;
+  /**
+   * Put the task in line even when `max_queued_tasks` wait already: for a CLI run, whose own task is
+   * what the process is for (the tasks it resumed at start must not crowd it out).
+   */
+  evenWhenLineIsFull?: boolean;
 }
 
 interface ActiveTask {
@@ -86,7 +91,7 @@ export class RuntimeLoop {
     if (!statSync(workspace, { throwIfNoEntry: false })?.isDirectory()) {
       throw new DuckError(ErrorCode.InvalidInput, `workspace ${workspace} is not a directory`);
     }
-    this.refuseIfLineIsFull();
+    if (!options.evenWhenLineIsFull) this.refuseIfLineIsFull();
     const projection = this.context.store.createTask(
       { text: parsed.data.text, session_id: parsed.data.session_id, workspace, auto_approve: parsed.data.auto_approve },
       { durable: options.durable === true },
@@ -136,7 +141,7 @@ export class RuntimeLoop {
     if (this.options.admission || this.active.size < this.maxRunning() || this.line.size < max_queued_tasks) return;
     throw new DuckError(
       ErrorCode.QueueFull,
-      `DuckLM is running ${this.active.size} tasks and ${this.line.size} more wait (runtime.json scheduler.max_running_tasks / max_queued_tasks): submit the task again in a little while`,
+      `DuckLM is running as many tasks as it may (${this.active.size}) and as many wait in line as may (${this.line.size}; runtime.json scheduler.max_running_tasks and max_queued_tasks): submit the task again in a little while`,
       { details: { running: this.active.size, queued: this.line.size, retry_after_s: QUEUE_FULL_RETRY_AFTER_S } },
     );
   }

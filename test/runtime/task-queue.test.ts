@@ -62,6 +62,16 @@ describe("the task queue", () => {
     expect((await runtime.loop.submit({ text: "job 3" }).done).state).toBe("completed");
   });
 
+  it("always lets a CLI run's own task into the line, however many resumed tasks fill it", async () => {
+    const { runtime } = queueRuntime({ max_running_tasks: 1, max_queued_tasks: 0 });
+    const resumedOne = runtime.loop.submit({ text: "job 1" });
+    expect(codeOf(() => runtime.loop.submit({ text: "job 2" }))).toBe("DUCK_ERR_QUEUE_FULL");
+    const own = runtime.loop.submit({ text: "job 3" }, { evenWhenLineIsFull: true });
+    expect(runtime.loop.queuePosition(own.taskId)).toBe(1);
+    expect((await resumedOne.done).state).toBe("completed");
+    expect((await own.done).state).toBe("completed");
+  });
+
   it("cancels a waiting task at once: it never runs", async () => {
     const { runtime, log } = queueRuntime({ max_running_tasks: 1 }, 400);
     const running = runtime.loop.submit({ text: "job 1" });
@@ -97,11 +107,19 @@ describe("the task queue", () => {
   });
 
   it("answers a full line over HTTP with 429 and Retry-After", async () => {
-    const server = await startTestServer({ tools: [createEchoTool()], models: scriptedAgent({ directive: { kind: "tool", tool: "echo", arguments: { text: "slow", wait_ms: 1_000 }, reason: "" } }), runtime: { scheduler: { max_running_tasks: 1, max_queued_tasks: 0 } } });
+    const server = await startTestServer({ tools: [createEchoTool()], models: scriptedAgent({ directive: { kind: "tool", tool: "echo", arguments: { text: "slow", wait_ms: 1_000 }, reason: "" } }), runtime: { scheduler: { max_running_tasks: 1, max_queued_tasks: 1 } } });
     try {
-      const post = (text: string) => fetch(`${server.url}/chat`, { method: "POST", headers: { authorization: `Bearer ${server.token}`, "content-type": "application/json" }, body: JSON.stringify({ text }) });
-      expect((await post("first")).status).toBe(202);
-      const refused = await post("second");
+      const headers = { authorization: `Bearer ${server.token}`, "content-type": "application/json" };
+      const post = (text: string) => fetch(`${server.url}/chat`, { method: "POST", headers, body: JSON.stringify({ text }) });
+      const first = await post("first");
+      expect(first.status).toBe(202);
+      expect(await first.json()).toMatchObject({ state: "received" });
+      const second = await post("second");
+      const accepted = (await second.json()) as { task_id: string; state: string; queue_position: number };
+      expect(accepted).toMatchObject({ state: "queued", queue_position: 1 });
+      const view = await fetch(`${server.url}/tasks/${accepted.task_id}`, { headers });
+      expect(await view.json()).toMatchObject({ state: "queued", queue_position: 1 });
+      const refused = await post("third");
       expect(refused.status).toBe(429);
       expect(refused.headers.get("retry-after")).toBe("5");
       expect(((await refused.json()) as { error: { code: string; message: string } }).error).toMatchObject({ code: "DUCK_ERR_QUEUE_FULL", message: expect.stringContaining("max_running_tasks") });

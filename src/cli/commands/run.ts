@@ -21,7 +21,7 @@ export function registerRun(program: Command): void {
             text: words.join(" "),
             ...(options.session ? { session_id: options.session } : {}),
             auto_approve: [...(options.yes ? (["unknown"] as const) : []), ...(options.allowNetwork ? (["network"] as const) : [])],
-          });
+          }, { evenWhenLineIsFull: true });
           const code = await followTask(ducklm, handle.taskId, handle.done, options);
           // Closing now would only interrupt them again.
           await Promise.allSettled(leftovers);

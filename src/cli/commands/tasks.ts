@@ -26,7 +26,7 @@ export function registerTasks(program: Command): void {
         if (state && !state.success) throw new DuckError(ErrorCode.InvalidInput, `--state must be one of ${TaskStateSchema.options.join(", ")}`);
         const listed = ducklm.listTasks({ ...(state?.data ? { state: state.data } : {}), limit: positiveInteger(options.limit, 50, "--limit") });
         if (options.json) for (const task of listed) console.log(JSON.stringify(task));
-        else if (listed.length === 0) console.log('no tasks yet: try  ducklm run "read file README.md"');
+        else if (listed.length === 0) console.log(state?.data ? `no ${state.data} tasks` : 'no tasks yet: try  ducklm run "read file README.md"');
         else for (const task of listed) console.log(`${task.id}  ${task.state.padEnd(19)}  ${task.updated_at}  ${safeForTerminal(task.text.length > 60 ? `${task.text.slice(0, 57)}…` : task.text)}`);
         return 0;
       }),
@@ -56,7 +56,7 @@ export function registerTasks(program: Command): void {
     .action(async (id: string) =>
       withDuckLM(globals(), (ducklm) => {
         const how = ducklm.cancel(id, "cancelled from the command line");
-        console.log(how === "cancelled" ? `cancelled ${id}` : `asked the DuckLM process that runs ${id} to cancel it; \`ducklm events --task ${id}\` shows when it has`);
+        console.log(how === "cancelled" ? `cancelled ${id}` : `asked the DuckLM process that holds ${id} to cancel it; \`ducklm events --task ${id}\` shows when it has`);
         return 0;
       }),
     );

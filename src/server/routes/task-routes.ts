@@ -8,7 +8,10 @@ export const taskRoutes: FastifyPluginAsyncZod<RouteOptions> = async (app, { duc
   app.post("/chat", { schema: { summary: "Submit a task; answers with its id at once, or with its outcome when `wait` is true", body: ChatRequestSchema } }, async (request, reply) => {
     const body = request.body;
     const handle = ducklm.submit({ text: body.text, ...(body.session_id ? { session_id: body.session_id } : {}), auto_approve: body.auto_approve }, { durable: true });
-    if (!body.wait) return reply.code(202).send({ task_id: handle.taskId, state: "received" });
+    if (!body.wait) {
+      const position = ducklm.getTask(handle.taskId).queue_position;
+      return reply.code(202).send({ task_id: handle.taskId, state: position === null ? "received" : "queued", ...(position === null ? {} : { queue_position: position }) });
+    }
     return await handle.done;
   });
   app.get("/tasks", { schema: { summary: "Tasks, newest first; `next` is the cursor of the following page", querystring: TaskListQuerySchema } }, async (request) => {
