@@ -53,9 +53,11 @@ export async function doctorCommand(globals: GlobalOptions): Promise<number> {
   await check("models", () => {
     const roles = [...resolveRoles(config.models, modelsDirectory(home)).values()];
     const served = roles.filter((role) => role.role !== "embeddings" && role.servedBy);
-    if (served.length === 0) return ["warn", "no chat model present: IntentParser mode (see `ducklm models list` and `ducklm models pull`)"];
-    const missing = roles.filter((role) => role.config && !role.present).map((role) => role.role);
-    return [missing.length > 0 ? "warn" : "ok", `${served.length} role(s) served${missing.length > 0 ? `; missing files for ${missing.join(", ")}` : ""}`];
+    const broken = roles.filter((role) => role.problem).map((role) => `${role.role}: ${role.path} ${role.problem}`);
+    if (served.length === 0) return ["warn", `no chat model present: IntentParser mode (see \`ducklm models list\` and \`ducklm models pull\`)${broken.length > 0 ? `; ${broken.join("; ")}` : ""}`];
+    const missing = roles.filter((role) => role.config && !role.present && !role.problem).map((role) => role.role);
+    const notes = [...(missing.length > 0 ? [`missing files for ${missing.join(", ")}`] : []), ...broken];
+    return [notes.length > 0 ? "warn" : "ok", `${served.length} role(s) served${notes.length > 0 ? `; ${notes.join("; ")}` : ""}`];
   });
   await check("plugins", async () => {
     const loaded = await loadPlugins(pluginFolders(config.dir, home), createLogger(), BUILTIN_TOOL_NAMES);

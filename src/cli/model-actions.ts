@@ -34,6 +34,7 @@ export function modelsListCommand(globals: GlobalOptions, options: { json?: bool
     file: role.path,
     server: role.config?.server ? `${role.config.server.model} @ ${role.config.server.base_url}` : null,
     present: role.present,
+    problem: role.problem,
     size_bytes: role.sizeBytes,
     served_by: role.servedBy,
     // Models load lazily inside the process that uses them; a separate CLI process has none loaded.
@@ -44,9 +45,10 @@ export function modelsListCommand(globals: GlobalOptions, options: { json?: bool
     return 0;
   }
   for (const row of rows) {
-    const status = row.server ? "server" : row.present ? "present" : row.file ? "missing" : "not configured";
+    const status = row.server ? "server" : row.present ? "present" : row.problem ? "broken" : row.file ? "missing" : "not configured";
     const serving = row.served_by === row.role ? "" : row.served_by ? `  → runs on the ${row.served_by} model` : "  → unavailable";
     console.log(`${row.role.padEnd(14)} ${status.padEnd(15)} ${formatBytes(row.size_bytes).padStart(9)}  ${row.server ?? row.file ?? ""}${serving}`);
+    if (row.problem) console.log(`${"".padEnd(14)} ↳ the file ${row.problem}`);
   }
   if (!rows.some((row) => row.role !== "embeddings" && row.served_by)) {
     console.log("\nNo chat model is present: DuckLM runs in IntentParser mode. Get one with\n  ducklm models pull hf:<user>/<repo>/<file>.gguf --role thinker");

@@ -30,6 +30,8 @@ export async function createModelProvider(options: CreateModelProviderOptions): 
   const roles = resolveRoles(options.config, modelsDir);
   const anyChat = [...roles.values()].some((role) => role.role !== "embeddings" && role.servedBy !== null);
   if (!anyChat) {
+    const broken = [...roles.values()].filter((role) => role.problem);
+    for (const role of broken) options.logger.warn({ role: role.role, file: role.path, problem: role.problem }, `model file for ${role.role} ${role.problem}`);
     options.logger.info("no model file found for any role: running in IntentParser mode");
     return null;
   }

@@ -1,9 +1,10 @@
 import { createHash } from "node:crypto";
-import { createReadStream, createWriteStream, existsSync, mkdirSync, renameSync, statSync } from "node:fs";
+import { createReadStream, createWriteStream, existsSync, mkdirSync, renameSync, rmSync, statSync } from "node:fs";
 import { basename, join } from "node:path";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
+import { ggufFileProblem } from "./gguf/gguf-header.js";
 
 export interface DownloadProgress {
   received: number;
@@ -95,6 +96,12 @@ export async function downloadModel(source: string, options: DownloadOptions): P
   }
   if (options.size !== undefined && bytes !== options.size) {
     throw new DuckError(ErrorCode.InvalidInput, `${name} is ${bytes} bytes, expected ${options.size}`);
+  }
+  // A sign-in page or an error page saved under the model's name must not become a role's model.
+  const problem = name.toLowerCase().endsWith(".gguf") ? ggufFileProblem(partial) : null;
+  if (problem) {
+    rmSync(partial, { force: true });
+    throw new DuckError(ErrorCode.InvalidInput, `what ${url} sent ${problem}; nothing was saved or assigned: check the address (does it need a sign-in or a token?)`);
   }
   const digest = await sha256Of(partial);
   if (options.sha256 && digest !== options.sha256.toLowerCase()) {

@@ -2,6 +2,7 @@ import { statSync } from "node:fs";
 import { isAbsolute, join } from "node:path";
 import type { ModelRoleConfig, ModelsConfig } from "../config/config-schemas.js";
 import type { ModelRole } from "../contracts/index.js";
+import { ggufFileProblem } from "./gguf/gguf-header.js";
 
 /** Which role stands in when a role's own file is missing (the seed's critic shares the JSON compiler's model). */
 export const ROLE_FALLBACKS: Partial<Record<ModelRole, ModelRole>> = {
@@ -21,6 +22,8 @@ export interface ResolvedRole {
   /** The role runs on an OpenAI-compatible server (always counted as present; reachability shows at call time). */
   remote: boolean;
   present: boolean;
+  /** Why the role's file, which exists, cannot be its model (not GGUF, a folder, empty); null otherwise. */
+  problem: string | null;
   sizeBytes: number | null;
   /** The role whose model actually serves this one (itself, a fallback, or none). */
   servedBy: ModelRole | null;
@@ -39,8 +42,10 @@ export function resolveRoles(config: ModelsConfig, modelsDir: string): Map<Model
     const remote = entry?.server !== undefined;
     const path = entry?.file !== undefined ? modelPath(modelsDir, entry.file) : null;
     const info = path ? statSync(path, { throwIfNoEntry: false }) : undefined;
-    const present = remote || Boolean(info?.isFile());
-    own.set(role, { role, config: entry, path, remote, present, sizeBytes: info?.isFile() ? info.size : null, servedBy: present ? role : null });
+    // A file that is there but is no model (an HTML page saved by a download, a folder) serves nothing.
+    const problem = !remote && path && info ? ggufFileProblem(path) : null;
+    const present = remote || (Boolean(info?.isFile()) && problem === null);
+    own.set(role, { role, config: entry, path, remote, present, problem, sizeBytes: info?.isFile() ? info.size : null, servedBy: present ? role : null });
   }
   for (const role of roles) {
     const resolved = own.get(role)!;

@@ -1,4 +1,8 @@
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import pino from "pino";
+import { DuckError } from "../../src/errors/duck-error.js";
+import { makeTempDir } from "../helpers/test-runtime.js";
 import { afterAll, describe, expect, it } from "vitest";
 import { CoderProposalSchema, CoderSpecSchema, CriticScoreSchema, ExecutionDirectiveSchema, RecallDecisionSchema, createExecutionDirectiveSchema } from "../../src/contracts/index.js";
 import { LlamaCppProvider } from "../../src/models/llama/llama-cpp-provider.js";
@@ -127,6 +131,22 @@ describe("LlamaCppProvider on the tiny fixture model", () => {
     expect(models.roles.get("critic")?.servedBy).toBe("json_compiler");
     expect(models.hasRole("critic")).toBe(true);
     expect(fixtureModels().chat).toMatch(/tiny-chat\.gguf$/);
+  });
+});
+
+describe("LlamaCppProvider with a broken model file", () => {
+  it("names the role and the file when llama.cpp cannot load it, and what to do", async () => {
+    const whole = readFileSync(fixtureModels().chat);
+    const cut = join(makeTempDir("ducklm-cut-model-"), "cut-short.gguf");
+    // The header is intact (the file passes the GGUF check); the tensors end early.
+    writeFileSync(cut, whole.subarray(0, Math.floor(whole.length * 0.6)));
+    const base = fixtureModelsConfig();
+    const models = provider({ config: { ...base, roles: { ...base.roles, thinker: { ...base.roles.thinker!, file: cut } } } });
+    const failure = await models.generateText({ role: "thinker", system: "s", prompt: "p" }).then(() => null, (error: unknown) => error);
+    expect(failure).toBeInstanceOf(DuckError);
+    expect((failure as DuckError).code).toBe("DUCK_ERR_MODEL_LOAD");
+    expect((failure as DuckError).message).toContain(`the thinker model ${cut} could not be loaded`);
+    expect((failure as DuckError).message).toContain("ducklm models pull");
   });
 });
 

@@ -46,6 +46,12 @@ beforeAll(async () => {
       response.write(fixture.subarray(0, Math.floor(fixture.length / 2)), () => response.destroy());
       return;
     }
+    if (request.url === "/models/sign-in/model.gguf") {
+      // What a hosting site sends instead of the file when it wants a sign-in.
+      response.writeHead(200, { "content-type": "text/html" });
+      response.end("<!DOCTYPE html><html><body>Please sign in to download this model.</body></html>");
+      return;
+    }
     if (!request.url?.endsWith("/tiny.gguf")) {
       response.writeHead(404).end();
       return;
@@ -99,6 +105,16 @@ describe("ducklm models", () => {
     expect(rows.find((row: { role: string }) => row.role === "thinker")).toMatchObject({ present: true, served_by: "thinker", size_bytes: fixture.length });
     expect(rows.find((row: { role: string }) => row.role === "json_compiler")).toMatchObject({ present: false, served_by: "thinker" });
   }, 60_000);
+
+  it("refuses a web page saved under a model's name, and assigns nothing", async () => {
+    const before = readFileSync(join(configDir, "models.json"), "utf8");
+    const result = await ducklm(["models", "pull", `${baseUrl}/models/sign-in/model.gguf`, "--role", "coder"]);
+    expect(result.code).not.toBe(0);
+    expect(result.stderr).toMatch(/HTML or XML page, not a GGUF model.*nothing was saved or assigned/);
+    expect(existsSync(join(home, "models", "model.gguf"))).toBe(false);
+    expect(existsSync(join(home, "models", "model.gguf.part"))).toBe(false);
+    expect(readFileSync(join(configDir, "models.json"), "utf8")).toBe(before);
+  });
 
   it("refuses a file whose checksum differs", async () => {
     const result = await ducklm(["models", "pull", `${baseUrl}/other/tiny.gguf`, "--sha256", "00".repeat(32)]);

@@ -72,7 +72,8 @@ export class LlamaCppProvider implements ModelProvider, EmbeddingProvider {
     for (const resolved of this.roles.values()) {
       if (resolved.config && !resolved.present) {
         const instead = resolved.servedBy ? `the ${resolved.servedBy} model stands in` : "the role is unavailable";
-        options.logger.warn({ role: resolved.role, file: resolved.path }, `model file for ${resolved.role} is missing; ${instead}`);
+        const what = resolved.problem ? `model file for ${resolved.role} ${resolved.problem}` : `model file for ${resolved.role} is missing`;
+        options.logger.warn({ role: resolved.role, file: resolved.path, problem: resolved.problem }, `${what}; ${instead}`);
       }
     }
   }
@@ -171,6 +172,10 @@ export class LlamaCppProvider implements ModelProvider, EmbeddingProvider {
     const servedBy = this.roles.get(role)?.servedBy;
     const serving = servedBy ? this.roles.get(servedBy) : undefined;
     if (!serving?.config || !serving.path) {
+      const own = this.roles.get(role);
+      if (own?.problem) {
+        throw new DuckError(ErrorCode.ModelLoadFailed, `the ${role} model ${own.path} ${own.problem}: download it again (\`ducklm models pull\`) or point the role at another file in models.json`, { details: { role, file: own.path } });
+      }
       throw new DuckError(ErrorCode.ModelUnavailable, `no model file for role ${role} (config/models.json); see README "Getting models"`, { details: { role } });
     }
     if (servedBy !== role && !this.announced.has(role)) {
@@ -215,8 +220,26 @@ export class LlamaCppProvider implements ModelProvider, EmbeddingProvider {
     const key = this.keyFor(role, purpose)!;
     const threads = config.threads ?? this.options.config.threads ?? availableParallelism();
     return this.residency.acquire(key, serving.sizeBytes ?? 0, async () => {
-      const llama = await this.llamaFor(config.backend);
-      const model = await llama.loadModel({ modelPath: serving.path!, gpuLayers: config.gpu_layers });
+      let llama: Llama;
+      try {
+        llama = await this.llamaFor(config.backend);
+      } catch (error) {
+        this.llamas.delete(config.backend);
+        throw new DuckError(ErrorCode.ModelLoadFailed, `llama.cpp's "${config.backend}" backend cannot start here for the ${serving.role} model (${(error as Error).message}): set "backend": "auto" (or "cpu") for it in models.json`, {
+          cause: error,
+          details: { role: serving.role, file: serving.path, backend: config.backend },
+        });
+      }
+      let model: LlamaModel;
+      try {
+        model = await llama.loadModel({ modelPath: serving.path!, gpuLayers: config.gpu_layers });
+      } catch (error) {
+        throw new DuckError(
+          ErrorCode.ModelLoadFailed,
+          `the ${serving.role} model ${serving.path} could not be loaded (${(error as Error).message}): the file may be cut short, or for a model architecture this llama.cpp does not know; download it again (\`ducklm models pull\`) or point the role at another file in models.json`,
+          { cause: error, details: { role: serving.role, file: serving.path } },
+        );
+      }
       try {
         const chat = purpose === "chat" ? await model.createContext({ contextSize: config.context_size, threads, sequences: this.options.sequencesPerModel ?? 2 }) : null;
         const embedding = purpose === "embedding" ? await model.createEmbeddingContext({ contextSize: config.context_size, threads }) : null;
