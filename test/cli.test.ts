@@ -1,5 +1,6 @@
 import { spawnSync } from "node:child_process";
 import { readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createServer, type AddressInfo } from "node:net";
 import { join, resolve } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { makeTempDir } from "./helpers/test-runtime.js";
@@ -111,6 +112,19 @@ describe("ducklm CLI", () => {
     expect(result.stderr).toContain("DUCK_ERR_STORAGE");
     expect(result.stderr).toContain(`cannot write ${readOnly}/`);
     expect(result.stderr).toContain("--home");
+  });
+
+  it("says in plain words when the port to serve on is taken", async () => {
+    const blocker = createServer();
+    const port = await new Promise<number>((resolve) => blocker.listen(0, "127.0.0.1", () => resolve((blocker.address() as AddressInfo).port)));
+    try {
+      const result = ducklm(["serve", "--port", String(port), "--home", makeTempDir("ducklm-port-home-")]);
+      expect(result.code).toBe(2);
+      expect(result.stderr).toContain(`port ${port} on 127.0.0.1 is already in use`);
+      expect(result.stderr).toContain("--port");
+    } finally {
+      blocker.close();
+    }
   });
 
   it("stops with the file and field when a config file is wrong", () => {

@@ -3,6 +3,7 @@ import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer as createNetServer } from "node:net";
 import { join } from "node:path";
 import type { Command } from "commander";
+import { DuckError, ErrorCode } from "../../errors/duck-error.js";
 import type { DuckLM } from "../../runtime/ducklm.js";
 import { startAndResume } from "../follow-task.js";
 import { TASK_RUNNER, withDuckLM, type GlobalOptions } from "../with-ducklm.js";
@@ -46,7 +47,16 @@ async function serve(ducklm: DuckLM, options: { host?: string; port?: string; op
   if (!LOOPBACK.has(host)) console.error(`warning: serving on ${host}, reachable from other machines. Every request needs a login or the token in ${ducklm.home}/token.`);
   const listenPort = port === 0 ? await freePort(host) : port;
   const app = await buildServer({ ducklm, token, port: listenPort, extraHosts: LOOPBACK.has(host) ? [] : [host] });
-  await app.listen({ host, port: listenPort });
+  try {
+    await app.listen({ host, port: listenPort });
+  } catch (error) {
+    await app.close();
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === "EADDRINUSE") throw new DuckError(ErrorCode.InvalidInput, `port ${listenPort} on ${host} is already in use (another DuckLM, or another program): choose another with --port, or --port 0 for any free one`);
+    if (code === "EADDRNOTAVAIL") throw new DuckError(ErrorCode.InvalidInput, `${host} is not an address of this machine: choose one with --host (127.0.0.1 to stay local)`);
+    if (code === "EACCES") throw new DuckError(ErrorCode.InvalidInput, `port ${listenPort} needs privileges this user does not have: choose one above 1023 with --port`);
+    throw error;
+  }
   const shown = host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host.includes(":") ? `[${host}]` : host;
   const base = `http://${shown}:${listenPort}/`;
   writeFileSync(serverFile(ducklm.home), `${JSON.stringify({ url: base, pid: process.pid })}\n`, { mode: 0o600 });
