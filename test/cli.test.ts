@@ -114,6 +114,20 @@ describe("ducklm CLI", () => {
     expect(result.stderr).toContain("--home");
   });
 
+  it("takes the task from standard input with `-`, and refuses text that is not UTF-8 instead of changing it", () => {
+    const run = (input: Buffer, args: string[]) =>
+      spawnSync(process.execPath, ["--import", tsxLoader, join(root, "src/cli/main.ts"), "run", ...args], { cwd: root, env: { ...process.env, DUCKLM_HOME: home, DUCKLM_CONFIG: join(root, "config") }, input, encoding: "utf8", timeout: 60_000 });
+    const piped = run(Buffer.from("read file README.md\n"), ["-"]);
+    expect(piped.status).toBe(0);
+    expect(piped.stdout).toContain("received: read file README.md");
+    const latin1 = run(Buffer.from([0x72, 0x65, 0x61, 0x64, 0x20, 0xe9, 0x74, 0xe9]), ["-"]);
+    expect(latin1.status).toBe(2);
+    expect(latin1.stderr).toContain("not valid UTF-8");
+    const argument = run(Buffer.alloc(0), ["read file caf\uFFFD.md"]);
+    expect(argument.status).toBe(2);
+    expect(argument.stderr).toContain("not valid UTF-8");
+  });
+
   it("says in plain words when the port to serve on is taken", async () => {
     const blocker = createServer();
     const port = await new Promise<number>((resolve) => blocker.listen(0, "127.0.0.1", () => resolve((blocker.address() as AddressInfo).port)));

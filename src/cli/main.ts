@@ -33,6 +33,10 @@ function packageVersion(): string {
 }
 
 export async function main(argv: string[]): Promise<void> {
+  // Output piped into a reader that stopped (`ducklm events … | head`) ends the command, quietly.
+  process.stdout.on("error", (error: NodeJS.ErrnoException) => {
+    if (error.code === "EPIPE") process.exit(process.exitCode ?? 0);
+  });
   const program = buildProgram().exitOverride();
   try {
     await program.parseAsync(argv);

@@ -1,4 +1,5 @@
 import type { Command } from "commander";
+import { DuckError, ErrorCode } from "../../errors/duck-error.js";
 import { followTask, startAndResume } from "../follow-task.js";
 import { TASK_RUNNER, withDuckLM, type GlobalOptions } from "../with-ducklm.js";
 
@@ -7,7 +8,7 @@ export function registerRun(program: Command): void {
   program
     .command("run")
     .description("run one task and print its events as they happen")
-    .argument("<task...>", "what to do, in your own words")
+    .argument("<task...>", "what to do, in your own words; `-` reads it from standard input")
     .option("--json", "print one JSON event per line")
     .option("--session <id>", "conversation id: earlier tasks of it become history")
     .option("--yes", "run commands that no rule covers without asking (no_always is still asked, hard_stop never runs)")
@@ -16,9 +17,10 @@ export function registerRun(program: Command): void {
       withDuckLM(
         program.opts<GlobalOptions>(),
         async (ducklm) => {
+          const text = words.length === 1 && words[0] === "-" ? await taskTextFromStdin() : checkedText(words.join(" "));
           const leftovers = await startAndResume(ducklm);
           const handle = ducklm.submit({
-            text: words.join(" "),
+            text,
             ...(options.session ? { session_id: options.session } : {}),
             auto_approve: [...(options.yes ? (["unknown"] as const) : []), ...(options.allowNetwork ? (["network"] as const) : [])],
           }, { evenWhenLineIsFull: true });
@@ -30,4 +32,24 @@ export function registerRun(program: Command): void {
         TASK_RUNNER,
       ),
     );
+}
+
+/** The task text piped in (`ducklm run -`), refused when it is not UTF-8 rather than changed. */
+async function taskTextFromStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  try {
+    return new TextDecoder("utf-8", { fatal: true }).decode(Buffer.concat(chunks)).trim();
+  } catch {
+    throw new DuckError(ErrorCode.InvalidInput, "the task text on standard input is not valid UTF-8: convert it first (for example with iconv)");
+  }
+}
+
+/**
+ * Arguments arrive decoded, with each byte that was not UTF-8 turned into U+FFFD: a task is refused
+ * rather than run with text the user did not write.
+ */
+function checkedText(text: string): string {
+  if (text.includes("\uFFFD")) throw new DuckError(ErrorCode.InvalidInput, "the task text is not valid UTF-8 (it holds U+FFFD where other bytes were): convert it first, or pipe it in with `ducklm run -`");
+  return text;
 }
