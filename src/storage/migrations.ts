@@ -148,6 +148,14 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; description: string; s
       CREATE INDEX task_leases_by_owner ON task_leases(owner);
     `,
   },
+  {
+    version: 9,
+    description: "an index of tasks by creation time: listing tasks newest first reads it instead of sorting the table",
+    sql: `
+      -- Written once per task (created_at never changes), so commits that update a task pay nothing for it.
+      CREATE INDEX tasks_by_created ON tasks(created_at DESC, id);
+    `,
+  },
 ];
 
 export function migrate(db: Database): number {

@@ -67,6 +67,14 @@ describe("TaskStore", () => {
     expect(runtime.store.cachedFinishedBytes).toBeLessThanOrEqual(32 * 1024 * 1024);
   });
 
+  it("lists tasks newest first, and pages on, by reading an index rather than sorting every task", () => {
+    const runtime = setup();
+    const plan = (sql: string) => (runtime.db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all() as Array<{ detail: string }>).map((row) => row.detail).join("; ");
+    expect(plan("SELECT * FROM tasks ORDER BY created_at DESC, id LIMIT 50")).toMatch(/USING INDEX tasks_by_created/);
+    expect(plan("SELECT * FROM tasks WHERE (created_at < 'x' OR (created_at = 'x' AND id > 'y')) ORDER BY created_at DESC, id LIMIT 50")).toMatch(/USING INDEX tasks_by_created/);
+    expect(plan("SELECT * FROM tasks ORDER BY created_at DESC, id LIMIT 50")).not.toMatch(/TEMP B-TREE/);
+  });
+
   it("has a durable append on disk when it returns", () => {
     const runtime = setup();
     const task = runtime.store.createTask({ text: "t", workspace: runtime.workspace }, { durable: true });
