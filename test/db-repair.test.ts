@@ -81,6 +81,11 @@ function expectFaithful(file: string, original: Map<string, StoredEvent[]>): Map
   return recovered;
 }
 
+async function getJson(server: { url: string; token: string }, path: string) {
+  const response = await fetch(`${server.url}${path}`, { headers: { authorization: `Bearer ${server.token}` } });
+  return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+}
+
 function ducklm(home: string, args: string[]) {
   const result = spawnSync(process.execPath, ["--import", tsxLoader, join(root, "src/cli/main.ts"), ...args], {
     env: { ...process.env, DUCKLM_HOME: home, DUCKLM_CONFIG: join(root, "config") },
@@ -161,10 +166,7 @@ describe("a damaged database", () => {
 
     const server = await startTestServer({ home });
     try {
-      const get = async (path: string) => {
-        const response = await fetch(`${server.url}${path}`, { headers: { authorization: `Bearer ${server.token}` } });
-        return { status: response.status, body: (await response.json()) as Record<string, unknown> };
-      };
+      const get = (path: string) => getJson(server, path);
       // One bad row does not take the whole feed or the task's list down.
       const feed = await get("/events?limit=1000");
       expect(feed.status).toBe(200);
@@ -205,10 +207,7 @@ describe("a damaged database", () => {
 
     const server = await startTestServer({ home });
     try {
-      const get = async (path: string) => {
-        const response = await fetch(`${server.url}${path}`, { headers: { authorization: `Bearer ${server.token}` } });
-        return { status: response.status, body: (await response.json()) as Record<string, unknown> };
-      };
+      const get = (path: string) => getJson(server, path);
       const list = await get("/tasks?limit=100");
       expect(list.status).toBe(200);
       expect(JSON.stringify(list.body)).toContain("the stored answer cannot be read");

@@ -1,9 +1,9 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { createInterface } from "node:readline";
 import { afterEach, describe, expect, it } from "vitest";
-import { DuckError } from "../src/errors/duck-error.js";
 import { TaskLeases } from "../src/state/task-leases.js";
 import { checkDatabase } from "./helpers/database-checks.js";
+import { codeOf } from "./helpers/error-codes.js";
 import { ofType } from "./helpers/event-payloads.js";
 import { createTestRuntime, makeTempDir, useTestRuntimes } from "./helpers/test-runtime.js";
 import { createEchoTool } from "./helpers/test-tools.js";
@@ -45,15 +45,6 @@ async function until<T>(read: () => T | null | undefined, timeoutMs: number): Pr
     if (value) return value;
     if (Date.now() > deadline) throw new Error("timed out waiting");
     await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
-
-function codeOf(run: () => unknown): string | null {
-  try {
-    run();
-    return null;
-  } catch (error) {
-    return error instanceof DuckError ? error.code : String(error);
   }
 }
 

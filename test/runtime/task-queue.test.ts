@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import type { ExecutionDirective } from "../../src/contracts/index.js";
-import { DuckError } from "../../src/errors/duck-error.js";
 import { replayTask } from "../../src/replay/replay-task.js";
+import { codeOf } from "../helpers/error-codes.js";
 import { scriptedAgent } from "../helpers/scripted-agent.js";
 import { makeTempDir, testConfig, useTestRuntimes, type TestRuntimeOptions } from "../helpers/test-runtime.js";
 import { startTestServer } from "../helpers/test-server.js";
@@ -19,15 +19,6 @@ function queueRuntime(scheduler: { max_running_tasks: number; max_queued_tasks?:
 
 function mostAtOnce(log: ReadonlyArray<{ start: number; end: number }>): number {
   return Math.max(...log.map((call) => log.filter((other) => other.start <= call.start && call.start < other.end).length));
-}
-
-function codeOf(run: () => unknown): string | null {
-  try {
-    run();
-    return null;
-  } catch (error) {
-    return error instanceof DuckError ? error.code : String(error);
-  }
 }
 
 describe("the task queue", () => {
