@@ -195,12 +195,18 @@ describe("TaskLeases", () => {
   });
 });
 
+/** A runtime on a fresh home whose one task is inside a slow tool call; a second runtime on `home` plays the other process. */
+async function slowTaskOnSharedHome(waitMs: number) {
+  const home = makeTempDir("ducklm-lease-home-");
+  const owner = setup({ home, tools: [createEchoTool()], models: scriptedAgent({ directive: { kind: "tool", tool: "echo", arguments: { text: "slow", wait_ms: waitMs }, reason: "" } }) });
+  const handle = owner.loop.submit({ text: "a slow task" });
+  await until(() => owner.store.listEvents(handle.taskId).some((event) => event.type === "tool-called"), 10_000);
+  return { home, owner, handle };
+}
+
 describe("cancels between processes", () => {
   it("carries out a cancel asked just before the owner stops, instead of losing it", async () => {
-    const home = makeTempDir("ducklm-lease-home-");
-    const owner = setup({ home, tools: [createEchoTool()], models: scriptedAgent({ directive: { kind: "tool", tool: "echo", arguments: { text: "slow", wait_ms: 5_000 }, reason: "" } }) });
-    const handle = owner.loop.submit({ text: "a slow task" });
-    await until(() => owner.store.listEvents(handle.taskId).some((event) => event.type === "tool-called"), 10_000);
+    const { home, owner, handle } = await slowTaskOnSharedHome(5_000);
     const other = setup({ home, workspace: owner.workspace });
     expect(other.loop.cancel(handle.taskId, "asked from elsewhere")).toBe("asked-owner");
     // Stopping at once, before a renewal could have shown the owner the request.
@@ -211,10 +217,7 @@ describe("cancels between processes", () => {
   });
 
   it("carries out a cancel its owner never saw when the task is taken over", async () => {
-    const home = makeTempDir("ducklm-lease-home-");
-    const owner = setup({ home, tools: [createEchoTool()], models: scriptedAgent({ directive: { kind: "tool", tool: "echo", arguments: { text: "slow", wait_ms: 3_000 }, reason: "" } }) });
-    const handle = owner.loop.submit({ text: "a slow task" });
-    await until(() => owner.store.listEvents(handle.taskId).some((event) => event.type === "tool-called"), 10_000);
+    const { home, owner, handle } = await slowTaskOnSharedHome(3_000);
     const other = setup({ home, workspace: owner.workspace, tools: [createEchoTool()] });
     expect(other.loop.cancel(handle.taskId, "asked of an owner about to die")).toBe("asked-owner");
     // The owner is gone as far as leases tell (as after a kill), before it renewed.
@@ -228,10 +231,7 @@ describe("cancels between processes", () => {
   });
 
   it("writes nothing into a task another process holds when asked to resume or answer it", async () => {
-    const home = makeTempDir("ducklm-lease-home-");
-    const owner = setup({ home, tools: [createEchoTool()], models: scriptedAgent({ directive: { kind: "tool", tool: "echo", arguments: { text: "slow", wait_ms: 2_000 }, reason: "" } }) });
-    const handle = owner.loop.submit({ text: "a slow task" });
-    await until(() => owner.store.listEvents(handle.taskId).some((event) => event.type === "tool-called"), 10_000);
+    const { home, owner, handle } = await slowTaskOnSharedHome(2_000);
     const other = setup({ home, workspace: owner.workspace });
     const before = other.store.listEvents(handle.taskId).length;
     expect(codeOf(() => other.loop.resume(handle.taskId, "take it"))).toBe("DUCK_ERR_TASK_OWNED_ELSEWHERE");

@@ -107,13 +107,14 @@ export class RuntimeLoop {
     if (running) return running.done;
     const waiting = this.line.get(taskId);
     if (waiting) return waiting.done;
-    const { leases } = this.options;
-    if (!leases.holds(taskId)) {
-      const lease = leases.acquire(taskId);
-      if (!lease.acquired) return Promise.reject(ownedElsewhereError(taskId, lease.holder));
-      // Another process may have carried the task on since this one last read it.
-      this.context.store.forgetIfChangedElsewhere(taskId);
-      if (lease.cancelRequested) return Promise.resolve(this.cancelNotDriven(taskId, lease.cancelRequested));
+    if (!this.options.leases.holds(taskId)) {
+      let cancelRequested: string | undefined;
+      try {
+        cancelRequested = this.takeLease(taskId);
+      } catch (error) {
+        return Promise.reject(error);
+      }
+      if (cancelRequested) return Promise.resolve(this.cancelNotDriven(taskId, cancelRequested));
     }
     const wait = this.options.admission ? this.options.admission(taskId) === "queue" : this.active.size >= this.maxRunning();
     return wait ? this.queue(taskId, options) : this.start(taskId, options);
@@ -234,9 +235,7 @@ export class RuntimeLoop {
     }
     const waiting = this.line.take(taskId);
     if (waiting) {
-      const cancelled = this.context.store.append(taskId, "task-cancelled", { reason }, { durable: true });
-      this.options.leases.release(taskId, { finished: true });
-      waiting.begin(Promise.resolve(outcomeOf(cancelled)));
+      waiting.begin(Promise.resolve(this.cancelNotDriven(taskId, reason)));
       return "cancelled";
     }
     if (this.options.leases.requestCancel(taskId, reason)) return "asked-owner";
@@ -260,21 +259,25 @@ export class RuntimeLoop {
    */
   private withLease<T>(taskId: string, work: (cancelRequested: string | undefined) => T): T {
     if (this.active.has(taskId) || this.line.get(taskId)) return work(undefined);
-    const { leases } = this.options;
-    let cancelRequested: string | undefined;
-    const heldBefore = leases.holds(taskId);
-    if (!heldBefore) {
-      const lease = leases.acquire(taskId);
-      if (!lease.acquired) throw ownedElsewhereError(taskId, lease.holder);
-      cancelRequested = lease.cancelRequested;
-      // Another process may have carried the task on since this one last read it.
-      this.context.store.forgetIfChangedElsewhere(taskId);
-    }
+    const heldBefore = this.options.leases.holds(taskId);
+    const cancelRequested = heldBefore ? undefined : this.takeLease(taskId);
     try {
       return work(cancelRequested);
     } finally {
-      if (!heldBefore && !this.active.has(taskId) && !this.line.get(taskId)) leases.release(taskId);
+      if (!heldBefore && !this.active.has(taskId) && !this.line.get(taskId)) this.options.leases.release(taskId);
     }
+  }
+
+  /**
+   * Takes the task's lease, or throws DUCK_ERR_TASK_OWNED_ELSEWHERE; returns a cancel another process
+   * asked of a previous holder that stopped before carrying it out.
+   */
+  private takeLease(taskId: string): string | undefined {
+    const lease = this.options.leases.acquire(taskId);
+    if (!lease.acquired) throw ownedElsewhereError(taskId, lease.holder);
+    // Another process may have carried the task on since this one last read it.
+    this.context.store.forgetIfChangedElsewhere(taskId);
+    return lease.cancelRequested;
   }
 
   /** Ends a running task as if its time limit had passed (replay reproduces recorded time-outs with it). */

@@ -3,6 +3,7 @@ import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import type { SqliteDatabase } from "../storage/open-database.js";
+import { isProcessAlive } from "../utils/process-alive.js";
 
 /** Who holds a task: a process (CLI run, server, worker) identified by a random owner id, its PID and its host. */
 export interface LeaseHolder {
@@ -205,10 +206,8 @@ export class TaskLeases {
     const expires = Date.parse(row.expires_at);
     if (!(expires > this.now().getTime())) return false;
     if (row.host !== this.host) return true;
-    // PID 0 and below name process groups, not a process: no holder.
-    if (!Number.isInteger(row.pid) || row.pid <= 0) return false;
     if (row.pid === process.pid) return ownersInThisProcess.has(row.owner);
-    return pidIsAlive(row.pid);
+    return isProcessAlive(row.pid);
   }
 
   private now(): Date {
@@ -222,16 +221,6 @@ export class TaskLeases {
 
 function holderOf(row: LeaseRow): LeaseHolder {
   return { task_id: row.task_id, owner: row.owner, pid: row.pid, host: row.host, acquired_at: row.acquired_at, expires_at: row.expires_at };
-}
-
-function pidIsAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    // EPERM: the process exists but belongs to someone else.
-    return (error as NodeJS.ErrnoException).code === "EPERM";
-  }
 }
 
 /** The error for driving, resuming or answering a task another live process drives. */

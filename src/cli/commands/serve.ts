@@ -5,6 +5,7 @@ import { join } from "node:path";
 import type { Command } from "commander";
 import { DuckError, ErrorCode } from "../../errors/duck-error.js";
 import type { DuckLM } from "../../runtime/ducklm.js";
+import { isProcessAlive } from "../../utils/process-alive.js";
 import { startAndResume } from "../follow-task.js";
 import { TASK_RUNNER, withDuckLM, type GlobalOptions } from "../with-ducklm.js";
 
@@ -81,20 +82,11 @@ async function serve(ducklm: DuckLM, options: { host?: string; port?: string; op
   return 0;
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM";
-  }
-}
-
 /** `ducklm login`: a new one-time login link for the server running on this home. */
 function login(ducklm: DuckLM, options: { open?: boolean }): number {
   const file = serverFile(ducklm.home);
   const running = existsSync(file) ? (JSON.parse(readFileSync(file, "utf8")) as { url?: string; pid?: number }) : null;
-  if (!running?.url || !running.pid || !alive(running.pid)) {
+  if (!running?.url || !running.pid || !isProcessAlive(running.pid)) {
     console.error(`error: no DuckLM server is running on ${ducklm.home}; start one with \`ducklm serve\` (it prints a login link)`);
     return 1;
   }
