@@ -100,6 +100,24 @@ describe("recording tasks of every kind", () => {
     asking.loop.recordFeedback(allowed.taskId, { target: "answer", rating: "up", comment: "fine" });
     keep("cancelled while waiting", asking, abandoned.taskId);
 
+    // Steps refused side by side, written without a tool or a model in between, next to one that runs.
+    const refusals: ExecutionDirective = {
+      kind: "plan",
+      goal: "",
+      steps: [
+        { id: "format", kind: "tool", description: "", depends_on: [], tool: "shell_exec", arguments: { command: "mkfs /dev/sda" } },
+        { id: "outside", kind: "tool", description: "", depends_on: [], tool: "file_read", arguments: { path: "/etc/hostname" } },
+        { id: "list", kind: "tool", description: "", depends_on: [], tool: "shell_exec", arguments: { command: "ls" } },
+        { id: "erase", kind: "tool", description: "", depends_on: [], tool: "shell_exec", arguments: { command: "rm -rf /" } },
+        { id: "later", kind: "tool", description: "", depends_on: ["format"], tool: "shell_exec", arguments: { command: "ls" } },
+      ],
+    };
+    const refusing = createTestRuntime({ models: scripted(refusals), runtime: { scheduler: { max_parallel_steps: 4 } } });
+    runtimes.push(refusing);
+    const refusedHandle = refusing.loop.submit({ text: "clean up the disk" });
+    expect((await refusedHandle.done).state).toBe("failed");
+    keep("parallel steps refused at once", refusing, refusedHandle.taskId);
+
     // Cancelled in the middle of a running step, and timed out.
     const slow: ExecutionDirective = { kind: "tool", tool: "echo", arguments: { text: "slow", wait_ms: 5_000 }, reason: "" };
     const slowRuntime = createTestRuntime({ models: scripted(slow), tools: [createEchoTool()], runtime: { timeouts: { task_ms: 400 } } });
@@ -184,7 +202,7 @@ describe("recording tasks of every kind", () => {
       await handle.done;
       keep(`fixture model, seed ${seed}`, real, handle.taskId);
     }
-    expect(recordings.length).toBeGreaterThanOrEqual(17);
+    expect(recordings.length).toBeGreaterThanOrEqual(18);
   }, 240_000);
 });
 

@@ -115,6 +115,17 @@ export async function replayTask(recorded: readonly DuckEvent[], config: DuckCon
       memorySearch: (): MemoryHit[] => recalls.shift() ?? [],
       sessionHistory: recordedHistory(recorded, config.runtime.context_budgets.history),
       sleep: async () => undefined,
+      // What steps running side by side write comes in the order the recording has it.
+      recordedTurn: async (id, next, signal) => {
+        if (id !== taskId) return;
+        for (let index = progress.seq; index < recorded.length; index += 1) {
+          const event = recorded[index]!;
+          const payload = event.payload as { step_id?: string; purpose?: string };
+          if (event.type !== next.type || (next.step_id !== undefined && payload.step_id !== next.step_id) || (next.purpose !== undefined && payload.purpose !== next.purpose)) continue;
+          await progress.until(event.seq - 1, signal);
+          return;
+        }
+      },
       // The task waits in line where the recording says it did, and is let in where it was (`task-dequeued`).
       admission: (id) => (recorded[runtime!.store.projection(id).seq]?.type === "task-queued" ? "queue" : "run"),
       // No command runs in a replay; decisions follow the confinement the recording says it had.

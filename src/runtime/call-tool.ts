@@ -5,7 +5,7 @@ import { openSudoRelay } from "../permissions/sudo-relay.js";
 import type { StepProjection, TaskProjection } from "../state/task-projection.js";
 import { scrubEnvironment } from "../tools/builtin/shell-exec.js";
 import { withScopedSignal } from "../utils/scoped-signal.js";
-import type { ExecutorContext } from "./executor-context.js";
+import { inTurn, type ExecutorContext } from "./executor-context.js";
 import { permitCall } from "./permit-call.js";
 import { workspaceRepositoryPaths } from "../permissions/git-repository.js";
 
@@ -22,7 +22,7 @@ export async function callTool(context: ExecutorContext, projection: TaskProject
   const { store, config } = context;
   const taskId = projection.task_id;
   const stepId = step.step.id;
-  const permit = await permitCall(context, projection, step, call, shownCall);
+  const permit = await permitCall(context, projection, step, call, shownCall, signal);
   if (permit.kind === "refused") return "done";
   if (permit.kind === "waiting") return "waiting";
 
@@ -32,12 +32,14 @@ export async function callTool(context: ExecutorContext, projection: TaskProject
   if (usesSudo) {
     secret = context.secrets.get(taskId, stepId);
     if (secret === null) {
+      await inTurn(context, taskId, { type: "secret-requested", step_id: stepId }, signal);
       store.append(taskId, "secret-requested", { request_id: randomUUID(), step_id: stepId, kind: "sudo_password", prompt: `sudo password to run: ${permit.command ?? ""}` });
       return "waiting";
     }
   }
 
   const effect = context.tools.get(call.tool)?.effect ?? "side-effecting";
+  await inTurn(context, taskId, { type: "tool-called", step_id: stepId }, signal);
   store.append(taskId, "tool-called", { step_id: stepId, attempt: step.attempt, call: shownCall, effect }, { durable: effect === "side-effecting" });
   // The command line runs confined as any other; only its `sudo` runs outside, through the relay,
   // and only with the argument vectors the approved text contains.

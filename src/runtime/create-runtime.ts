@@ -27,7 +27,7 @@ import { chooseShellSandbox, type ShellSandbox } from "../tools/shell-sandbox.js
 import { ToolRegistry } from "../tools/tool-registry.js";
 import { createLogger } from "./logger.js";
 import { RuntimeLoop } from "./runtime-loop.js";
-import type { ExecutorContext, MemorySearch, SessionHistory } from "./executor-context.js";
+import type { ExecutorContext, MemorySearch, RecordedTurn, SessionHistory } from "./executor-context.js";
 import { setTimeout as delay } from "node:timers/promises";
 import { createExecutionDirectiveSchema, ExecutionDirectiveSchema } from "../contracts/index.js";
 import { SecretVault } from "../permissions/secret-vault.js";
@@ -60,6 +60,8 @@ export interface CreateRuntimeOptions {
   recordSettings?: boolean;
   /** Delay between retries; defaults to a real, cancellable wait (replay passes none). */
   sleep?: (ms: number, signal: AbortSignal) => Promise<void>;
+  /** Holds writes of steps running side by side to their recorded order (replay). */
+  recordedTurn?: RecordedTurn;
   /** What embeds memory for vector search. Defaults to the model provider's embeddings role, if any. */
   embedder?: MemoryEmbedder | null;
   clock?: Clock;
@@ -216,6 +218,7 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
     recordSettings: options.recordSettings ?? true,
     sleep: options.sleep ?? ((ms, signal) => (ms > 0 ? delay(ms, undefined, { signal }) : Promise.resolve())),
     directiveSchema: tools.names().length > 0 ? createExecutionDirectiveSchema(tools.names()) : ExecutionDirectiveSchema,
+    ...(options.recordedTurn ? { recordedTurn: options.recordedTurn } : {}),
   };
   const loop = new RuntimeLoop(context, { workspace, ready, leases, ...(options.admission ? { admission: options.admission } : {}) });
   let closed = false;

@@ -1,6 +1,6 @@
 import type { Logger } from "pino";
 import type { z } from "zod";
-import type { ExecutionDirective, MemoryHit } from "../contracts/index.js";
+import type { EventTypeName, ExecutionDirective, MemoryHit } from "../contracts/index.js";
 import type { DuckConfig } from "../config/config-schemas.js";
 import type { HistoryTurn } from "../context/context-builder.js";
 import type { ModelStreamSink } from "./model-stream-sink.js";
@@ -46,6 +46,26 @@ export interface ExecutorContext {
   sleep(ms: number, signal: AbortSignal): Promise<void>;
   /** The directive schema with the registered tool names, built once so a provider can cache its grammar. */
   directiveSchema: z.ZodType<ExecutionDirective>;
+  /**
+   * Waits until the recording's next event of this kind is due (replay only). Steps run side by
+   * side, and what one of them writes without a model or a tool in between (a refusal, a score, the
+   * start of a call) would otherwise land wherever the event loop puts it.
+   */
+  recordedTurn?: RecordedTurn;
+}
+
+/** Which of the task's next recorded events a write is waiting for. */
+export interface TurnOf {
+  type: EventTypeName;
+  step_id?: string;
+  purpose?: string;
+}
+
+export type RecordedTurn = (taskId: string, next: TurnOf, signal: AbortSignal) => Promise<void>;
+
+/** Live work writes at once; a replay waits for the write's recorded position. */
+export async function inTurn(context: ExecutorContext, taskId: string, next: TurnOf, signal: AbortSignal): Promise<void> {
+  if (context.recordedTurn) await context.recordedTurn(taskId, next, signal);
 }
 
 /** Where a model call's output goes: events of the task it serves. */

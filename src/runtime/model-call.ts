@@ -5,7 +5,7 @@ import type { JsonResult } from "../models/model-provider.js";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import { ROLE_FALLBACKS } from "../models/model-roles.js";
 import { withScopedSignal } from "../utils/scoped-signal.js";
-import { sinkFor, type ExecutorContext } from "./executor-context.js";
+import { inTurn, sinkFor, type ExecutorContext } from "./executor-context.js";
 
 /** One model call an executor wants made. */
 export interface ModelCallSpec {
@@ -47,6 +47,8 @@ async function limited<T>(
   signal: AbortSignal,
   work: (signal: AbortSignal, onText: (text: string) => void, promptTokens: number | undefined, stopped: (error: unknown) => never) => Promise<T>,
 ): Promise<T> {
+  // Judged where the recording made the call, so that the tokens used so far are the same.
+  await inTurn(context, taskId, { type: "model-output-started", purpose: spec.purpose }, signal);
   const projection = context.store.projection(taskId);
   const budget = projection.loop.token_budget;
   if (projection.tokens_used >= budget) {
@@ -71,6 +73,18 @@ async function limited<T>(
   return withScopedSignal([signal, runaway.signal], context.config.runtime.timeouts.model_call_ms, `${spec.role} model call (${spec.purpose})`, (callSignal) => work(callSignal, onText, promptTokens, stopped), ErrorCode.ModelTimeout);
 }
 
+/**
+ * Output counted and recorded until the call is stopped: what a model (or a server mid-burst) still
+ * sends after that is not the task's, and a replay, which stops at once, would not have it.
+ */
+function untilStopped(signal: AbortSignal, count: (text: string) => void, record: (text: string) => void): (text: string) => void {
+  return (text) => {
+    if (signal.aborted) return;
+    count(text);
+    record(text);
+  };
+}
+
 /** Characters per token past which output counts as running away (tokens are 3–4 characters of text). */
 const RUNAWAY_CHARS_PER_TOKEN = 8;
 
@@ -85,7 +99,7 @@ export function callModelText(context: ExecutorContext, taskId: string, spec: Mo
       sinkFor(context.store, taskId),
       spec.role,
       spec.purpose,
-      (onDelta) => models.generateText({ ...spec, onDelta: (text) => (onText(text), onDelta(text)), signal: callSignal }).catch(stopped),
+      (onDelta) => models.generateText({ ...spec, onDelta: untilStopped(callSignal, onText, onDelta), signal: callSignal }).catch(stopped),
       (text) => text,
       promptTokens,
     ),
@@ -100,7 +114,7 @@ export function callModelJson<T>(context: ExecutorContext, taskId: string, spec:
       sinkFor(context.store, taskId),
       spec.role,
       spec.purpose,
-      (onDelta) => models.generateJson({ ...spec, onDelta: (text) => (onText(text), onDelta(text)), signal: callSignal }).catch(stopped),
+      (onDelta) => models.generateJson({ ...spec, onDelta: untilStopped(callSignal, onText, onDelta), signal: callSignal }).catch(stopped),
       (result) => result.raw,
       promptTokens,
     ),

@@ -4,7 +4,7 @@ import { ErrorCode } from "../errors/duck-error.js";
 import type { CommandClassification } from "../permissions/command-classifier.js";
 import { approvalSubjectOf, CODE_APPLY_TOOL, decidePermission } from "../permissions/permission-policy.js";
 import type { StepProjection, TaskProjection } from "../state/task-projection.js";
-import type { ExecutorContext } from "./executor-context.js";
+import { inTurn, type ExecutorContext } from "./executor-context.js";
 
 /** A refusal recorded as the step's result: the tool never ran. */
 export function deniedResult(tool: string, code: string, message: string): ToolResult {
@@ -27,7 +27,8 @@ export function commandOf(call: ToolCall): string | null {
   return null;
 }
 
-function ask(context: ExecutorContext, taskId: string, stepId: string, call: ToolCall, category: CommandCategory, reason: string, commands: string[], network: boolean): Permit {
+async function ask(context: ExecutorContext, taskId: string, stepId: string, call: ToolCall, category: CommandCategory, reason: string, commands: string[], network: boolean, signal: AbortSignal): Promise<Permit> {
+  await inTurn(context, taskId, { type: "permission-requested", step_id: stepId }, signal);
   context.store.append(taskId, "permission-requested", { request_id: randomUUID(), step_id: stepId, call, category, reason, commands, ...(network ? { network: true } : {}) });
   return { kind: "waiting" };
 }
@@ -37,13 +38,14 @@ function ask(context: ExecutorContext, taskId: string, stepId: string, call: Too
  * earlier run was cut off (a crash, a time-out part-way) is asked about first; otherwise the
  * PermissionService decides — allow, ask (recorded as a request) or deny (recorded as the result).
  */
-export async function permitCall(context: ExecutorContext, projection: TaskProjection, step: StepProjection, call: ToolCall, shownCall: ToolCall): Promise<Permit> {
+export async function permitCall(context: ExecutorContext, projection: TaskProjection, step: StepProjection, call: ToolCall, shownCall: ToolCall, signal: AbortSignal): Promise<Permit> {
   const { store } = context;
   const taskId = projection.task_id;
   const stepId = step.step.id;
   const tool = context.tools.get(call.tool);
   const effect = tool?.effect ?? "side-effecting";
   if (step.permission_denied) {
+    await inTurn(context, taskId, { type: "tool-result", step_id: stepId }, signal);
     store.append(taskId, "tool-result", { step_id: stepId, attempt: step.attempt, result: deniedResult(call.tool, ErrorCode.PermissionDenied, "the user denied permission") });
     return { kind: "refused" };
   }
@@ -60,10 +62,10 @@ export async function permitCall(context: ExecutorContext, projection: TaskProje
   // that does no more when run twice (`ls`, `sleep 5 && echo done`) simply runs again.
   const rerunSafe = () => command !== null && classification !== null && context.classifier.safeToRunAgain(command, classification);
   if (step.tool_called && effect === "side-effecting" && !rerunSafe()) {
-    return ask(context, taskId, stepId, shownCall, "unknown", "its earlier run was interrupted and its outcome is unknown; run it again?", [], needsNetwork);
+    return ask(context, taskId, stepId, shownCall, "unknown", "its earlier run was interrupted and its outcome is unknown; run it again?", [], needsNetwork, signal);
   }
   if (step.ask_before_retry && !rerunSafe()) {
-    return ask(context, taskId, stepId, shownCall, "unknown", "its previous attempt timed out and may have done part of its work; run it again?", classification?.commands ?? [], needsNetwork);
+    return ask(context, taskId, stepId, shownCall, "unknown", "its previous attempt timed out and may have done part of its work; run it again?", classification?.commands ?? [], needsNetwork, signal);
   }
   const subject = approvalSubjectOf(call);
   // Only a command or a tool with a permission category can be covered by a remembered approval.
@@ -79,12 +81,14 @@ export async function permitCall(context: ExecutorContext, projection: TaskProje
     confinement: projection.confinement,
     networkAllowed: context.config.runtime.sandbox.network,
   });
+  if (decision.approval_id) await inTurn(context, taskId, { type: "approval-used", step_id: stepId }, signal);
   if (decision.approval_id) store.append(taskId, "approval-used", { approval_id: decision.approval_id, step_id: stepId, command: subject });
   if (decision.decision === "deny") {
     const code = decision.category === "hard_stop" ? ErrorCode.HardStop : ErrorCode.PermissionDenied;
+    await inTurn(context, taskId, { type: "tool-result", step_id: stepId }, signal);
     store.append(taskId, "tool-result", { step_id: stepId, attempt: step.attempt, result: deniedResult(call.tool, code, `refused: ${decision.reason}`) });
     return { kind: "refused" };
   }
-  if (decision.decision === "ask") return ask(context, taskId, stepId, shownCall, decision.category, decision.reason, decision.commands, decision.network);
+  if (decision.decision === "ask") return ask(context, taskId, stepId, shownCall, decision.category, decision.reason, decision.commands, decision.network, signal);
   return { kind: "run", network: decision.network, classification, command };
 }

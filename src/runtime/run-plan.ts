@@ -3,7 +3,7 @@ import { describeError, DuckError, ErrorCode } from "../errors/duck-error.js";
 import type { ExecutionDirective, PlanStep } from "../contracts/index.js";
 import type { TaskProjection } from "../state/task-projection.js";
 import { scopedSignal } from "../utils/scoped-signal.js";
-import type { ExecutorContext } from "./executor-context.js";
+import { inTurn, type ExecutorContext } from "./executor-context.js";
 import { advanceStep, startStep, type StepTurn } from "./run-step.js";
 import { withReferenceDependencies } from "./step-references.js";
 
@@ -37,11 +37,12 @@ export function acceptPlan(context: ExecutorContext, projection: TaskProjection)
 
 /**
  * Runs ready steps (independent ones in parallel, up to `scheduler.max_parallel_steps`) until the
- * plan is over, a step fails the task, or every open step waits for the user.
+ * plan is over, a step fails the task (once the steps already running have finished), or every
+ * open step waits for the user.
  */
 export async function runPlan(context: ExecutorContext, taskId: string, signal: AbortSignal): Promise<PlanEnding> {
   const planController = new AbortController();
-  // Only a plan with siblings needs its own signal, to stop the others when one fails the task.
+  // Only a plan with siblings needs its own signal, to stop the others when one of them throws.
   if ((context.store.projection(taskId).plan_order?.length ?? 0) <= 1) return runSteps(context, taskId, signal, planController, signal);
   const planScope = scopedSignal([signal, planController.signal]);
   try {
@@ -56,6 +57,7 @@ async function runSteps(context: ExecutorContext, taskId: string, signal: AbortS
   const running = new Map<string, Promise<StepTurn | undefined>>();
   const errors: unknown[] = [];
   let ending: "failed" | "respond" | null = null;
+  let skipTurnTaken = false;
   const launch = (stepId: string, work: () => Promise<StepTurn>) => {
     const settled = work()
       .catch((error: unknown) => {
@@ -75,16 +77,22 @@ async function runSteps(context: ExecutorContext, taskId: string, signal: AbortS
     const projection = store.projection(taskId);
     if (ending === null) {
       const failed = Object.values(projection.steps).find((step) => step.status === "failed" && step.recovery !== "continue");
-      if (failed) {
-        ending = failed.recovery === "respond" ? "respond" : "failed";
-        if (ending === "failed") planController.abort(new DuckError(ErrorCode.StepFailed, `step ${failed.step.id} failed`));
-      }
+      // No further step starts; the ones already running finish, so that nothing is cut off half-way
+      // and the next decision sees all of their results.
+      if (failed) ending = failed.recovery === "respond" ? "respond" : "failed";
     }
     if (ending === null) {
       const views = new Map<string, StepView>();
       for (const [id, step] of Object.entries(projection.steps)) views.set(id, { id, depends_on: step.step.depends_on, status: running.has(id) ? "running" : step.status });
       const decision = scheduleSteps(projection.plan_order ?? [], views, config.runtime.scheduler.max_parallel_steps);
       if (decision.blocked.length > 0) {
+        // A replay records the skips where the recording has them, then looks at the plan again.
+        if (context.recordedTurn && !skipTurnTaken) {
+          await inTurn(context, taskId, { type: "step-skipped", step_id: decision.blocked[0]!.id }, planSignal);
+          skipTurnTaken = true;
+          continue;
+        }
+        skipTurnTaken = false;
         store.appendAll(
           taskId,
           decision.blocked.map(({ id, because }) => ({ type: "step-skipped" as const, payload: { step_id: id, reason: `depends on ${because}, which did not succeed` } })),
@@ -105,9 +113,8 @@ async function runSteps(context: ExecutorContext, taskId: string, signal: AbortS
       break;
     }
     await Promise.race(running.values());
-    // A step that throws (the task was cancelled, or storage failed) ends the whole plan, unless
-    // it was this loop that stopped it because another step failed the task.
-    if (errors.length > 0 && !(ending === "failed" && planController.signal.aborted && !signal.aborted)) {
+    // A step that throws (the task was cancelled, or storage failed) ends the whole plan.
+    if (errors.length > 0) {
       planController.abort(errors[0]);
       await Promise.allSettled(running.values());
       throw errors[0];

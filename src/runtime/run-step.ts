@@ -4,7 +4,7 @@ import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import { CODE_APPLY_TOOL } from "../permissions/permission-policy.js";
 import type { StepProjection, TaskProjection } from "../state/task-projection.js";
 import { callTool } from "./call-tool.js";
-import type { ExecutorContext } from "./executor-context.js";
+import { inTurn, type ExecutorContext } from "./executor-context.js";
 import { deniedResult } from "./permit-call.js";
 import { proposeCode } from "./propose-code.js";
 import { scoreStep } from "./score-step.js";
@@ -21,6 +21,7 @@ function stepOf(projection: TaskProjection, stepId: string): StepProjection {
 
 /** Starts a new attempt of a pending step and runs it. */
 export async function startStep(context: ExecutorContext, taskId: string, stepId: string, signal: AbortSignal): Promise<StepTurn> {
+  await inTurn(context, taskId, { type: "step-started", step_id: stepId }, signal);
   const attempt = stepOf(context.store.projection(taskId), stepId).attempt + 1;
   context.store.append(taskId, "step-started", { step_id: stepId, attempt });
   return advanceStep(context, taskId, stepId, signal);
@@ -41,6 +42,7 @@ export async function advanceStep(context: ExecutorContext, taskId: string, step
   const step = stepOf(projection, stepId);
   if (step.score === null) {
     const { score, source } = await scoreStep(context, projection, step, signal);
+    await inTurn(context, taskId, { type: "critic-scored", step_id: stepId }, signal);
     projection = store.append(taskId, "critic-scored", { step_id: stepId, attempt: step.attempt, score, source });
   }
   return recoverStep(context, projection, stepOf(projection, stepId), signal);
@@ -54,6 +56,7 @@ async function produceResult(context: ExecutorContext, projection: TaskProjectio
   if (plan.kind === "coder") {
     if (!step.proposal) {
       const proposed = await proposeCode(context, projection, step, signal);
+      await inTurn(context, taskId, { type: "failure" in proposed ? "tool-result" : "coder-proposed", step_id: plan.id }, signal);
       if ("failure" in proposed) {
         store.append(taskId, "tool-result", { step_id: plan.id, attempt: step.attempt, result: proposed.failure });
         return "done";
@@ -68,12 +71,14 @@ async function produceResult(context: ExecutorContext, projection: TaskProjectio
   }
   if (context.tools.isInternal(plan.tool)) {
     // Reached only through a coder step, which decides its files and its test command itself.
+    await inTurn(context, taskId, { type: "tool-result", step_id: plan.id }, signal);
     store.append(taskId, "tool-result", { step_id: plan.id, attempt: step.attempt, result: deniedResult(plan.tool, ErrorCode.ToolNotFound, `${plan.tool} is not a tool a plan can call`) });
     return "done";
   }
   // An earlier step's output is filled in now, and the call as it runs is what is judged and recorded.
   const resolved = resolveStepReferences(plan.arguments, projection);
   if ("problem" in resolved) {
+    await inTurn(context, taskId, { type: "tool-result", step_id: plan.id }, signal);
     store.append(taskId, "tool-result", { step_id: plan.id, attempt: step.attempt, result: deniedResult(plan.tool, ErrorCode.ToolInputInvalid, resolved.problem) });
     return "done";
   }
@@ -83,6 +88,7 @@ async function produceResult(context: ExecutorContext, projection: TaskProjectio
   const checked = tool?.inputSchema.safeParse(resolved.args);
   if (checked && !checked.success) {
     const problem = checked.error.issues.map((issue) => `${issue.path.join(".") || "(arguments)"}: ${issue.message}`).join("; ");
+    await inTurn(context, taskId, { type: "tool-result", step_id: plan.id }, signal);
     store.append(taskId, "tool-result", { step_id: plan.id, attempt: step.attempt, result: deniedResult(plan.tool, ErrorCode.ToolInputInvalid, `${plan.tool} does not take these arguments: ${problem.slice(0, 1000)}`) });
     return "done";
   }
@@ -113,6 +119,7 @@ async function recoverStep(context: ExecutorContext, projection: TaskProjection,
   const decision = decideRecovery(score, step.attempt, context.config.runtime, { retryable: isRetryable(code), succeeded });
   const stepId = step.step.id;
   if (decision.action === "continue" && score.verdict === "pass" && succeeded) {
+    await inTurn(context, taskId, { type: "step-completed", step_id: stepId }, signal);
     store.append(taskId, "step-completed", { step_id: stepId, attempt: step.attempt });
     return "settled";
   }
@@ -120,10 +127,12 @@ async function recoverStep(context: ExecutorContext, projection: TaskProjection,
     // A command stopped by its time limit may have done part of its work: like a crash, it is asked about.
     const sideEffecting = (context.tools.get(step.result?.tool ?? "")?.effect ?? "side-effecting") === "side-effecting";
     const askFirst = code === ErrorCode.ToolTimeout && step.tool_called && sideEffecting && !(await rerunsSafely(context, projection, step));
+    await inTurn(context, taskId, { type: "step-retrying", step_id: stepId }, signal);
     store.append(taskId, "step-retrying", { step_id: stepId, attempt: step.attempt, delay_ms: decision.delay_ms, reason: decision.reason, ...(askFirst ? { ask_first: true } : {}) });
     await context.sleep(decision.delay_ms, signal);
     return "retry";
   }
+  await inTurn(context, taskId, { type: "step-failed", step_id: stepId }, signal);
   store.append(taskId, "step-failed", { step_id: stepId, attempt: step.attempt, recovery: decision.action, reason: decision.reason });
   return "settled";
 }

@@ -7,6 +7,7 @@ import { DuckError, ErrorCode } from "../../src/errors/duck-error.js";
 import { replayTask } from "../../src/replay/replay-task.js";
 import { defineTool } from "../../src/tools/tool-definition.js";
 import { stallingReply } from "../../src/models/scripted-provider.js";
+import type { TextRequest } from "../../src/models/model-provider.js";
 import { scriptedAgent } from "../helpers/scripted-agent.js";
 import { ofType } from "../helpers/event-payloads.js";
 import { testConfig, useTestRuntimes } from "../helpers/test-runtime.js";
@@ -264,6 +265,27 @@ describe("the agent loop with a scripted model", () => {
     const written = ofType(events, "model-output-delta").filter((delta) => delta.purpose === "draft").reduce((sum, delta) => sum + delta.text.length, 0);
     expect(written).toBeLessThan(limit + 64 * 2);
     expect(ofType(events, "model-output-failed")[0]).toMatchObject({ purpose: "draft", code: "DUCK_ERR_MODEL_OUTPUT_INVALID" });
+  });
+
+  it("records nothing a stopped model writes after the stop, so its replay stops at the same chunk", async () => {
+    // A model server streams a burst before it notices the stop: the chunks after it are not the task's.
+    const scripted = scriptedAgent({ directive: { kind: "respond", answer: "short" } });
+    const bursting = Object.assign(Object.create(scripted) as typeof scripted, {
+      async generateText(request: TextRequest): Promise<string> {
+        const text = "blah ".repeat(20_000);
+        for (let at = 0; at < text.length; at += 64) request.onDelta?.(text.slice(at, at + 64));
+        request.signal?.throwIfAborted();
+        return text;
+      },
+    });
+    const runtime = setup({ models: bursting });
+    const outcome = await runtime.loop.submit({ text: "think hard" }).done;
+    expect(outcome.error?.code).toBe("DUCK_ERR_MODEL_OUTPUT_INVALID");
+    const events = runtime.store.listEvents(outcome.task_id);
+    const written = ofType(events, "model-output-delta").filter((delta) => delta.purpose === "draft").reduce((sum, delta) => sum + delta.text.length, 0);
+    expect(written).toBeLessThanOrEqual(2048 * 8 + 64);
+    const report = await replayTask(events, runtime.config);
+    expect(report.first_difference ?? null).toBeNull();
   });
 
   it("replays a task under the settings it recorded, whatever runtime.json says at replay time", async () => {

@@ -87,6 +87,28 @@ describe("RuntimeLoop with a scripted model", () => {
     for (let i = 1; i < log.length; i += 1) expect(log[i]!.start).toBeGreaterThanOrEqual(log[i - 1]!.end);
   });
 
+  it("lets the steps already running finish when another step fails the task, and starts no more", async () => {
+    const directive: ExecutionDirective = {
+      kind: "plan",
+      goal: "",
+      steps: [
+        { id: "refused", kind: "tool", description: "", depends_on: [], tool: "shell_exec", arguments: { command: "mkfs /dev/sda" } },
+        { id: "slow", kind: "tool", description: "", depends_on: [], tool: "echo", arguments: { text: "still done", wait_ms: 300 } },
+        { id: "after", kind: "tool", description: "", depends_on: ["refused"], tool: "echo", arguments: { text: "never" } },
+      ],
+    };
+    const runtime = setup({ models: plannerProvider(directive), tools: [createEchoTool()] });
+    const outcome = await runtime.loop.submit({ text: "format and wait" }).done;
+    expect(outcome.state).toBe("failed");
+    expect(outcome.error?.code).toBe("DUCK_ERR_HARD_STOP");
+    const events = runtime.store.listEvents(outcome.task_id);
+    const slowResult = events.find((event) => event.type === "tool-result" && (event.payload as { step_id: string }).step_id === "slow");
+    expect((slowResult?.payload as { result: { ok: boolean; output: string } }).result).toMatchObject({ ok: true, output: "still done" });
+    expect(events.some((event) => event.type === "step-completed" && (event.payload as { step_id: string }).step_id === "slow")).toBe(true);
+    expect(events.some((event) => event.type === "step-started" && (event.payload as { step_id: string }).step_id === "after")).toBe(false);
+    expect(events.at(-1)?.type).toBe("task-failed");
+  });
+
   it("ends a plan with a dependency cycle in a failure event that names the cycle", async () => {
     const directive: ExecutionDirective = {
       kind: "plan",
