@@ -3,7 +3,9 @@
 // LangGraph.js's prebuilt ReAct agent (createReactAgent, a fake tool-calling model, SqliteSaver) in
 // the same run. Both store on a WAL SQLite file with synchronous=NORMAL.
 //
-//   npm run bench:agent-loop [-- --tasks 60 --rounds 3]
+// Rounds alternate which side goes first, so neither always runs on a warmer or cooler process.
+//
+//   npm run bench:agent-loop [-- --tasks 60 --rounds 5]
 import Database from "better-sqlite3";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -23,7 +25,7 @@ import { scriptedAgent } from "../test/helpers/scripted-agent.js";
 import { createTestRuntime } from "../test/helpers/test-runtime.js";
 import { createEchoTool } from "../test/helpers/test-tools.js";
 
-const { values } = parseArgs({ options: { tasks: { type: "string", default: "60" }, rounds: { type: "string", default: "3" }, only: { type: "string" } } });
+const { values } = parseArgs({ options: { tasks: { type: "string", default: "60" }, rounds: { type: "string", default: "5" }, only: { type: "string" } } });
 const TASKS_PER_SHAPE = Number(values.tasks);
 const ROUNDS = Number(values.rounds);
 const WARMUP = 10;
@@ -194,8 +196,10 @@ let graphCounts: Counts | null = null;
 for (let round = 0; round < ROUNDS; round += 1) {
   // --only lets a profiler look at one side alone.
   const skipped = { usPerDecision: NaN, perTask: { modelCalls: NaN, promptTokens: NaN, generatedTokens: NaN } };
+  const duckFirst = round % 2 === 0;
+  const g0 = duckFirst || values.only === "ducklm" ? null : await measure(langGraphSetup);
   const d = values.only === "langgraph" ? skipped : await measure(duckSetup);
-  const g = values.only === "ducklm" ? skipped : await measure(langGraphSetup);
+  const g = values.only === "ducklm" ? skipped : (g0 ?? (await measure(langGraphSetup)));
   duck.push(d.usPerDecision);
   graph.push(g.usPerDecision);
   duckCounts = d.perTask;

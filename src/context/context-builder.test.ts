@@ -35,6 +35,24 @@ describe("buildContext", () => {
     expect(context.prompt).not.toContain("question 0");
   });
 
+  it("gives the JSON compiler everything but the conversation, which the Thinker has weighed", () => {
+    const budgets = RuntimeConfigSchema.parse({}).context_budgets;
+    const context = buildContext(
+      {
+        systemPrompt: "You are DuckLM.",
+        taskText: "what did I ask before?",
+        memory: [hit(1, "ducks like bread")],
+        tools: [{ name: "echo", description: "Echo text back.", effect: "read-only", input_schema: { type: "object", properties: { text: { type: "string" } }, required: ["text"] } }],
+        history: [{ text: "how deep is the pond?", answer: "3 m" }],
+      },
+      budgets,
+      estimateTokens,
+    );
+    expect(context.prompt).toContain("how deep is the pond?");
+    expect(context.compilerPrompt).not.toContain("how deep is the pond?");
+    for (const kept of ["ducks like bread", "- echo [read-only]: Echo text back.", "    text: string", "what did I ask before?"]) expect(context.compilerPrompt).toContain(kept);
+  });
+
   it("leaves short text alone", () => {
     expect(fitText("short", 10, estimateTokens)).toEqual({ text: "short", truncated: false });
   });

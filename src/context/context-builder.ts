@@ -49,6 +49,11 @@ export interface SectionUsage {
 export interface BuiltContext {
   system: string;
   prompt: string;
+  /**
+   * What the JSON compiler reads next to the Thinker's decision: the prompt without the conversation,
+   * which the Thinker has already weighed (the longest section in a long chat).
+   */
+  compilerPrompt: string;
   /** `observations` is there only from the second decision on. */
   sections: Record<"system" | "memory" | "tools" | "history" | "task", SectionUsage> & { observations?: SectionUsage };
   total_tokens: number;
@@ -91,6 +96,7 @@ export function buildContext(input: ContextInput, budgets: RuntimeConfig["contex
   parts.push(`## Task\n${task.text}`);
   if (observed.text) parts.push(`## What the steps so far returned\n${observed.text}\n\nIf this answers the task, respond with an answer written from these results, naming the steps you used; otherwise decide what to do next.`);
   const prompt = parts.join("\n\n");
+  const compilerPrompt = history.text ? parts.filter((part) => !part.startsWith("## Conversation so far\n")).join("\n\n") : prompt;
   const usage = (text: string, budget: number, truncated: boolean): SectionUsage => ({ tokens: text ? count(text) : 0, budget, truncated });
   const sections = {
     system: usage(system.text, budgets.system, system.truncated),
@@ -101,5 +107,5 @@ export function buildContext(input: ContextInput, budgets: RuntimeConfig["contex
     ...(observed.text ? { observations: usage(observed.text, budgets.observations, observed.truncated) } : {}),
   };
   const total = Object.values(sections).reduce((sum, section) => sum + section.tokens, 0);
-  return { system: system.text, prompt, sections, total_tokens: total, overflow: { history: history.overflow, observations: observed.overflow }, toolsLeftOut: tools.leftOut };
+  return { system: system.text, prompt, compilerPrompt, sections, total_tokens: total, overflow: { history: history.overflow, observations: observed.overflow }, toolsLeftOut: tools.leftOut };
 }

@@ -1,5 +1,6 @@
 import type { ToolCatalogueEntry } from "../tools/tool-registry.js";
 import { fitText, type TokenCounter } from "./fitting.js";
+import { describeTool } from "./tool-signature.js";
 
 /** Words too common to say anything about which tool a task needs. */
 const COMMON = new Set(["the", "and", "for", "with", "that", "this", "from", "into", "what", "are", "you", "your", "its", "can", "all", "any", "one", "then", "tell", "show", "please", "file", "files"]);
@@ -28,7 +29,7 @@ const costs = new WeakMap<TokenCounter, WeakMap<ToolCatalogueEntry, number>>();
 function line(tool: ToolCatalogueEntry): string {
   let text = lines.get(tool);
   if (text === undefined) {
-    text = `- ${tool.name} [${tool.effect}]: ${tool.description} input: ${JSON.stringify(tool.input_schema)}`;
+    text = describeTool(tool);
     lines.set(tool, text);
   }
   return text;

@@ -21,10 +21,14 @@ export function draftRequest(context: BuiltContext, prompts: Prompts, decision: 
   return { role: "orchestrator", system: `${context.system}\n\n${prompts.orchestrator}\n\n${prompts.planning}`, prompt: context.prompt };
 }
 
+/**
+ * The JSON compiler's request: the Thinker's decision with what it needs to write it down (tools,
+ * memory, task, results so far). With no Thinker it decides alone, from everything.
+ */
 export function directiveRequest(context: BuiltContext, draft: string, prompts: Prompts): { system: string; prompt: string } {
   return {
     system: prompts.json_compiler,
-    prompt: `${context.prompt}\n\n## Thinker's decision\n${draft || "(none)"}\n\nWrite the ExecutionDirective as JSON.`,
+    prompt: `${draft ? context.compilerPrompt : context.prompt}\n\n## Thinker's decision\n${draft || "(none)"}\n\nWrite the ExecutionDirective as JSON.`,
   };
 }
 

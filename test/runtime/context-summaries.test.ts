@@ -12,10 +12,15 @@ const setup = useTestRuntimes(afterEach);
 describe("context that lasts: summaries instead of dropped turns and decisions", () => {
   it("summarises the conversation's oldest turns once they no longer fit, and the replay serves the same summary", async () => {
     const summaryPrompts: string[] = [];
-    const directivePrompts: string[] = [];
+    const draftPrompts: string[] = [];
+    const compilerPrompts: string[] = [];
     const models = scriptedAgent({
+      draft: (request) => {
+        draftPrompts.push(request.prompt);
+        return "Acknowledge the fact.";
+      },
       directive: (request) => {
-        directivePrompts.push(request.prompt);
+        compilerPrompts.push(request.prompt);
         return { kind: "respond", answer: `Noted. ${"This answer is long on purpose. ".repeat(12)}` };
       },
       summary: (request) => {
@@ -40,9 +45,12 @@ describe("context that lasts: summaries instead of dropped turns and decisions",
     expect(summary.covers).not.toContain(ids[4]);
     expect(summaryPrompts.at(-1)).toContain("Duck fact number 0");
     // The decision sees the summary in their place, and the newest turn in full.
-    expect(directivePrompts.at(-1)).toContain("Earlier in this conversation (summarised): The user told DuckLM a series of facts");
-    expect(directivePrompts.at(-1)).toContain("Duck fact number 4");
-    expect(directivePrompts.at(-1)).not.toContain("User: Duck fact number 0");
+    expect(draftPrompts.at(-1)).toContain("Earlier in this conversation (summarised): The user told DuckLM a series of facts");
+    expect(draftPrompts.at(-1)).toContain("Duck fact number 4");
+    expect(draftPrompts.at(-1)).not.toContain("User: Duck fact number 0");
+    // The JSON compiler writes down the Thinker's decision; the conversation is not sent to it again.
+    expect(compilerPrompts.at(-1)).toContain("Acknowledge the fact.");
+    expect(compilerPrompts.at(-1)).not.toContain("Earlier in this conversation");
     const built = ofType(last, "context-built")[0]!;
     expect(built.sections.history!.tokens).toBeLessThanOrEqual(400);
 
