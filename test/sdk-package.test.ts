@@ -12,7 +12,11 @@ const root = join(import.meta.dirname, "..");
 describe("the published package", () => {
   it("packs the build and its types, and runs the SDK example from a fresh project", () => {
     const out = makeTempDir("ducklm-pack-");
-    const packed = execFileSync("npm", ["pack", "--json", "--pack-destination", out], { cwd: root, encoding: "utf8", env: { ...process.env, npm_config_loglevel: "error" } });
+    // Packed from a copy: `prepare` builds dist/ there, never under the CLI tests running beside this one.
+    const staging = makeTempDir("ducklm-staging-");
+    for (const entry of ["package.json", "README.md", "tsconfig.json", "tsconfig.build.json", "bin", "config", "web", "examples", "src"]) cpSync(join(root, entry), join(staging, entry), { recursive: true });
+    symlinkSync(join(root, "node_modules"), join(staging, "node_modules"));
+    const packed = execFileSync("npm", ["pack", "--json", "--pack-destination", out], { cwd: staging, encoding: "utf8", env: { ...process.env, npm_config_loglevel: "error" } });
     const [{ filename, files }] = JSON.parse(packed) as [{ filename: string; files: Array<{ path: string }> }];
     const paths = files.map((file) => file.path);
     expect(paths).toContain("dist/index.js");

@@ -10,14 +10,18 @@ export interface GlobalOptions {
 /** Exit codes the CLI uses, documented in the README. */
 export const ExitCode = { Ok: 0, TaskFailed: 1, BadInput: 2, AwaitingPermission: 3, Cancelled: 130 } as const;
 
-/** What a command needs opened: models (for tasks and embeddings), integrations (for tasks). */
+/**
+ * What a command needs opened: models (for tasks and embeddings), integrations (for tasks), and the
+ * check of permissions.json's examples (for anything that judges commands).
+ */
 export interface OpenSettings {
   models?: boolean;
   integrations?: boolean;
+  judgesCommands?: boolean;
 }
 
-/** What a command that runs tasks needs: the models and the integrations' tools. */
-export const TASK_RUNNER: OpenSettings = { models: true, integrations: true };
+/** What a command that runs tasks needs: the models, the integrations' tools, the permission check. */
+export const TASK_RUNNER: OpenSettings = { models: true, integrations: true, judgesCommands: true };
 
 /** Prints an error a person can act on and returns the exit code for it. */
 export function reportError(raw: unknown): number {
@@ -45,6 +49,7 @@ export async function withDuckLM(globals: GlobalOptions, action: (ducklm: DuckLM
       ...(globals.workspace ? { workspace: globals.workspace } : {}),
       models: settings.models !== false,
       integrations: settings.integrations === true,
+      checkPermissions: settings.judgesCommands === true,
       onWarning: (message) => console.error(`warning: ${message}`),
     });
     // Said wherever tasks run: a person must know when commands are not confined.

@@ -1,7 +1,8 @@
 import http, { type IncomingMessage } from "node:http";
 import https from "node:https";
 import { isIP } from "node:net";
-import TurndownService from "turndown";
+import { createRequire } from "node:module";
+import type TurndownService from "turndown";
 import { z } from "zod";
 import type { IntegrationsConfig } from "../config/config-schemas.js";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
@@ -140,14 +141,23 @@ async function fetchWithin(target: string, options: FetchOptions, signal: AbortS
   }
 }
 
-const turndown = new TurndownService({ headingStyle: "atx", codeBlockStyle: "fenced", bulletListMarker: "-" });
-turndown.remove(["script", "style", "noscript", "iframe", "svg", "canvas", "template", "head", "form", "nav", "footer"]);
+let converter: TurndownService | null = null;
+
+/** The HTML converter, loaded with its DOM on the first page read rather than at every start. */
+function turndown(): TurndownService {
+  if (!converter) {
+    const Turndown = createRequire(import.meta.url)("turndown") as typeof TurndownService;
+    converter = new Turndown({ headingStyle: "atx", codeBlockStyle: "fenced", bulletListMarker: "-" });
+    converter.remove(["script", "style", "noscript", "iframe", "svg", "canvas", "template", "head", "form", "nav", "footer"]);
+  }
+  return converter;
+}
 
 /** Readable markdown (or plain text) of an HTML page, with its title. */
 export function htmlToReadable(html: string, format: "markdown" | "text"): { title: string | null; text: string } {
   const title = /<title[^>]*>([\s\S]*?)<\/title>/i.exec(html)?.[1]?.replace(/\s+/g, " ").trim() ?? null;
   const main = /<(main|article)\b[\s\S]*?<\/\1>/i.exec(html)?.[0] ?? /<body\b[\s\S]*<\/body>/i.exec(html)?.[0] ?? html;
-  const markdown = turndown.turndown(main).replace(/\n{3,}/g, "\n\n").trim();
+  const markdown = turndown().turndown(main).replace(/\n{3,}/g, "\n\n").trim();
   if (format === "markdown") return { title, text: markdown };
   const text = markdown
     .replace(/!\[[^\]]*\]\([^)]*\)/g, "")

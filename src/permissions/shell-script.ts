@@ -1,5 +1,5 @@
 import { createRequire } from "node:module";
-import { Language, Parser, type Node } from "web-tree-sitter";
+import type { Node, Parser } from "web-tree-sitter";
 import { ScriptCommandReader } from "./script-command-reader.js";
 import { children, embeddedScripts, endlessLoop, named, startsBackgroundJobs } from "./shell-syntax.js";
 import type { ShellWord, WordEnvironment } from "./shell-words.js";
@@ -60,6 +60,8 @@ export class ShellParser {
 
   /** Loads the bash grammar (a few ms; once per process is enough). */
   static async load(): Promise<ShellParser> {
+    // Imported here so that a command that judges nothing never loads the parser's runtime.
+    const { Language, Parser } = await import("web-tree-sitter");
     await Parser.init();
     const language = await Language.load(require.resolve("tree-sitter-bash/tree-sitter-bash.wasm"));
     const parser = new Parser();

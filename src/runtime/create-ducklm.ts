@@ -1,8 +1,6 @@
 import { join } from "node:path";
 import type { Logger } from "pino";
 import { loadConfig, resolveConfigDir, resolveHomeDir } from "../config/load-config.js";
-import { connectIntegrations } from "../integrations/connect-integrations.js";
-import { createModelProvider } from "../models/create-model-provider.js";
 import type { ModelProvider } from "../models/model-provider.js";
 import { loadPlugins } from "../tools/plugin-loader.js";
 import type { AnyToolDefinition } from "../tools/tool-definition.js";
@@ -24,6 +22,11 @@ export interface CreateDuckLMOptions {
   models?: boolean | ModelProvider;
   /** Connect the MCP servers and web tools of integrations.json. Defaults to `true`. */
   integrations?: boolean;
+  /**
+   * Check at start that permissions.json's examples classify as they say (see `createRuntime`).
+   * Defaults to `true`; a tool that only reads what is stored can leave it to the processes that run tasks.
+   */
+  checkPermissions?: boolean;
   /** Tools of your own, next to the built-in ones and the plugins. */
   tools?: AnyToolDefinition[];
   /** Defaults to a pino logger writing `<home>/logs/ducklm.log`. */
@@ -43,11 +46,16 @@ export async function createDuckLM(options: CreateDuckLMOptions = {}): Promise<D
   const logger = options.logger ?? createLogger({ file: join(home, "logs", "ducklm.log") });
   const warn = options.onWarning ?? ((message: string) => logger.warn(message));
   const models =
-    typeof options.models === "object" ? options.models : options.models === false ? null : await createModelProvider({ config: config.models, home, logger, callTimeoutMs: config.runtime.timeouts.model_call_ms });
+    typeof options.models === "object"
+      ? options.models
+      : options.models === false
+        ? null
+        : await (await import("../models/create-model-provider.js")).createModelProvider({ config: config.models, home, logger, callTimeoutMs: config.runtime.timeouts.model_call_ms });
   const plugins = await loadPlugins(pluginFolders(config.dir, home), logger, BUILTIN_TOOL_NAMES);
   for (const failure of plugins.failures) warn(`plugin ${failure.file} skipped: ${failure.reason}`);
   const workspace = resolveWorkspace(config, options.workspace);
-  const integrations = options.integrations === false ? null : await connectIntegrations(config.integrations, { workspace, home, logger });
+  // MCP's SDK, the web tools' HTML converter and their kin load only where they are used.
+  const integrations = options.integrations === false ? null : await (await import("../integrations/connect-integrations.js")).connectIntegrations(config.integrations, { workspace, home, logger });
   for (const failure of integrations?.failures ?? []) warn(`${failure.what} left out: ${failure.reason}`);
   const runtime = createRuntime({
     home,
@@ -56,6 +64,7 @@ export async function createDuckLM(options: CreateDuckLMOptions = {}): Promise<D
     models,
     tools: [...plugins.tools, ...(integrations?.tools ?? []), ...(options.tools ?? [])],
     workspace,
+    ...(options.checkPermissions === false ? { checkPermissionExamples: false } : {}),
     ...(integrations ? { onClose: [integrations.close] } : {}),
   });
   try {

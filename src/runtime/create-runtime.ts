@@ -11,6 +11,7 @@ import { openStores } from "../state/open-stores.js";
 import type { TaskLeases } from "../state/task-leases.js";
 import { ensurePrivateDir } from "../storage/private-files.js";
 import { realpathOfDeepestAncestor } from "../permissions/path-judge.js";
+import { examplesCheckKey, examplesCheckPassed, recordExamplesCheckPassed } from "../permissions/examples-check-record.js";
 import { pruneOptionsFrom } from "../state/task-retention.js";
 import type { Clock, TaskStore } from "../state/task-store.js";
 import type { EventBus } from "../events/event-bus.js";
@@ -60,6 +61,11 @@ export interface CreateRuntimeOptions {
   recordSettings?: boolean;
   /** Delay between retries; defaults to a real, cancellable wait (replay passes none). */
   sleep?: (ms: number, signal: AbortSignal) => Promise<void>;
+  /**
+   * Check at start that permissions.json's examples classify as they say, so that a rule that does
+   * not do what it claims stops the process before any task runs. Defaults to `true`.
+   */
+  checkPermissionExamples?: boolean;
   /** Holds writes of steps running side by side to their recorded order (replay). */
   recordedTurn?: RecordedTurn;
   /** What embeds memory for vector search. Defaults to the model provider's embeddings role, if any. */
@@ -192,7 +198,13 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
   const protectedPaths = protectedPathsFor(home, config.dir);
   const classifier = new CommandClassifier(config.permissions, { protectedPaths, realpath: realpathOfDeepestAncestor });
   const ready = (async () => {
-    await classifier.checkExamples(config.permissions.examples);
+    if (options.checkPermissionExamples !== false) {
+      const key = examplesCheckKey(config.permissions);
+      if (!examplesCheckPassed(home, key)) {
+        await classifier.checkExamples(config.permissions.examples);
+        recordExamplesCheckPassed(home, key);
+      }
+    }
     await memory.open();
   })();
   // A failure here is reported by `ready()`; tasks see it too, through the loop.

@@ -2,7 +2,6 @@ import { randomBytes } from "node:crypto";
 import { constants } from "node:fs";
 import { lstat, mkdir, rename, rm } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
-import { createTwoFilesPatch } from "diff";
 import { z } from "zod";
 import { DuckError, ErrorCode } from "../../errors/duck-error.js";
 import { defineTool } from "../tool-definition.js";
@@ -71,6 +70,7 @@ export const fileWriteTool = defineTool({
     const after = input.mode === "append" && before !== null ? before + input.content : input.content;
     await writeFileAtomically(context.workspace, path, after, protectedPaths);
     const verb = before === null ? "created" : input.mode === "append" ? "appended to" : "overwrote";
+    const { createTwoFilesPatch } = await import("diff");
     let diff = createTwoFilesPatch(before === null ? "/dev/null" : `a/${input.path}`, `b/${input.path}`, before ?? "", after, undefined, undefined, { context: 3 });
     const diffTruncated = diff.length > DIFF_CAP;
     if (diffTruncated) diff = `${diff.slice(0, DIFF_CAP)}\n[file_write: diff cut at ${DIFF_CAP} characters]`;
