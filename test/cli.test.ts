@@ -153,6 +153,33 @@ describe("ducklm CLI", () => {
     expect(result.stderr).toMatch(/runtime\.json: scheduler\.max_parallel_steps: Too small/);
     rmSync(config, { recursive: true, force: true });
   });
+
+  it("says which config files are in force, and shows the settings without the credentials a file holds", () => {
+    const config = makeTempDir("ducklm-config-");
+    const server = { base_url: "http://127.0.0.1:9/v1", model: "m", api_key_env: "MY_KEY", headers: { Authorization: "Bearer sk-live-123", "X-Org": "${ORG_ID}" } };
+    writeFileSync(join(config, "models.json"), JSON.stringify({ roles: { thinker: { server } } }));
+    const run = (args: string[]) => spawnSync(process.execPath, ["--import", tsxLoader, join(root, "src/cli/main.ts"), ...args], { cwd: workspace, env: { ...process.env, DUCKLM_HOME: home, DUCKLM_CONFIG: config }, encoding: "utf8" });
+    const path = run(["config", "path"]);
+    expect(path.status).toBe(0);
+    expect(path.stdout).toContain(`config   ${config}`);
+    expect(path.stdout).toContain(`data     ${home}`);
+    expect(path.stdout).toMatch(new RegExp(`models\\.json\\s+${join(config, "models.json")}\n`));
+    expect(path.stdout).toMatch(/runtime\.json\s+\S+\/config\/runtime\.json {2}\(default\)/);
+    const shown = run(["config", "show", "models"]);
+    expect(shown.status).toBe(0);
+    const thinker = (JSON.parse(shown.stdout) as { roles: Record<string, { server: typeof server; backend: string }> }).roles.thinker!;
+    expect(thinker.server.headers).toEqual({ Authorization: "(hidden)", "X-Org": "${ORG_ID}" });
+    expect(thinker.server.api_key_env).toBe("MY_KEY");
+    // Defaults filled in, as the runtime sees them.
+    expect(thinker.backend).toBe("auto");
+    expect(shown.stdout).not.toContain("sk-live-123");
+    const all = JSON.parse(run(["config", "show"]).stdout) as Record<string, unknown>;
+    expect(Object.keys(all)).toEqual(["models", "runtime", "permissions", "integrations"]);
+    const wrong = run(["config", "show", "prompts"]);
+    expect(wrong.status).toBe(2);
+    expect(wrong.stderr).toMatch(/no config file "prompts": choose one of models, runtime, permissions, integrations/);
+    rmSync(config, { recursive: true, force: true });
+  });
 });
 
 describe("ducklm permissions, feedback and --yes", () => {

@@ -1,0 +1,64 @@
+import type { Command } from "commander";
+import { DuckError, ErrorCode } from "../../errors/duck-error.js";
+import { runPlain, type GlobalOptions } from "../with-ducklm.js";
+
+const FILES = ["models", "runtime", "permissions", "integrations"] as const;
+type ConfigFile = (typeof FILES)[number];
+
+// Values under these keys may be credentials a person typed into a file (a header's bearer token).
+const SECRET_KEY = /authorization|token|secret|password|api[-_]?key|cookie/i;
+// `${NAME}` is a reference to an environment variable, safe to show.
+const ENV_REFERENCE = /^\$\{[A-Za-z_][A-Za-z0-9_]*\}$/;
+
+/** A config value as it may be printed: credentials a file holds are masked, names of variables are not. */
+export function masked(value: unknown, key = ""): unknown {
+  if (Array.isArray(value)) return value.map((item) => masked(item, key));
+  if (value && typeof value === "object") return Object.fromEntries(Object.entries(value).map(([inner, item]) => [inner, masked(item, inner)]));
+  // `api_key_env` and `token_env` name a variable; their values are not secrets.
+  if (typeof value === "string" && SECRET_KEY.test(key) && !key.endsWith("_env") && !ENV_REFERENCE.test(value)) return "(hidden)";
+  return value;
+}
+
+/** `ducklm config path` and `ducklm config show`: which files are in force, and what they say. */
+export function registerConfig(program: Command): void {
+  const globals = () => program.opts<GlobalOptions>();
+  const config = program.command("config").description("where DuckLM's config and data live, and the settings in force");
+  config
+    .command("path")
+    .description("print the config folder, the data folder, and which file each setting comes from")
+    .action(async () =>
+      runPlain(async () => {
+        const { BUNDLED_CONFIG_DIR, loadConfig, resolveConfigDir, resolveHomeDir } = await import("../../config/load-config.js");
+        const dir = resolveConfigDir(globals().config);
+        const loaded = loadConfig(dir);
+        const sources = loaded.sources ?? {};
+        console.log(`config   ${dir}  (your files; any file missing here comes from the bundled defaults)`);
+        console.log(`defaults ${BUNDLED_CONFIG_DIR}`);
+        console.log(`data     ${resolveHomeDir(globals().home)}  (database, logs, models, login token)`);
+        console.log("in force:");
+        const width = Math.max(...Object.keys(sources).map((name) => name.length));
+        for (const [name, file] of Object.entries(sources)) {
+          console.log(`  ${name.padEnd(width)}  ${file}${file.startsWith(BUNDLED_CONFIG_DIR) ? "  (default)" : ""}`);
+        }
+        for (const name of FILES) if (!sources[`${name}.json`]) console.log(`  ${`${name}.json`.padEnd(width)}  (no file: built-in defaults)`);
+        return 0;
+      }),
+    );
+  config
+    .command("show")
+    .description("print the settings in force (after defaults are filled in), as JSON")
+    .argument("[file]", `one of ${FILES.join(", ")}; all of them when left out`)
+    .action(async (file: string | undefined) =>
+      runPlain(async () => {
+        if (file !== undefined && !FILES.includes(file.replace(/\.json$/, "") as ConfigFile)) {
+          throw new DuckError(ErrorCode.InvalidInput, `no config file "${file}": choose one of ${FILES.join(", ")}`);
+        }
+        const { loadConfig, resolveConfigDir } = await import("../../config/load-config.js");
+        const loaded = loadConfig(resolveConfigDir(globals().config));
+        const chosen = file === undefined ? FILES : [file.replace(/\.json$/, "") as ConfigFile];
+        const shown = Object.fromEntries(chosen.map((name) => [name, masked(loaded[name])]));
+        console.log(JSON.stringify(chosen.length === 1 ? shown[chosen[0]!] : shown, null, 2));
+        return 0;
+      }),
+    );
+}
