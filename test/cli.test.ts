@@ -1,5 +1,5 @@
 import { spawnSync } from "node:child_process";
-import { readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type AddressInfo } from "node:net";
 import { join, resolve } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -219,6 +219,22 @@ describe("ducklm run at a terminal", () => {
     expect(result.stdout).toMatch(/Allow cp tty-src.txt tty-copy.txt \[unknown\]\?/);
     expect(result.stdout).toContain("✔ completed");
     expect(result.status).toBe(0);
+  });
+
+  it("ends as denied, with exit 4 and the refusal said once, when the permission is refused", () => {
+    writeFileSync(join(workspace, "kept.txt"), "x\n");
+    const result = spawnSync("script", ["-qec", `${process.execPath} ${join(root, "bin/ducklm.js")} run 'run \`cp kept.txt refused-copy.txt\`'`, "/dev/null"], {
+      cwd: workspace,
+      env: { ...process.env, DUCKLM_HOME: home, DUCKLM_CONFIG: join(root, "config") },
+      input: "n\n",
+      encoding: "utf8",
+      timeout: 60_000,
+    });
+    expect(result.stdout).toContain("⊘ denied: you did not allow cp kept.txt refused-copy.txt, so the task stopped");
+    expect(result.stdout.split("the user denied permission").length - 1).toBe(1);
+    expect(result.stdout).not.toContain("✘ failed");
+    expect(result.status).toBe(4);
+    expect(existsSync(join(workspace, "refused-copy.txt"))).toBe(false);
   });
 });
 

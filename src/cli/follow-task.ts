@@ -4,13 +4,15 @@ import type { StartOptions, StartReport } from "../runtime/create-runtime.js";
 import type { DuckLM } from "../runtime/ducklm.js";
 import type { PermissionAnswer } from "../runtime/runtime-loop.js";
 import type { TaskOutcome } from "../runtime/task-outcome.js";
-import { formatEvent } from "./format-event.js";
+import { createEventFormatter } from "./format-event.js";
 import { safeForTerminal } from "./terminal-text.js";
+import { ErrorCode } from "../errors/duck-error.js";
 import { ExitCode } from "./with-ducklm.js";
 
 /** Prints events as they happen: one JSON object a line, or a readable transcript. */
 export function createEventPrinter(json: boolean, write: (text: string) => void = (text) => process.stdout.write(text)) {
   let streaming = false;
+  const format = createEventFormatter();
   return (event: DuckEvent) => {
     if (json) {
       write(`${JSON.stringify(event)}\n`);
@@ -26,7 +28,7 @@ export function createEventPrinter(json: boolean, write: (text: string) => void 
       streaming = false;
       return;
     }
-    const line = formatEvent(event);
+    const line = format(event);
     if (line !== null) write(`${safeForTerminal(line)}\n`);
   };
 }
@@ -87,6 +89,8 @@ export function exitCodeFor(outcome: TaskOutcome): number {
       return ExitCode.AwaitingPermission;
     case "cancelled":
       return ExitCode.Cancelled;
+    case "failed":
+      return outcome.error?.code === ErrorCode.PermissionDenied ? ExitCode.Denied : ExitCode.TaskFailed;
     default:
       return ExitCode.TaskFailed;
   }

@@ -13,6 +13,55 @@ function payloadOf<T extends keyof EventPayloads>(event: DuckEvent, _type: T): E
   return event.payload as unknown as EventPayloads[T];
 }
 
+/** An error as a step's result shows it, and as the critic and the step's failure repeat it. */
+const errorText = (code: string, message: string) => `${code}: ${message}`;
+
+/**
+ * Formats a task's events as a person reads them, in order. It remembers what it has shown, so that
+ * an error is printed once — not again by the critic that judged it, the step it failed and the
+ * task it ended — and a refused permission ends as "denied", naming what was refused.
+ */
+export function createEventFormatter(): (event: DuckEvent) => string | null {
+  const shownErrors = new Set<string>();
+  const asked = new Map<string, string>();
+  const repeats = (text: string) => [...shownErrors].some((error) => text.includes(error));
+  return (event) => {
+    switch (event.type) {
+      case "tool-result": {
+        const error = payloadOf(event, "tool-result").result.error;
+        if (error) shownErrors.add(errorText(error.code, error.message));
+        break;
+      }
+      case "permission-requested": {
+        const p = payloadOf(event, "permission-requested");
+        asked.set(`${event.task_id}/${p.step_id}`, p.commands.join(" ; ") || `${p.call.tool} ${JSON.stringify(p.call.arguments)}`);
+        break;
+      }
+      case "critic-scored": {
+        const p = payloadOf(event, "critic-scored");
+        if (p.score.verdict !== "pass" && repeats(p.score.reason)) return null;
+        break;
+      }
+      case "step-failed": {
+        const p = payloadOf(event, "step-failed");
+        if (repeats(p.reason)) return `  ✗ ${p.step_id} failed`;
+        break;
+      }
+      case "task-failed": {
+        const p = payloadOf(event, "task-failed");
+        if (p.code === "DUCK_ERR_PERMISSION_DENIED") {
+          const step = /^step (\S+) failed/.exec(p.message)?.[1];
+          const what = step ? asked.get(`${event.task_id}/${step}`) : undefined;
+          return what ? `⊘ denied: you did not allow ${what}, so the task stopped` : `⊘ denied: ${p.message}`;
+        }
+        if (repeats(p.message)) return `✘ failed ${p.code}`;
+        break;
+      }
+    }
+    return formatEvent(event);
+  };
+}
+
 /**
  * One event as a person reads it, or null for events shown another way (token deltas stream inline).
  */

@@ -8,7 +8,7 @@ export interface GlobalOptions {
 }
 
 /** Exit codes the CLI uses, documented in the README. */
-export const ExitCode = { Ok: 0, TaskFailed: 1, BadInput: 2, AwaitingPermission: 3, Cancelled: 130 } as const;
+export const ExitCode = { Ok: 0, TaskFailed: 1, BadInput: 2, AwaitingPermission: 3, Denied: 4, Cancelled: 130 } as const;
 
 /**
  * What a command needs opened: models (for tasks and embeddings), integrations (for tasks), and the
