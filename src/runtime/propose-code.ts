@@ -25,7 +25,6 @@ async function currentContent(workspace: string, path: string, protectedPaths: r
  * failure back to the coder. A failure of the call becomes the step's result.
  */
 export async function proposeCode(context: ExecutorContext, projection: TaskProjection, step: StepProjection, signal: AbortSignal): Promise<{ proposal: CoderProposal } | { failure: ToolResult }> {
-  const started = performance.now();
   const plan = step.step as CoderPlanStep;
   if (!servesRole(context, "coder")) {
     return { failure: deniedResult(CODE_APPLY_TOOL, ErrorCode.ModelUnavailable, "no coder model is configured (config/models.json, role coder)") };
@@ -45,6 +44,8 @@ export async function proposeCode(context: ExecutorContext, projection: TaskProj
     return { proposal: proposed.value };
   } catch (error) {
     signal.throwIfAborted();
-    return { failure: { tool: CODE_APPLY_TOOL, ok: false, output: "", error: describeError(error), truncated: false, duration_ms: performance.now() - started } };
+    // Nothing was applied, so no time is counted here: the coder's own time is in its model-output
+    // events, and a measured figure would make the replay of this result differ from the recording.
+    return { failure: { tool: CODE_APPLY_TOOL, ok: false, output: "", error: describeError(error), truncated: false, duration_ms: 0 } };
   }
 }
