@@ -1,11 +1,14 @@
 import { join } from "node:path";
 import { ModelRoleNames } from "../config/config-schemas.js";
 import { loadConfig, resolveConfigDir, resolveHomeDir } from "../config/load-config.js";
-import { setRoleModelFile } from "../config/update-models-config.js";
+import { createInterface } from "node:readline/promises";
+import { Presets, SingleBar } from "cli-progress";
+import { setRoleModels } from "../config/update-models-config.js";
 import type { ModelRole } from "../contracts/index.js";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import { createModelProvider, modelsDirectory } from "../models/create-model-provider.js";
-import { downloadModel } from "../models/model-download.js";
+import { catalogueModel, loadCatalogue, presetPlan, roleSettings } from "../models/model-catalogue.js";
+import { downloadModel, type DownloadResult } from "../models/model-download.js";
 import { resolveRoles } from "../models/model-roles.js";
 import { createLogger } from "../runtime/logger.js";
 import type { GlobalOptions } from "./with-ducklm.js";
@@ -51,12 +54,65 @@ export function modelsListCommand(globals: GlobalOptions, options: { json?: bool
     if (row.problem) console.log(`${"".padEnd(14)} ↳ the file ${row.problem}`);
   }
   if (!rows.some((row) => row.role !== "embeddings" && row.served_by)) {
-    console.log("\nNo chat model is present: DuckLM runs in IntentParser mode. Get one with\n  ducklm models pull hf:<user>/<repo>/<file>.gguf --role thinker");
+    console.log("\nNo chat model is present: DuckLM runs in IntentParser mode. Get the starter models (about 1.3 GB) with\n  ducklm setup");
   }
   return 0;
 }
 
-/** `ducklm models pull <url | hf:user/repo/file.gguf>`: download (resumable), check, and point a role at it. */
+/** A download with a progress bar on a terminal (bytes, speed, time left), or a line every tenth elsewhere. */
+async function downloadWithProgress(source: string, label: string, options: { directory: string; sha256?: string; size?: number }): Promise<DownloadResult> {
+  const interactive = process.stderr.isTTY === true;
+  const started = Date.now();
+  let bar: SingleBar | null = null;
+  let shownTenth = -1;
+  const speedOf = (received: number, from: number) => {
+    const seconds = Math.max(0.001, (Date.now() - started) / 1000);
+    return (received - from) / seconds;
+  };
+  let from: number | null = null;
+  try {
+    return await downloadModel(source, {
+      ...options,
+      onProgress: ({ received, total }) => {
+        from ??= received;
+        const speed = speedOf(received, from);
+        if (interactive) {
+          if (!bar) {
+            bar = new SingleBar(
+              { format: `${label} [{bar}] {percentage}% | {done} of {all} | {speed}/s | {left} left`, stream: process.stderr, hideCursor: true, barsize: 24, fps: 5, clearOnComplete: false },
+              Presets.shades_classic,
+            );
+            bar.start(total ?? received, received, { done: formatBytes(received), all: total ? formatBytes(total) : "?", speed: formatBytes(speed), left: "…" });
+          }
+          const left = total && speed > 0 ? formatDuration((total - received) / speed) : "?";
+          bar.update(received, { done: formatBytes(received), all: total ? formatBytes(total) : "?", speed: formatBytes(speed), left });
+          return;
+        }
+        const tenth = total ? Math.floor((received / total) * 10) : Math.floor(received / 100 / 1024 ** 2);
+        if (tenth === shownTenth) return;
+        shownTenth = tenth;
+        process.stderr.write(`${label}: ${formatBytes(received)}${total ? ` of ${formatBytes(total)} (${((received / total) * 100).toFixed(0)}%)` : ""}, ${formatBytes(speed)}/s\n`);
+      },
+    });
+  } finally {
+    (bar as SingleBar | null)?.stop();
+  }
+}
+
+function formatDuration(seconds: number): string {
+  if (!Number.isFinite(seconds)) return "?";
+  if (seconds < 60) return `${Math.ceil(seconds)} s`;
+  if (seconds < 3600) return `${Math.floor(seconds / 60)} min ${Math.round(seconds % 60)} s`;
+  return `${Math.floor(seconds / 3600)} h ${Math.round((seconds % 3600) / 60)} min`;
+}
+
+function describeResult(result: DownloadResult): string {
+  const hash = result.checkedAgainst === "server" ? "matches the hub's" : result.checkedAgainst === "given" ? "matches the one given" : "not checked: the server states none";
+  if (result.alreadyPresent) return `${result.file} is already there (${formatBytes(result.bytes)}, sha256 ${hash}); nothing downloaded`;
+  return `${result.resumedFrom > 0 ? `resumed at ${formatBytes(result.resumedFrom)}; ` : ""}saved ${result.file} (${formatBytes(result.bytes)}, sha256 ${result.sha256}, ${hash})`;
+}
+
+/** `ducklm models pull <name | url | hf:user/repo/file.gguf>`: download (resumable), check, and point a role at it. */
 export async function modelsPullCommand(globals: GlobalOptions, source: string, options: { role?: string; sha256?: string; size?: string }): Promise<number> {
   const role = options.role ? checkRole(options.role) : null;
   const size = options.size === undefined ? undefined : Number(options.size);
@@ -64,27 +120,66 @@ export async function modelsPullCommand(globals: GlobalOptions, source: string, 
   const home = resolveHomeDir(globals.home);
   const configDir = resolveConfigDir(globals.config);
   loadConfig(configDir);
-  const interactive = process.stderr.isTTY;
-  let lastShown = 0;
-  const result = await downloadModel(source, {
+  // A name from the catalogue stands for its file (and its pinned hash, if it has one).
+  const listed = /^[a-z0-9][a-z0-9._-]*$/i.test(source) && !source.includes(":") ? catalogueModel(loadCatalogue(), source) : null;
+  if (!listed && !source.includes(":")) throw new DuckError(ErrorCode.InvalidInput, `"${source}" is not in the catalogue (${Object.keys(loadCatalogue().models).join(", ")}), a URL, or hf:user/repo/file.gguf`);
+  const sha256 = options.sha256 ?? listed?.sha256;
+  const result = await downloadWithProgress(listed?.source ?? source, listed?.name ?? "downloading", {
     directory: modelsDirectory(home),
-    ...(options.sha256 ? { sha256: options.sha256 } : {}),
+    ...(sha256 ? { sha256 } : {}),
     ...(size !== undefined ? { size } : {}),
-    onProgress: ({ received, total }) => {
-      const now = Date.now();
-      if (now - lastShown < 200) return;
-      lastShown = now;
-      const share = total ? ` ${((received / total) * 100).toFixed(1)}%` : "";
-      const line = `downloading ${formatBytes(received)}${total ? ` of ${formatBytes(total)}` : ""}${share}`;
-      process.stderr.write(interactive ? `\r${line}   ` : `${line}\n`);
-    },
   });
-  if (interactive) process.stderr.write("\n");
-  console.log(`${result.resumedFrom > 0 ? `resumed at ${formatBytes(result.resumedFrom)}; ` : ""}saved ${result.file} (${formatBytes(result.bytes)}, sha256 ${result.sha256})`);
+  console.log(describeResult(result));
   if (role) {
-    setRoleModelFile(configDir, role, result.file.slice(modelsDirectory(home).length + 1));
+    const file = result.file.slice(modelsDirectory(home).length + 1);
+    setRoleModels(configDir, { [role]: listed ? roleSettings(role, listed) : { file } });
     console.log(`${join(configDir, "models.json")}: role ${role} now uses it`);
   }
+  return 0;
+}
+
+/** `ducklm setup`: a preset of catalogue models, downloaded and assigned to their roles. */
+export async function setupCommand(globals: GlobalOptions, options: { preset?: string; dryRun?: boolean; yes?: boolean }): Promise<number> {
+  const home = resolveHomeDir(globals.home);
+  const configDir = resolveConfigDir(globals.config);
+  loadConfig(configDir);
+  const catalogue = loadCatalogue();
+  const preset = options.preset ?? "starter";
+  const directory = modelsDirectory(home);
+  const plan = presetPlan(catalogue, preset, directory);
+  const missing = plan.filter((entry) => !entry.present);
+  const total = missing.reduce((sum, entry) => sum + entry.model.approx_bytes, 0);
+  console.log(`Preset ${preset}: ${catalogue.presets[preset]!.description}.`);
+  for (const { model, roles, present } of plan) {
+    console.log(`  ${model.name.padEnd(26)} ${present ? "present".padEnd(16) : `about ${formatBytes(model.approx_bytes)}`.padEnd(16)} ${model.license.padEnd(11)} ${roles.join(", ")}`);
+    console.log(`      ${model.source} → ${join(directory, model.file)}`);
+    console.log(`      sha256 ${model.sha256 ?? "checked against the one the hub states, while downloading"}`);
+  }
+  console.log(missing.length === 0 ? "Every file is already there." : `To download: about ${formatBytes(total)} into ${directory}.`);
+  console.log(`Roles are written to ${join(configDir, "models.json")}.`);
+  if (options.dryRun) {
+    console.log(`Nothing was downloaded or changed (--dry-run). Run \`ducklm setup --preset ${preset}\` to do it.`);
+    return 0;
+  }
+  if (missing.length > 0 && !options.yes) {
+    if (!process.stdin.isTTY) throw new DuckError(ErrorCode.InvalidInput, `downloading about ${formatBytes(total)} needs a yes: run \`ducklm setup --preset ${preset} --yes\``);
+    const prompt = createInterface({ input: process.stdin, output: process.stdout });
+    const reply = (await prompt.question(`Download about ${formatBytes(total)} now? [Y/n] `)).trim().toLowerCase();
+    prompt.close();
+    if (reply !== "" && reply !== "y" && reply !== "yes") {
+      console.log("Nothing was downloaded or changed.");
+      return 0;
+    }
+  }
+  const settings: Record<string, Record<string, unknown>> = {};
+  for (const { model, roles } of plan) {
+    const result = await downloadWithProgress(model.source, model.name, { directory, ...(model.sha256 ? { sha256: model.sha256 } : {}) });
+    console.log(describeResult(result));
+    for (const role of roles) settings[role] = roleSettings(role, { ...model, file: result.file.slice(directory.length + 1) });
+  }
+  setRoleModels(configDir, settings);
+  console.log(`${join(configDir, "models.json")}: ${Object.keys(settings).join(", ")} now use the ${preset} models.`);
+  console.log('Try it: ducklm run "list the files here and tell me what this project is"');
   return 0;
 }
 

@@ -1,21 +1,32 @@
-import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ModelsConfigSchema } from "./config-schemas.js";
+import { BUNDLED_CONFIG_DIR } from "./load-config.js";
 
 /**
- * Points a role at a model file in config/models.json, keeping every other setting of the file and
- * the role as they are, and writing atomically.
+ * Sets roles in the user's config/models.json, keeping every other setting of the file and of each
+ * role as it is, and writing atomically. A user with no models.json of their own starts from the
+ * bundled one, so the roles not named keep what they had; the package's file is never written.
  */
-export function setRoleModelFile(configDir: string, role: string, file: string): void {
+export function setRoleModels(configDir: string, settings: Record<string, Record<string, unknown>>): void {
   const path = join(configDir, "models.json");
-  const raw = existsSync(path) ? (JSON.parse(readFileSync(path, "utf8")) as Record<string, unknown>) : {};
-  const roles = (raw.roles ?? {}) as Record<string, Record<string, unknown>>;
-  // A pulled file replaces a server the role pointed at.
-  const { server: _server, ...rest } = roles[role] ?? {};
-  roles[role] = { ...rest, file };
+  const source = existsSync(path) ? path : join(BUNDLED_CONFIG_DIR, "models.json");
+  const raw = existsSync(source) ? (JSON.parse(readFileSync(source, "utf8")) as Record<string, unknown>) : {};
+  const roles = { ...((raw.roles ?? {}) as Record<string, Record<string, unknown>>) };
+  for (const [role, values] of Object.entries(settings)) {
+    // A file given replaces a server the role pointed at.
+    const { server: _server, ...rest } = roles[role] ?? {};
+    roles[role] = { ...rest, ...values };
+  }
   const next = { ...raw, roles };
   ModelsConfigSchema.parse(next);
+  mkdirSync(configDir, { recursive: true });
   const temporary = `${path}.${process.pid}.tmp`;
   writeFileSync(temporary, `${JSON.stringify(next, null, 2)}\n`);
   renameSync(temporary, path);
+}
+
+/** Points one role at a model file (`ducklm models pull --role`). */
+export function setRoleModelFile(configDir: string, role: string, file: string): void {
+  setRoleModels(configDir, { [role]: { file } });
 }

@@ -86,6 +86,7 @@ describe("ducklm models", () => {
     const sha = createHash("sha256").update(fixture).digest("hex");
     const first = await ducklm(["models", "pull", `${baseUrl}/models/cut/tiny.gguf`, "--role", "thinker", "--sha256", sha]);
     expect(first.code).not.toBe(0);
+    expect(first.stderr).toMatch(/DUCK_ERR_MODEL_DOWNLOAD: the download of tiny\.gguf (broke off|stopped) at [\d.]+ MiB of [\d.]+ MiB.*run the same command again to resume from there/);
     const partial = join(home, "models", "tiny.gguf.part");
     expect(existsSync(partial)).toBe(true);
     const partialSize = statSync(partial).size;

@@ -13,8 +13,8 @@ export function registerModels(program: Command): void {
     .action(async (options: { json?: boolean }) => runPlain(async () => (await actions()).modelsListCommand(globals(), options)));
   models
     .command("pull")
-    .description("download a GGUF file (resumable) into <home>/models and optionally assign it to a role")
-    .argument("<source>", "an http(s) URL or hf:user/repo/file.gguf")
+    .description("download a GGUF file (resumable, hash checked while it arrives) into <home>/models and optionally assign it to a role")
+    .argument("<source>", "a catalogue name (see `ducklm setup --dry-run`), an http(s) URL or hf:user/repo/file.gguf")
     .option("--role <role>", "point this role at the file in config/models.json")
     .option("--sha256 <hex>", "refuse the file unless its SHA-256 matches")
     .option("--size <bytes>", "refuse the file unless it has this size")
@@ -25,4 +25,11 @@ export function registerModels(program: Command): void {
     .argument("<role>", "thinker, json_compiler, critic, coder, sys_util")
     .option("--tokens <n>", "tokens to generate", "128")
     .action(async (role: string, options: { tokens?: string }) => runPlain(async () => (await actions()).modelsBenchCommand(globals(), role, options)));
+  program
+    .command("setup")
+    .description("download a preset of models from the catalogue and assign them to their roles")
+    .option("--preset <name>", "starter (one small model for every role, CPU) or gpu (7B models)", "starter")
+    .option("--dry-run", "list the files, sizes and hashes, download nothing")
+    .option("--yes", "download without asking")
+    .action(async (options: { preset?: string; dryRun?: boolean; yes?: boolean }) => runPlain(async () => (await actions()).setupCommand(globals(), options)));
 }
