@@ -1,5 +1,7 @@
-// DuckLM web chat. Everything shown from model or tool output goes through textContent: never HTML.
+// DuckLM web chat. Tool output and model prose go through textContent; answers are Markdown,
+// rendered by markdown.js (HTML in them stays text, the rest is sanitised).
 import { partialAnswer } from "./answer-stream.js";
+import { addCopyButton, codeBlock, languageOf, renderMarkdown } from "./markdown.js";
 
 const $ = (id) => document.getElementById(id);
 // Roles whose prose streams into the thinking panel (the orchestrator decides again after steps).
@@ -36,22 +38,6 @@ async function api(path, options = {}) {
 }
 
 // ---- rendering of tool output ----
-const KEYWORDS = /\b(const|let|var|function|return|if|else|for|while|import|export|from|class|new|await|async|def|fn|pub|struct|impl|use|package|public|private|static|true|false|null|None|True|False)\b/;
-function highlight(code) {
-  const pre = el("pre");
-  const pattern = /(\/\/[^\n]*|#[^\n]*|\/\*[\s\S]*?\*\/)|("(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'|`(?:[^`\\]|\\.)*`)|(\b\d+(?:\.\d+)?\b)|(\b[A-Za-z_]\w*\b)/g;
-  let last = 0;
-  for (const match of code.matchAll(pattern)) {
-    if (match.index > last) pre.append(code.slice(last, match.index));
-    const [text, comment, string, number, word] = match;
-    const kind = comment ? "tok-com" : string ? "tok-str" : number ? "tok-num" : word && KEYWORDS.test(word) ? "tok-key" : null;
-    pre.append(kind ? el("span", kind, text) : text);
-    last = match.index + text.length;
-  }
-  if (last < code.length) pre.append(code.slice(last));
-  return pre;
-}
-
 function diffBlock(diff) {
   const pre = el("pre", "diff");
   for (const line of diff.split("\n")) {
@@ -61,10 +47,41 @@ function diffBlock(diff) {
   return pre;
 }
 
-function toolTitle(call) {
-  if (call.tool === "shell_exec") return `$ ${call.arguments.command}`;
-  if (call.tool === "code_apply") return `coder: ${(call.arguments.files || []).join(", ")}${call.arguments.test_command ? ` · test: ${call.arguments.test_command}` : ""}`;
-  return `${call.tool} ${JSON.stringify(call.arguments)}`;
+const quoted = (text, most = 80) => `“${String(text).length > most ? `${String(text).slice(0, most - 1)}…` : text}”`;
+
+/** What a call does, as a person says it: "Read README.md", "Ran `ls -la` in ~/proj". */
+function toolTitle(call, workspace) {
+  const args = call.arguments ?? {};
+  const lines = args.start_line ? ` (lines ${args.start_line}–${args.end_line ?? "end"})` : "";
+  switch (call.tool) {
+    case "shell_exec":
+      return `Ran \`${args.command}\`${workspace ? ` in ${workspace}` : ""}`;
+    case "file_read":
+      return `Read ${args.path}${lines}`;
+    case "file_write":
+      return `${args.mode === "append" ? "Appended to" : args.mode === "create" ? "Created" : "Wrote"} ${args.path}`;
+    case "file_list":
+      return `Listed ${args.path ?? "."}${args.depth > 1 ? ` (${args.depth} levels)` : ""}`;
+    case "memory_insert":
+      return `Remembered ${quoted(args.text)}`;
+    case "memory_search":
+      return `Searched memory for ${quoted(args.query)}`;
+    case "memory_list":
+      return "Listed what is remembered";
+    case "web_fetch":
+      return `Fetched ${args.url}`;
+    case "web_search":
+      return `Searched the web for ${quoted(args.query)}`;
+    case "code_apply":
+      return `coder: ${(args.files || []).join(", ")}${args.test_command ? ` · test: ${args.test_command}` : ""}`;
+    default: {
+      // An MCP tool: its server and name, then its arguments in short.
+      const mcp = /^mcp__(.+?)__(.+)$/.exec(call.tool);
+      const name = mcp ? `${mcp[1]} › ${mcp[2]}` : call.tool;
+      const shown = Object.entries(args).map(([key, value]) => `${key}: ${typeof value === "string" ? quoted(value, 40) : JSON.stringify(value)}`);
+      return `${name}${shown.length ? ` (${shown.join(", ").slice(0, 160)})` : ""}`;
+    }
+  }
 }
 
 function renderToolResult(block, call, result) {
@@ -82,8 +99,12 @@ function renderToolResult(block, call, result) {
     block.append(diffBlock(cut >= 0 ? result.output.slice(0, cut) : result.output));
     if (cut >= 0) block.append(el("pre", "terminal", result.output.slice(cut + 1)));
   } else if (!result.ok && result.error) block.append(el("pre", "error", `${result.error.code}: ${result.error.message}${result.output ? `\n${result.output}` : ""}`));
-  else if (call.tool === "shell_exec") block.append(el("pre", "terminal", result.output || "(no output)"));
-  else if (call.tool === "file_read") block.append(highlight(result.output));
+  else if (call.tool === "shell_exec") {
+    const terminal = el("pre", "terminal", result.output || "(no output)");
+    if (result.output) addCopyButton(terminal, () => result.output);
+    block.append(terminal);
+  }
+  else if (call.tool === "file_read") block.append(codeBlock(result.output, languageOf(call.arguments?.path ?? "")));
   else if (call.tool === "file_write" && data.diff) block.append(diffBlock(data.diff));
   else if (call.tool === "memory_search" && Array.isArray(data.hits)) {
     const list = el("ul", "memory-hits");
@@ -102,7 +123,34 @@ function taskView(taskId, text) {
   const answer = el("div", "answer");
   assistant.append(thinking, tools, answer);
   messages.append(user, assistant);
-  return { taskId, user, assistant, thinking, tools, answer, toolBlocks: new Map(), calls: new Map(), lastOutput: null, directive: "", iteration: 1 };
+  return { taskId, user, assistant, thinking, tools, answer, toolBlocks: new Map(), calls: new Map(), approvals: new Map(), lastOutput: null, directive: "", iteration: 1, pendingAnswer: null };
+}
+
+/** Renders the answer as Markdown, at most once a frame while it streams. */
+function showAnswer(view, text, { now = false } = {}) {
+  view.pendingAnswer = text;
+  if (now) {
+    view.pendingAnswer = null;
+    renderMarkdown(view.answer, text);
+    return;
+  }
+  if (view.answerFrame) return;
+  view.answerFrame = requestAnimationFrame(() => {
+    view.answerFrame = null;
+    if (view.pendingAnswer !== null) renderMarkdown(view.answer, view.pendingAnswer);
+  });
+}
+
+/** The composer's button stops the task on screen while it runs, and sends otherwise. */
+function taskEnded(view) {
+  if (view.answerFrame) cancelAnimationFrame(view.answerFrame);
+  view.answerFrame = null;
+  if (state.view === view) setRunning(false);
+}
+
+function setRunning(running) {
+  state.running = running;
+  $("stop").hidden = !running;
 }
 
 function addFeedback(view) {
@@ -180,8 +228,8 @@ function handleEvent(event) {
         view.directive += p.text;
         const answer = partialAnswer(view.directive);
         if (answer !== null) {
-          view.answer.textContent = answer;
           view.answer.classList.add("streaming");
+          showAnswer(view, answer);
         }
         break;
       }
@@ -192,7 +240,10 @@ function handleEvent(event) {
     case "tool-called": {
       const block = el("div", "tool");
       const head = el("div", "tool-head");
-      head.append(el("span", null, toolTitle(p.call)));
+      const title = el("span", null, toolTitle(p.call, view.workspace));
+      // The exact call, for whoever wants it.
+      title.title = `${p.call.tool} ${JSON.stringify(p.call.arguments)}`;
+      head.append(title);
       block.append(head);
       view.tools.append(block);
       view.toolBlocks.set(`${view.iteration}:${p.step_id}/${p.attempt}`, block);
@@ -211,30 +262,48 @@ function handleEvent(event) {
       view.lastOutput = p.result.output;
       break;
     }
-    case "permission-requested":
+    case "permission-requested": {
+      // Said in the chat too, so a closed dialog or another tab still shows why nothing moves.
+      const what = p.commands.length > 0 ? p.commands.join(" ; ") : toolTitle(p.call, view.workspace);
+      const waiting = el("div", "iteration waiting", `Waiting for your approval: ${what}`);
+      view.approvals.set(p.request_id, waiting);
+      view.tools.append(waiting);
       queuePermission(event.task_id, { ...p, workspace: view.workspace });
       break;
+    }
+    case "permission-resolved": {
+      const waiting = view.approvals.get(p.request_id);
+      if (waiting) {
+        waiting.classList.remove("waiting");
+        waiting.textContent = waiting.textContent.replace("Waiting for your approval", p.decision === "deny" ? "You denied" : "You allowed");
+      }
+      break;
+    }
     case "secret-requested":
       queueSecret(event.task_id, p);
       break;
     case "task-completed":
       // A one-tool task's answer is that tool's output, already shown above.
       view.answer.classList.remove("streaming");
-      if (p.answer !== view.lastOutput) view.answer.textContent = p.answer;
+      if (p.answer !== view.lastOutput) showAnswer(view, p.answer, { now: true });
+      else view.answer.replaceChildren();
       addFeedback(view);
+      taskEnded(view);
       refreshTasks();
       break;
     case "task-failed":
       // A half-written answer whose directive then failed is not an answer.
       if (view.answer.classList.contains("streaming")) view.answer.textContent = "";
       view.answer.classList.remove("streaming");
-      view.answer.append(el("span", "error", `Failed (${p.code}): ${p.message}`));
+      view.answer.append(el("span", "error", p.code === "DUCK_ERR_PERMISSION_DENIED" ? `Stopped: ${p.message}` : `Failed (${p.code}): ${p.message}`));
+      taskEnded(view);
       refreshTasks();
       break;
     case "task-cancelled":
       if (view.queued?.textContent.startsWith("Waiting")) view.queued.textContent = "Left the line";
       view.answer.classList.remove("streaming");
       view.answer.append(el("span", "error", `Cancelled: ${p.reason}`));
+      taskEnded(view);
       refreshTasks();
       break;
   }
@@ -279,6 +348,14 @@ function openTask(taskId, text, { keepMessages = false } = {}) {
 }
 
 // ---- permission, password and feedback dialogs ----
+// What each category means for the person asked.
+const CATEGORY_TEXT = {
+  unknown: "no rule in permissions.json covers it",
+  normal: "allowed by a rule",
+  read_only: "reads only",
+  no_always: "risky: asked every time, never remembered",
+  hard_stop: "refused",
+};
 const permissionQueue = [];
 function queuePermission(taskId, request) {
   permissionQueue.push({ taskId, request });
@@ -289,13 +366,14 @@ function showNextPermission() {
   if (!next) return;
   const { request } = next;
   $("permission-reason").textContent = request.reason;
-  $("permission-category").textContent = request.category.replace("_", " ");
+  $("permission-category").textContent = CATEGORY_TEXT[request.category] ?? request.category.replace("_", " ");
   $("permission-network").hidden = !request.network;
   $("permission-workspace").textContent = request.workspace || "";
   $("permission-where").hidden = !request.workspace;
   const list = $("permission-commands");
   list.replaceChildren();
-  const commands = request.commands.length > 0 ? [...request.commands] : [toolTitle(request.call)];
+  // A tool call is named exactly too: "always" remembers that tool in this folder.
+  const commands = request.commands.length > 0 ? [...request.commands] : [`${toolTitle(request.call, request.workspace)} — tool ${request.call.tool}`];
   // A coder step asks once for its files and its test command together.
   if (request.call.tool === "code_apply" && request.commands.length > 0) commands.unshift(`write ${(request.call.arguments.files || []).join(", ")}`);
   for (const command of commands) {
@@ -387,6 +465,7 @@ async function send() {
   try {
     const { task_id } = await api("/chat", { method: "POST", body: JSON.stringify({ text, session_id: state.session }) });
     openTask(task_id, text, { keepMessages: true });
+    setRunning(true);
     refreshTasks();
   } catch (error) {
     // A refused task (a full line) was not recorded: the text stays, to send again.
@@ -410,7 +489,28 @@ $("toggle-events").addEventListener("click", () => {
   panel.hidden = !panel.hidden;
   $("toggle-events").setAttribute("aria-pressed", String(!panel.hidden));
 });
-$("toggle-sidebar").addEventListener("click", () => document.body.classList.toggle("sidebar-open"));
+$("toggle-sidebar").addEventListener("click", (event) => {
+  event.stopPropagation();
+  document.body.classList.toggle("sidebar-open");
+});
+// On a phone the task list is a drawer: Esc or a tap beside it closes it.
+document.addEventListener("keydown", (event) => {
+  if (event.key === "Escape") document.body.classList.remove("sidebar-open");
+});
+document.addEventListener("click", (event) => {
+  if (document.body.classList.contains("sidebar-open") && !$("sidebar").contains(event.target)) document.body.classList.remove("sidebar-open");
+});
+$("stop").addEventListener("click", async () => {
+  if (!state.taskId) return;
+  $("stop").disabled = true;
+  try {
+    await api(`/tasks/${encodeURIComponent(state.taskId)}/cancel`, { method: "POST", body: "{}" });
+  } catch (error) {
+    state.view?.answer.append(el("div", "error", String(error.message)));
+  } finally {
+    $("stop").disabled = false;
+  }
+});
 $("new-chat").addEventListener("click", () => {
   sessionStorage.removeItem("ducklm-session");
   state.session = sessionId();

@@ -13,7 +13,7 @@ import type { StreamOptions } from "./event-stream.js";
 import { createRequestGuard } from "./request-guard.js";
 import { answerRoutes } from "./routes/answer-routes.js";
 import { memoryRoutes } from "./routes/memory-routes.js";
-import { pageRoutes, WEB_ASSETS } from "./routes/page-routes.js";
+import { pageRoutes, VENDOR_MODULES, WEB_ASSETS } from "./routes/page-routes.js";
 import { statusRoutes } from "./routes/status-routes.js";
 import { taskRoutes } from "./routes/task-routes.js";
 
@@ -33,7 +33,7 @@ export interface ServerOptions {
   logger?: boolean;
 }
 
-const PUBLIC_PATHS = new Set(["/", "/index.html", "/health", "/login", "/session", ...WEB_ASSETS.map((asset) => `/${asset}`)]);
+const PUBLIC_PATHS = new Set(["/", "/index.html", "/health", "/login", "/session", ...WEB_ASSETS.map((asset) => `/${asset}`), ...Object.keys(VENDOR_MODULES).map((name) => `/vendor/${name}`)]);
 
 function badUtf8(buffer: Buffer): boolean {
   try {

@@ -30,7 +30,8 @@ beforeAll(async () => {
   models = scriptedAgent({ directive: () => directive, draft: () => draft, verdict: () => "pass", streaming: { chunkSize: 3 } });
   models.always("coder", { files: [{ path: "greeting.txt", content: "hello from the coder\n" }], notes: "" });
   server = await startTestServer({ models, tools: [createEchoTool()] });
-  writeFileSync(join(server.runtime.workspace, "notes.md"), "# Notes\nconst duck = \"quack\";\n");
+  writeFileSync(join(server.runtime.workspace, "notes.md"), "# Notes\nThe duck waits for bread while it swims.\n");
+  writeFileSync(join(server.runtime.workspace, "duck.js"), 'const duck = "quack";\n');
   browser = await launchChromium();
 });
 afterAll(async () => {
@@ -86,14 +87,79 @@ describe("the web chat in Chromium", () => {
     await page.close();
   });
 
-  it("renders a file read with highlighting and lists past tasks in the sidebar", async () => {
+  it("highlights a file read by the grammar of its file type, under a readable header, and lists past tasks in the sidebar", async () => {
     const page = await openChat();
     draft = "";
+    directive = { kind: "tool", tool: "file_read", arguments: { path: "duck.js" }, reason: "" };
+    await send(page, "read file duck.js");
+    await page.waitForSelector(".tool .hljs-string");
+    expect(await page.textContent(".tool .hljs-string")).toBe('"quack"');
+    expect(await page.textContent(".tool .hljs-keyword")).toBe("const");
+    expect(await page.textContent(".tool .tool-head span")).toBe("Read duck.js");
+    // Markdown is coloured as Markdown: its heading, and no programming keywords among its words.
     directive = { kind: "tool", tool: "file_read", arguments: { path: "notes.md" }, reason: "" };
     await send(page, "read file notes.md");
-    await page.waitForSelector(".tool .tok-str");
-    expect(await page.textContent(".tool .tok-str")).toBe('"quack"');
+    await page.waitForFunction(() => document.querySelectorAll(".tool").length >= 2 && document.querySelectorAll(".tool")[1]!.querySelector(".hljs-section"));
+    const notes = (await page.$$(".tool"))[1]!;
+    expect(await notes.$eval(".hljs-section", (node) => node.textContent)).toBe("# Notes");
+    expect(await notes.$(".hljs-keyword")).toBeNull();
     await page.waitForFunction(() => document.querySelectorAll("#task-list li").length >= 2);
+    await page.close();
+  });
+
+  it("renders answers as Markdown with highlighted code, and keeps hostile Markdown harmless", async () => {
+    draft = "";
+    directive = {
+      kind: "respond",
+      answer: [
+        "# Ducks",
+        "",
+        "They **dabble**; see `duck.js`:",
+        "",
+        "```js",
+        'const call = "quack";',
+        "```",
+        "",
+        "| bird | sound |",
+        "| --- | --- |",
+        "| duck | quack |",
+        "",
+        '[a link](javascript:window.__pwned=4) and [the docs](https://example.org/ducks) <img src=x onerror="window.__pwned=1"> ![pixel](http://127.0.0.1:9/track.png?secret=1)',
+        "",
+        "<script>window.__pwned = 2</script>",
+      ].join("\n"),
+    };
+    const page = await openChat();
+    await send(page, "tell me about ducks in Markdown");
+    await page.waitForSelector(".answer.markdown h1");
+    await page.waitForSelector(".feedback");
+    expect(await page.textContent(".answer h1")).toBe("Ducks");
+    expect(await page.textContent(".answer strong")).toBe("dabble");
+    expect(await page.textContent(".answer pre .hljs-keyword")).toBe("const");
+    expect(await page.textContent(".answer td")).toBe("duck");
+    expect(await page.$(".answer pre .copy")).not.toBeNull();
+    // HTML in the text is shown as text; nothing runs, no picture loads, no javascript: link survives.
+    expect(await page.textContent(".answer")).toContain('<img src=x onerror="window.__pwned=1">');
+    expect(await page.textContent(".answer")).toContain("<script>window.__pwned = 2</script>");
+    expect(await page.$(".answer img, .answer script")).toBeNull();
+    const links = await page.$$eval(".answer a", (anchors) => anchors.map((anchor) => ({ href: anchor.getAttribute("href"), rel: anchor.getAttribute("rel") })));
+    expect(links.some((link) => (link.href ?? "").startsWith("javascript:"))).toBe(false);
+    expect(links).toContainEqual({ href: "https://example.org/ducks", rel: "noopener noreferrer" });
+    expect(await page.evaluate(() => (window as unknown as { __pwned?: number }).__pwned)).toBeUndefined();
+    expect((page as unknown as { errors: string[] }).errors).toEqual([]);
+    await page.close();
+  });
+
+  it("stops the running task with the Stop button", async () => {
+    draft = "";
+    directive = { kind: "tool", tool: "echo", arguments: { text: "too late", wait_ms: 5_000 }, reason: "" };
+    const page = await openChat();
+    await send(page, "a long task");
+    await page.waitForSelector("#stop:not([hidden])");
+    await page.waitForSelector(".tool");
+    await page.click("#stop");
+    await page.waitForFunction(() => document.querySelector(".answer .error")?.textContent?.startsWith("Cancelled"));
+    await page.waitForSelector("#stop", { state: "hidden" });
     await page.close();
   });
 
@@ -102,10 +168,15 @@ describe("the web chat in Chromium", () => {
     const page = await openChat();
     await send(page, "make a file");
     await page.waitForSelector("#permission-dialog[open]");
-    expect(await page.textContent("#permission-category")).toBe("unknown");
+    expect(await page.textContent("#permission-category")).toBe("no rule in permissions.json covers it");
     expect(await page.textContent("#permission-commands")).toContain("cat from-browser.txt");
+    expect(await page.textContent("#permission-workspace")).toBe(server.runtime.workspace);
+    // The chat says what it waits for, behind the dialog.
+    expect(await page.textContent(".waiting")).toContain("Waiting for your approval: awk");
     await page.click("#permission-allow");
     await page.waitForFunction(() => document.querySelector(".tool .terminal")?.textContent?.includes("made by the browser test"));
+    expect(await page.textContent(".tool .tool-head span")).toBe(`Ran \`awk 'BEGIN{print "made by the browser test"}' > from-browser.txt && cat from-browser.txt\` in ${server.runtime.workspace}`);
+    await page.waitForFunction(() => document.querySelector(".iteration")?.textContent?.startsWith("You allowed"));
     await page.close();
   });
 
@@ -190,14 +261,22 @@ describe("the web chat in Chromium", () => {
     await page.close();
   });
 
-  it("is usable at phone width", async () => {
-    directive = { kind: "respond", answer: "small screens work" };
+  it("is usable at phone width: nothing overflows, and the task drawer closes on Esc and on a tap beside it", async () => {
+    directive = { kind: "respond", answer: "small screens work\n\n```\n" + "a-very-long-line-without-spaces-".repeat(8) + "\n```" };
     const page = await openChat({ width: 390, height: 800 });
     await send(page, "hello from a phone");
     await page.waitForSelector(".answer:not(:empty)");
     const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
     expect(overflow).toBeLessThanOrEqual(0);
     expect(await page.isVisible("#input")).toBe(true);
+    await page.click("#toggle-sidebar");
+    expect(await page.isVisible("#sidebar")).toBe(true);
+    await page.keyboard.press("Escape");
+    expect(await page.isVisible("#sidebar")).toBe(false);
+    await page.click("#toggle-sidebar");
+    expect(await page.isVisible("#sidebar")).toBe(true);
+    await page.mouse.click(370, 400);
+    expect(await page.isVisible("#sidebar")).toBe(false);
     await page.screenshot({ path: join(SCREENSHOTS, "phone.png") });
     await page.close();
   });

@@ -49,7 +49,7 @@ describe("an MCP tool in the web chat", () => {
     await page.fill("#input", "write a file through MCP");
     await page.keyboard.press("Enter");
     await page.waitForSelector("#permission-dialog[open]");
-    expect(await page.textContent("#permission-category")).toBe("unknown");
+    expect(await page.textContent("#permission-category")).toBe("no rule in permissions.json covers it");
     expect(await page.textContent("#permission-commands")).toContain("mcp__files__write_file");
     expect(() => readFileSync(target)).toThrow();
     await page.click("#permission-allow");

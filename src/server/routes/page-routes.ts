@@ -1,12 +1,20 @@
 import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import { readFileSync } from "node:fs";
-import { join } from "node:path";
+import { basename, dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { z } from "zod";
 import { loginPage } from "../login-page.js";
 import { callerOf, cookieValue, SESSION_COOKIE } from "../request-guard.js";
 import type { RouteOptions } from "./route-options.js";
 
-export const WEB_ASSETS = ["app.js", "answer-stream.js", "style.css", "favicon.svg"];
+export const WEB_ASSETS = ["app.js", "answer-stream.js", "markdown.js", "style.css", "favicon.svg"];
+
+/** The page's libraries, served from the installed packages (ES modules as they ship). */
+export const VENDOR_MODULES: Record<string, string> = {
+  "marked.js": "marked",
+  "purify.js": "dompurify",
+  "highlight.js": "@highlightjs/cdn-assets/es/highlight.min.js",
+};
 const PAGE_CSP = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'";
 
 /**
@@ -21,6 +29,10 @@ export const pageRoutes: FastifyPluginAsyncZod<RouteOptions & { webRoot: string 
     return reply.type("text/html; charset=utf-8").send(readFileSync(join(webRoot, "index.html")));
   });
   for (const asset of WEB_ASSETS) app.get(`/${asset}`, { schema: { hide: true } }, async (_request, reply) => reply.sendFile(asset));
+  for (const [name, specifier] of Object.entries(VENDOR_MODULES)) {
+    const file = fileURLToPath(import.meta.resolve(specifier));
+    app.get(`/vendor/${name}`, { schema: { hide: true } }, async (_request, reply) => reply.header("cache-control", "max-age=86400").sendFile(basename(file), dirname(file)));
+  }
 
   app.get("/login", { schema: { hide: true, querystring: z.strictObject({ code: z.string().max(200).optional() }) } }, async (request, reply) => {
     reply.header("content-security-policy", PAGE_CSP).header("cache-control", "no-store").header("referrer-policy", "no-referrer");
