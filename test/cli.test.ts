@@ -221,6 +221,30 @@ describe("ducklm run at a terminal", () => {
     expect(result.status).toBe(0);
   });
 
+  it("holds a conversation in `ducklm chat`: two turns in one session, a permission asked inline", () => {
+    writeFileSync(join(workspace, "chat-notes.txt"), "ducks like bread\n");
+    const result = spawnSync("script", ["-qec", `${process.execPath} ${join(root, "bin/ducklm.js")} chat`, "/dev/null"], {
+      cwd: workspace,
+      env: { ...process.env, DUCKLM_HOME: home, DUCKLM_CONFIG: join(root, "config"), NO_COLOR: "1" },
+      // Typed ahead: each line waits its turn, the third answers the second task's question.
+      input: "read file chat-notes.txt\nrun `cp chat-notes.txt chat-copy.txt`\ny\n/exit\n",
+      encoding: "utf8",
+      timeout: 90_000,
+    });
+    expect(result.status).toBe(0);
+    expect(result.stdout).toContain("DuckLM chat — conversation chat-");
+    expect(result.stdout.match(/✔ completed/g)).toHaveLength(2);
+    expect(result.stdout).toMatch(/Allow cp chat-notes\.txt chat-copy\.txt \[unknown\]\?/);
+    expect(readFileSync(join(workspace, "chat-copy.txt"), "utf8")).toBe("ducks like bread\n");
+    const ids = [...result.stdout.matchAll(/▸ task (\S+) received/g)].map((match) => match[1]!);
+    expect(ids).toHaveLength(2);
+    const sessions = ids.map((id) => (JSON.parse(ducklm(["events", "--task", id, "--json"]).stdout.split("\n")[0]!) as { payload: { session_id: string } }).payload.session_id);
+    expect(sessions[0]).toMatch(/^chat-/);
+    expect(sessions[1]).toBe(sessions[0]);
+    // NO_COLOR: no escape codes.
+    expect(result.stdout.includes("\u001b[1m")).toBe(false);
+  });
+
   it("ends as denied, with exit 4 and the refusal said once, when the permission is refused", () => {
     writeFileSync(join(workspace, "kept.txt"), "x\n");
     const result = spawnSync("script", ["-qec", `${process.execPath} ${join(root, "bin/ducklm.js")} run 'run \`cp kept.txt refused-copy.txt\`'`, "/dev/null"], {

@@ -33,22 +33,30 @@ export function createEventPrinter(json: boolean, write: (text: string) => void 
   };
 }
 
-async function askPermission(outcome: TaskOutcome): Promise<Array<{ requestId: string; answer: PermissionAnswer }>> {
+/** Asks a question at the terminal and returns the line typed (null when input ended). */
+export type AskLine = (question: string) => Promise<string | null>;
+
+/** One question on a readline of its own (`ducklm run`); `ducklm chat` asks on its session's. */
+const askOnce: AskLine = async (question) => {
   const prompt = createInterface({ input: process.stdin, output: process.stdout });
   try {
-    const answers: Array<{ requestId: string; answer: PermissionAnswer }> = [];
-    for (const request of outcome.pending_permissions) {
-      const what = safeForTerminal(request.commands.join(" ; ") || `${request.call.tool} ${JSON.stringify(request.call.arguments)}`);
-      const always = request.category === "no_always" ? "" : ", allow [a]lways";
-      const network = request.network ? " (needs the network)" : "";
-      const reply = (await prompt.question(`Allow ${what} [${request.category}]${network}? [y]es once${always}, [N]o: `)).trim().toLowerCase();
-      const answer: PermissionAnswer = reply === "y" || reply === "yes" ? "allow" : reply === "a" && always ? "allow_always" : "deny";
-      answers.push({ requestId: request.request_id, answer });
-    }
-    return answers;
+    return await prompt.question(question);
   } finally {
     prompt.close();
   }
+};
+
+async function askPermission(outcome: TaskOutcome, ask: AskLine): Promise<Array<{ requestId: string; answer: PermissionAnswer }>> {
+  const answers: Array<{ requestId: string; answer: PermissionAnswer }> = [];
+  for (const request of outcome.pending_permissions) {
+    const what = safeForTerminal(request.commands.join(" ; ") || `${request.call.tool} ${JSON.stringify(request.call.arguments)}`);
+    const always = request.category === "no_always" ? "" : ", allow [a]lways";
+    const network = request.network ? " (needs the network)" : "";
+    const reply = ((await ask(`Allow ${what} [${request.category}]${network}? [y]es once${always}, [N]o: `)) ?? "").trim().toLowerCase();
+    const answer: PermissionAnswer = reply === "y" || reply === "yes" ? "allow" : reply === "a" && always ? "allow_always" : "deny";
+    answers.push({ requestId: request.request_id, answer });
+  }
+  return answers;
 }
 
 /** Reads a line from the terminal without echoing it. */
@@ -100,8 +108,13 @@ export function exitCodeFor(outcome: TaskOutcome): number {
  * Prints a task's events from `fromSeq` while DuckLM drives it, answers permission and password
  * requests at the terminal, and returns the exit code for how it ended.
  */
-export async function followTask(ducklm: DuckLM, taskId: string, done: Promise<TaskOutcome>, options: { json?: boolean; fromSeq?: number }): Promise<number> {
-  const unsubscribe = ducklm.subscribe(taskId, createEventPrinter(options.json === true), { fromSeq: options.fromSeq ?? 1 });
+export async function followTask(
+  ducklm: DuckLM,
+  taskId: string,
+  done: Promise<TaskOutcome>,
+  options: { json?: boolean; fromSeq?: number; ask?: AskLine; print?: (event: DuckEvent) => void },
+): Promise<number> {
+  const unsubscribe = ducklm.subscribe(taskId, options.print ?? createEventPrinter(options.json === true), { fromSeq: options.fromSeq ?? 1 });
   const onInterrupt = () => ducklm.cancel(taskId, "interrupted at the terminal");
   process.once("SIGINT", onInterrupt);
   try {
@@ -112,7 +125,7 @@ export async function followTask(ducklm: DuckLM, taskId: string, done: Promise<T
         const secret = await readHidden(`${safeForTerminal(request.prompt)}\nPassword (not shown, not stored): `);
         next = ducklm.provideSecret(taskId, request.request_id, secret, "cli").done;
       }
-      const answers = await askPermission(outcome);
+      const answers = await askPermission(outcome, options.ask ?? askOnce);
       for (const { requestId, answer } of answers) next = ducklm.answerPermission(taskId, requestId, answer, { by: "cli" }).done;
       outcome = await next;
     }

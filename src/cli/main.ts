@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import { Command, CommanderError } from "commander";
+import { registerChat } from "./commands/chat.js";
 import { registerConfig } from "./commands/config.js";
 import { registerDb } from "./commands/db.js";
 import { registerDoctor } from "./commands/doctor.js";
@@ -24,7 +25,7 @@ export function buildProgram(): Command {
     .option("--config <dir>", "your config directory, over the bundled defaults (default: $DUCKLM_CONFIG, else ~/.config/ducklm)")
     .option("--workspace <dir>", "directory the tools work in (default: runtime.json workspace)")
     .showHelpAfterError();
-  for (const register of [registerRun, registerTasks, registerServe, registerTelegram, registerReplay, registerDoctor, registerConfig, registerDb, registerMemory, registerPermissions, registerModels]) register(program);
+  for (const register of [registerRun, registerChat, registerTasks, registerServe, registerTelegram, registerReplay, registerDoctor, registerConfig, registerDb, registerMemory, registerPermissions, registerModels]) register(program);
   return program;
 }
 

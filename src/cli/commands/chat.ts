@@ -1,0 +1,97 @@
+import { randomUUID } from "node:crypto";
+import { createInterface } from "node:readline";
+import { styleText } from "node:util";
+import type { Command } from "commander";
+import type { DuckLM } from "../../runtime/ducklm.js";
+import { createEventPrinter, followTask, startAndResume, type AskLine } from "../follow-task.js";
+import { TASK_RUNNER, withDuckLM, type GlobalOptions } from "../with-ducklm.js";
+
+/** Colour on a terminal that has it, none under NO_COLOR or into a pipe. */
+function coloured(format: Parameters<typeof styleText>[0], text: string): string {
+  return process.stdout.isTTY && !process.env.NO_COLOR && process.env.TERM !== "dumb" ? styleText(format, text) : text;
+}
+
+/**
+ * The terminal's lines, one reader for the whole session: what is typed while a task runs waits its
+ * turn (an answer to the permission question it will ask, or the next message), nothing is lost.
+ */
+function lineReader(): { ask: AskLine; close: () => void } {
+  const lines: string[] = [];
+  const waiting: Array<(line: string | null) => void> = [];
+  let ended = false;
+  const reader = createInterface({ input: process.stdin, output: process.stdout, terminal: process.stdin.isTTY === true });
+  reader.on("line", (line) => {
+    const next = waiting.shift();
+    if (next) next(line);
+    else lines.push(line);
+  });
+  reader.on("close", () => {
+    ended = true;
+    for (const next of waiting.splice(0)) next(null);
+  });
+  // Ctrl-C at the prompt ends the session; while a task runs it cancels that task (see followTask).
+  reader.on("SIGINT", () => {
+    if (waiting.length > 0) reader.close();
+    else process.emit("SIGINT");
+  });
+  return {
+    ask: (question) => {
+      process.stdout.write(question);
+      const queued = lines.shift();
+      if (queued !== undefined) {
+        if (!process.stdin.isTTY) process.stdout.write(`${queued}\n`);
+        return Promise.resolve(queued);
+      }
+      if (ended) return Promise.resolve(null);
+      return new Promise((resolve) => waiting.push(resolve));
+    },
+    close: () => reader.close(),
+  };
+}
+
+const HELP = "Type a message and press Enter. /new starts a new conversation, /exit (or Ctrl-D) leaves; Ctrl-C stops the task that is running.";
+
+async function chatSession(ducklm: DuckLM, options: { session?: string; yes?: boolean }): Promise<number> {
+  const leftovers = await startAndResume(ducklm);
+  let session = options.session ?? `chat-${randomUUID()}`;
+  const { ask, close } = lineReader();
+  const print = createEventPrinter(false);
+  console.log(coloured("bold", "DuckLM chat") + coloured("dim", ` — conversation ${session}. ${HELP}`));
+  let last = 0;
+  try {
+    for (;;) {
+      const line = await ask(coloured(["bold", "yellow"], "› "));
+      if (line === null) break;
+      const text = line.trim();
+      if (!text) continue;
+      if (text === "/exit" || text === "/quit") break;
+      if (text === "/help") {
+        console.log(HELP);
+        continue;
+      }
+      if (text === "/new") {
+        session = `chat-${randomUUID()}`;
+        console.log(coloured("dim", `new conversation ${session}`));
+        continue;
+      }
+      // Each message is a task of the same session: earlier turns are its history.
+      const handle = ducklm.submit({ text, session_id: session, auto_approve: options.yes ? ["unknown"] : [] }, { evenWhenLineIsFull: true });
+      last = await followTask(ducklm, handle.taskId, handle.done, { ask, print });
+      process.stdout.write("\n");
+    }
+  } finally {
+    close();
+  }
+  await Promise.allSettled(leftovers);
+  return last === 130 ? 130 : 0;
+}
+
+/** `ducklm chat`: an interactive session at the terminal. */
+export function registerChat(program: Command): void {
+  program
+    .command("chat")
+    .description("talk with DuckLM at the terminal: answers stream, permissions are asked inline, the conversation is kept")
+    .option("--session <id>", "continue this conversation")
+    .option("--yes", "run commands that no rule covers without asking (no_always is still asked, hard_stop never runs)")
+    .action(async (options: { session?: string; yes?: boolean }) => withDuckLM(program.opts<GlobalOptions>(), (ducklm) => chatSession(ducklm, options), TASK_RUNNER));
+}
