@@ -18,6 +18,8 @@ export interface OpenSettings {
   models?: boolean;
   integrations?: boolean;
   judgesCommands?: boolean;
+  /** A process that keeps running: its log rotates, and shows on the terminal. */
+  longRunning?: boolean;
 }
 
 /** What a command that runs tasks needs: the models, the integrations' tools, the permission check. */
@@ -43,7 +45,11 @@ export async function withDuckLM(globals: GlobalOptions, action: (ducklm: DuckLM
   let ducklm: DuckLM | undefined;
   try {
     const { createDuckLM } = await import("../runtime/create-ducklm.js");
+    const logger = settings.longRunning
+      ? await (await import("../runtime/service-logger.js")).createServiceLogger((await import("../config/load-config.js")).resolveHomeDir(globals.home))
+      : undefined;
     ducklm = await createDuckLM({
+      ...(logger ? { logger } : {}),
       ...(globals.home ? { home: globals.home } : {}),
       ...(globals.config ? { config: globals.config } : {}),
       ...(globals.workspace ? { workspace: globals.workspace } : {}),

@@ -9,11 +9,14 @@ export interface LoggerOptions {
   level?: string;
 }
 
+/** Fields never written to a log, wherever they appear one level down. */
+export const LOG_REDACTIONS = ["password", "secret", "token", "authorization", "cookie", "*.password", "*.secret", "*.token", "*.authorization", "*.cookie"];
+
 /** Structured logs go to a file, so the CLI's own output stays readable. */
 export function createLogger(options: LoggerOptions = {}): Logger {
   const level = options.level ?? process.env.DUCKLM_LOG_LEVEL ?? "info";
   if (!options.file) return pino({ level: "silent" });
   ensurePrivateDir(dirname(options.file));
   ensurePrivateFile(options.file);
-  return pino({ level, redact: ["*.password", "*.secret", "*.token"] }, pino.destination({ dest: options.file, sync: true }));
+  return pino({ level, redact: LOG_REDACTIONS }, pino.destination({ dest: options.file, sync: true }));
 }

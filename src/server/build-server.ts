@@ -4,7 +4,8 @@ import fastifyStatic from "@fastify/static";
 import fastifySwagger from "@fastify/swagger";
 import fastifySwaggerUi from "@fastify/swagger-ui";
 import fastifyWebsocket from "@fastify/websocket";
-import Fastify, { type FastifyError, type FastifyInstance } from "fastify";
+import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance } from "fastify";
+import type { Logger } from "pino";
 import { jsonSchemaTransform, serializerCompiler, validatorCompiler, type ZodTypeProvider } from "fastify-type-provider-zod";
 import { existsSync } from "node:fs";
 import { DuckError, ErrorCode, storageErrorOf } from "../errors/duck-error.js";
@@ -31,6 +32,16 @@ export interface ServerOptions {
   stream?: StreamOptions;
   /** Served as a plain logger; defaults to none. */
   logger?: boolean;
+  /** Where each request and its response go (at info), with login codes and tokens left out. */
+  requestLog?: Logger;
+}
+
+/**
+ * A request as the log shows it: method, path and caller. Login codes and anything named like a
+ * token in the query are blanked; headers (the bearer token, the session cookie) are not logged.
+ */
+export function requestForLog(request: { method: string; url: string; ip?: string }): Record<string, unknown> {
+  return { method: request.method, url: request.url.replace(/([?&](?:code|token|access_token|secret)=)[^&#]*/gi, "$1[hidden]"), remote: request.ip };
 }
 
 const PUBLIC_PATHS = new Set(["/", "/index.html", "/health", "/login", "/session", ...WEB_ASSETS.map((asset) => `/${asset}`), ...Object.keys(VENDOR_MODULES).map((name) => `/vendor/${name}`)]);
@@ -52,7 +63,13 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
   const { ducklm } = options;
   // A busy machine (a model loading, tests in parallel) can take longer than Fastify's 10 s to load
   // the documentation plugins; starting slowly beats not starting.
-  const app = Fastify({ logger: options.logger ?? false, bodyLimit: options.bodyLimit ?? 1024 * 1024, return503OnClosing: true, forceCloseConnections: true, pluginTimeout: 120_000 }).withTypeProvider<ZodTypeProvider>();
+  const app = Fastify({
+    ...(options.requestLog ? { loggerInstance: options.requestLog.child({}, { serializers: { req: requestForLog } }) as FastifyBaseLogger } : { logger: options.logger ?? false }),
+    bodyLimit: options.bodyLimit ?? 1024 * 1024,
+    return503OnClosing: true,
+    forceCloseConnections: true,
+    pluginTimeout: 120_000,
+  }).withTypeProvider<ZodTypeProvider>();
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
 

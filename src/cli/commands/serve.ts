@@ -47,7 +47,7 @@ async function serve(ducklm: DuckLM, options: { host?: string; port?: string; op
   const token = loadInstallToken(ducklm.home);
   if (!LOOPBACK.has(host)) console.error(`warning: serving on ${host}, reachable from other machines. Every request needs a login or the token in ${ducklm.home}/token.`);
   const listenPort = port === 0 ? await freePort(host) : port;
-  const app = await buildServer({ ducklm, token, port: listenPort, extraHosts: LOOPBACK.has(host) ? [] : [host] });
+  const app = await buildServer({ ducklm, token, port: listenPort, extraHosts: LOOPBACK.has(host) ? [] : [host], requestLog: ducklm.logger.child({ component: "http" }) });
   try {
     await app.listen({ host, port: listenPort });
   } catch (error) {
@@ -75,6 +75,15 @@ async function serve(ducklm: DuckLM, options: { host?: string; port?: string; op
   await new Promise<void>((resolve) => {
     process.once("SIGINT", () => resolve());
     process.once("SIGTERM", () => resolve());
+    process.once("SIGHUP", () => resolve());
+    // Started by `npm start`: a process manager that stops npm without passing the signal on (or
+    // kills it outright) must not leave this server running without a parent.
+    if (process.env.npm_lifecycle_event === "start") {
+      const parent = process.ppid;
+      setInterval(() => {
+        if (process.ppid !== parent) resolve();
+      }, 1000).unref();
+    }
   });
   console.log("stopping: unfinished tasks will resume at the next start");
   rmSync(serverFile(ducklm.home), { force: true });
@@ -103,7 +112,7 @@ export function registerServe(program: Command): void {
     .option("--host <host>", "address to bind (default 127.0.0.1; anything else is reachable from other machines)")
     .option("--port <port>", "port (default 8000; 0 picks a free one)")
     .option("--open", "open the one-time login link in the browser")
-    .action(async (options: { host?: string; port?: string; open?: boolean }) => withDuckLM(program.opts<GlobalOptions>(), (ducklm) => serve(ducklm, options), TASK_RUNNER));
+    .action(async (options: { host?: string; port?: string; open?: boolean }) => withDuckLM(program.opts<GlobalOptions>(), (ducklm) => serve(ducklm, options), { ...TASK_RUNNER, longRunning: true }));
 
   program
     .command("login")

@@ -41,5 +41,5 @@ export function registerTelegram(program: Command): void {
     .description("run a Telegram bot for this DuckLM (token from $DUCKLM_TELEGRAM_TOKEN; users from integrations.json)")
     .option("--allow <ids...>", "also allow these Telegram user ids")
     .option("--api-root <url>", "Bot API root (a self-hosted Bot API server)")
-    .action(async (options: { allow?: string[]; apiRoot?: string }) => withDuckLM(program.opts<GlobalOptions>(), (ducklm) => runTelegram(ducklm, options), TASK_RUNNER));
+    .action(async (options: { allow?: string[]; apiRoot?: string }) => withDuckLM(program.opts<GlobalOptions>(), (ducklm) => runTelegram(ducklm, options), { ...TASK_RUNNER, longRunning: true }));
 }

@@ -1,0 +1,39 @@
+import { join } from "node:path";
+import pino, { type Logger, type StreamEntry } from "pino";
+import { ensurePrivateDir } from "../storage/private-files.js";
+import { LOG_REDACTIONS } from "./logger.js";
+
+export interface ServiceLoggerOptions {
+  /** pino level. Defaults to DUCKLM_LOG_LEVEL, then `info`. */
+  level?: string;
+  /** Also write readable lines to standard output. Defaults to whether it is a terminal. */
+  pretty?: boolean;
+  /** Size of one file (pino-roll's units: `10m`, `1k`). Defaults to SERVICE_LOG_FILE_SIZE. */
+  fileSize?: string;
+  /** Files kept, the one being written included. Defaults to SERVICE_LOG_FILES_KEPT. */
+  filesKept?: number;
+}
+
+/** How big one file of a long-running process's log grows before the next one starts, and how many are kept. */
+export const SERVICE_LOG_FILE_SIZE = "10m";
+export const SERVICE_LOG_FILES_KEPT = 5;
+
+/**
+ * The log of a process that keeps running (`ducklm serve`, `ducklm telegram`): JSON lines in
+ * `<home>/logs/server.<n>.log`, a new file every 10 MB and the last five kept (pino-roll), and on a
+ * terminal the same records as readable lines (pino-pretty). Loaded only by those commands: the
+ * libraries cost a tenth of a second at start.
+ */
+export async function createServiceLogger(home: string, options: ServiceLoggerOptions = {}): Promise<Logger> {
+  const level = options.level ?? process.env.DUCKLM_LOG_LEVEL ?? "info";
+  const folder = join(home, "logs");
+  ensurePrivateDir(folder);
+  const { default: roll } = await import("pino-roll");
+  const file = await roll({ file: join(folder, "server"), extension: ".log", size: options.fileSize ?? SERVICE_LOG_FILE_SIZE, limit: { count: (options.filesKept ?? SERVICE_LOG_FILES_KEPT) - 1, removeOtherLogFiles: true }, mkdir: true });
+  const streams: StreamEntry[] = [{ level: level as pino.Level, stream: file }];
+  if (options.pretty ?? process.stdout.isTTY === true) {
+    const { default: pretty } = await import("pino-pretty");
+    streams.push({ level: level as pino.Level, stream: pretty({ colorize: !process.env.NO_COLOR, ignore: "pid,hostname,reqId", translateTime: "HH:MM:ss", singleLine: true }) });
+  }
+  return pino({ level, redact: LOG_REDACTIONS }, pino.multistream(streams));
+}

@@ -1,0 +1,102 @@
+import { spawn } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
+import { setTimeout as delay } from "node:timers/promises";
+import { join, resolve } from "node:path";
+import { describe, expect, it } from "vitest";
+import { createServiceLogger } from "../src/runtime/service-logger.js";
+import { makeTempDir } from "./helpers/test-runtime.js";
+
+const root = resolve(import.meta.dirname, "..");
+const tsxLoader = import.meta.resolve("tsx");
+
+const logFiles = (home: string) => readdirSync(join(home, "logs")).filter((name) => /^server\.\d+\.log$/.test(name));
+
+describe("the log of a long-running process", () => {
+  it("rotates: a new file once one is full, and only the newest ones kept, each line a JSON record", async () => {
+    const home = makeTempDir();
+    const logger = await createServiceLogger(home, { fileSize: "1k", filesKept: 3, pretty: false });
+    for (let line = 0; line < 400; line += 1) {
+      logger.info({ line, token: "never-in-a-log" }, "a line long enough to fill a one-kilobyte file after a dozen or so of them");
+      if (line % 50 === 0) await delay(20);
+    }
+    logger.flush();
+    await delay(300);
+    const files = logFiles(home);
+    expect(files.length).toBeGreaterThan(1);
+    expect(files.length).toBeLessThanOrEqual(3);
+    const records = files.flatMap((name) => readFileSync(join(home, "logs", name), "utf8").split("\n")).filter(Boolean).map((text) => JSON.parse(text) as { line: number; token: string });
+    // The newest lines survive; the oldest went with the files that were dropped.
+    expect(records.some((record) => record.line === 399)).toBe(true);
+    expect(records.some((record) => record.line === 0)).toBe(false);
+    expect(records.every((record) => record.token === "[Redacted]")).toBe(true);
+  });
+
+  it("`ducklm serve` logs each request at info, with no login code and no token in the file", async () => {
+    const home = makeTempDir("ducklm-serve-logs-");
+    const child = spawn(process.execPath, ["--import", tsxLoader, join(root, "src/cli/main.ts"), "serve", "--port", "0"], {
+      env: { ...process.env, DUCKLM_HOME: home, DUCKLM_CONFIG: join(root, "config") },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+    const exited = new Promise<number | null>((done) => child.on("exit", (code) => done(code)));
+    try {
+      for (let waited = 0; !/Log in by opening (\S+)/.test(stdout); waited += 100) {
+        if (waited > 60_000) throw new Error(`serve did not start: ${stdout}`);
+        await delay(100);
+      }
+      const link = /Log in by opening (\S+)/.exec(stdout)![1]!;
+      const code = new URL(link).searchParams.get("code")!;
+      const login = await fetch(link, { redirect: "manual" });
+      expect(login.status).toBe(303);
+      const token = readFileSync(join(home, "token"), "utf8").trim();
+      const tasks = await fetch(new URL("/tasks", link), { headers: { authorization: `Bearer ${token}` } });
+      expect(tasks.status).toBe(200);
+      child.kill("SIGTERM");
+      expect(await exited).toBe(0);
+      const text = logFiles(home).map((name) => readFileSync(join(home, "logs", name), "utf8")).join("");
+      const records = text.trim().split("\n").map((line) => JSON.parse(line) as { msg: string; level: number; req?: { url: string; method: string }; res?: { statusCode: number } });
+      expect(records).toContainEqual(expect.objectContaining({ msg: "incoming request", level: 30, req: expect.objectContaining({ method: "GET", url: "/login?code=[hidden]" }) }));
+      expect(records).toContainEqual(expect.objectContaining({ msg: "request completed", res: expect.objectContaining({ statusCode: 200 }) }));
+      expect(text).not.toContain(code);
+      expect(text).not.toContain(token);
+    } finally {
+      child.kill("SIGKILL");
+    }
+  }, 120_000);
+});
+
+describe("npm start", () => {
+  it("takes its server down with it when npm itself is killed", async () => {
+    const home = makeTempDir("ducklm-npm-start-");
+    const npm = spawn("npm", ["start", "--silent", "--", "--port", "0", "--home", home], {
+      cwd: root,
+      env: { ...process.env, DUCKLM_CONFIG: join(root, "config") },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    npm.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+    try {
+      for (let waited = 0; !stdout.includes("Log in by opening"); waited += 100) {
+        if (waited > 90_000) throw new Error(`npm start did not serve: ${stdout}`);
+        await delay(100);
+      }
+      const { pid } = JSON.parse(readFileSync(join(home, "server.json"), "utf8")) as { pid: number };
+      expect(pid).not.toBe(npm.pid);
+      // What a process manager does when npm does not stop in time.
+      npm.kill("SIGKILL");
+      const alive = () => {
+        try {
+          process.kill(pid, 0);
+          return true;
+        } catch {
+          return false;
+        }
+      };
+      for (let waited = 0; alive() && waited < 20_000; waited += 200) await delay(200);
+      expect(alive()).toBe(false);
+    } finally {
+      npm.kill("SIGKILL");
+    }
+  }, 150_000);
+});
