@@ -10,10 +10,14 @@ const messages = $("messages");
 const eventLog = $("event-log");
 const state = { taskId: null, lastSeq: 0, socket: null, retry: 0, view: null, session: sessionId() };
 
+function newSessionId() {
+  return `web-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
+}
+
 function sessionId() {
   let id = sessionStorage.getItem("ducklm-session");
   if (!id) {
-    id = `web-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
+    id = newSessionId();
     sessionStorage.setItem("ducklm-session", id);
   }
   return id;
@@ -189,9 +193,18 @@ function logEvent(event) {
 function handleEvent(event) {
   if (event.task_id !== state.taskId || event.seq <= state.lastSeq) return;
   state.lastSeq = event.seq;
-  history.replaceState(null, "", `#task=${encodeURIComponent(state.taskId)}&seq=${state.lastSeq}`);
+  const conversation = state.conversation ? `conversation=${encodeURIComponent(state.conversation)}&` : "";
+  history.replaceState(null, "", `#${conversation}task=${encodeURIComponent(state.taskId)}&seq=${state.lastSeq}`);
   logEvent(event);
-  const view = state.view;
+  applyEvent(state.view, event, { live: true });
+  messages.scrollTop = messages.scrollHeight;
+}
+
+/**
+ * One event drawn into a task's view. Live events may open the permission and password dialogs;
+ * a stored task of a reopened conversation is only drawn.
+ */
+function applyEvent(view, event, { live }) {
   const p = event.payload;
   switch (event.type) {
     case "task-received":
@@ -268,7 +281,7 @@ function handleEvent(event) {
       const waiting = el("div", "iteration waiting", `Waiting for your approval: ${what}`);
       view.approvals.set(p.request_id, waiting);
       view.tools.append(waiting);
-      queuePermission(event.task_id, { ...p, workspace: view.workspace });
+      if (live) queuePermission(event.task_id, { ...p, workspace: view.workspace });
       break;
     }
     case "permission-resolved": {
@@ -280,7 +293,7 @@ function handleEvent(event) {
       break;
     }
     case "secret-requested":
-      queueSecret(event.task_id, p);
+      if (live) queueSecret(event.task_id, p);
       break;
     case "task-completed":
       // A one-tool task's answer is that tool's output, already shown above.
@@ -289,7 +302,7 @@ function handleEvent(event) {
       else view.answer.replaceChildren();
       addFeedback(view);
       taskEnded(view);
-      refreshTasks();
+      if (live) refreshTasks();
       break;
     case "task-failed":
       // A half-written answer whose directive then failed is not an answer.
@@ -297,17 +310,16 @@ function handleEvent(event) {
       view.answer.classList.remove("streaming");
       view.answer.append(el("span", "error", p.code === "DUCK_ERR_PERMISSION_DENIED" ? `Stopped: ${p.message}` : `Failed (${p.code}): ${p.message}`));
       taskEnded(view);
-      refreshTasks();
+      if (live) refreshTasks();
       break;
     case "task-cancelled":
       if (view.queued?.textContent.startsWith("Waiting")) view.queued.textContent = "Left the line";
       view.answer.classList.remove("streaming");
       view.answer.append(el("span", "error", `Cancelled: ${p.reason}`));
       taskEnded(view);
-      refreshTasks();
+      if (live) refreshTasks();
       break;
   }
-  messages.scrollTop = messages.scrollHeight;
 }
 
 // ---- streaming, with reconnection from the last event seen ----
@@ -344,7 +356,6 @@ function openTask(taskId, text, { keepMessages = false } = {}) {
   state.lastSeq = 0;
   state.view = taskView(taskId, text);
   connect();
-  for (const button of document.querySelectorAll("#task-list button")) button.classList.toggle("current", button.dataset.id === taskId);
 }
 
 // ---- permission, password and feedback dialogs ----
@@ -432,20 +443,21 @@ function openFeedback(taskId, rating) {
   dialog.showModal();
 }
 
-// ---- sidebar ----
+// ---- sidebar: conversations ----
 async function refreshTasks() {
   try {
-    const { tasks } = await api("/tasks?limit=50");
+    const { conversations } = await api("/conversations?limit=50");
     const list = $("task-list");
     list.replaceChildren();
-    for (const task of tasks) {
-      const button = el("button", task.id === state.taskId ? "current" : null);
+    for (const conversation of conversations) {
+      const button = el("button", conversation.id === state.conversation ? "current" : null);
       button.type = "button";
-      button.dataset.id = task.id;
-      button.append(el("span", null, task.text.length > 60 ? `${task.text.slice(0, 57)}…` : task.text), el("span", "state", task.state.replace("_", " ")));
+      button.dataset.id = conversation.id;
+      const count = conversation.tasks === 1 ? "1 message" : `${conversation.tasks} messages`;
+      button.append(el("span", null, conversation.title.length > 60 ? `${conversation.title.slice(0, 57)}…` : conversation.title), el("span", "state", `${count} · ${conversation.state.replace("_", " ")}`));
       button.addEventListener("click", () => {
         document.body.classList.remove("sidebar-open");
-        openTask(task.id, task.text);
+        openConversation(conversation.id);
       });
       const item = el("li");
       item.append(button);
@@ -456,6 +468,28 @@ async function refreshTasks() {
   }
 }
 
+/**
+ * Shows a whole conversation: its earlier tasks drawn from their stored events, the latest one
+ * streamed (it may still run or wait for an answer). New messages continue it.
+ */
+async function openConversation(id) {
+  const { tasks } = await api(`/conversations/${encodeURIComponent(id)}`);
+  state.conversation = id;
+  const sessionOf = tasks[0]?.session_id ?? null;
+  // A task sent without a conversation starts one when it is continued.
+  state.session = sessionOf ?? newSessionId();
+  sessionStorage.setItem("ducklm-session", state.session);
+  messages.replaceChildren();
+  for (const task of tasks.slice(0, -1)) {
+    const view = taskView(task.id, task.text);
+    const { events } = await api(`/tasks/${encodeURIComponent(task.id)}/events?since=1&limit=10000`);
+    for (const event of events) applyEvent(view, event, { live: false });
+  }
+  const latest = tasks.at(-1);
+  if (latest) openTask(latest.id, latest.text, { keepMessages: true });
+  for (const button of document.querySelectorAll("#task-list button")) button.classList.toggle("current", button.dataset.id === id);
+}
+
 // ---- composer ----
 async function send() {
   const input = $("input");
@@ -464,6 +498,7 @@ async function send() {
   input.value = "";
   try {
     const { task_id } = await api("/chat", { method: "POST", body: JSON.stringify({ text, session_id: state.session }) });
+    state.conversation = state.session;
     openTask(task_id, text, { keepMessages: true });
     setRunning(true);
     refreshTasks();
@@ -515,6 +550,7 @@ $("new-chat").addEventListener("click", () => {
   sessionStorage.removeItem("ducklm-session");
   state.session = sessionId();
   state.taskId = null;
+  state.conversation = null;
   state.socket?.close();
   state.socket = null;
   messages.replaceChildren(el("p", "hint", "New conversation."));
@@ -533,8 +569,9 @@ async function loggedIn() {
 }
 
 // After a reload, pick up the task that was open: stored events first, then live, no duplicates.
-const resumeFrom = new URLSearchParams(location.hash.slice(1)).get("task");
+const opened = new URLSearchParams(location.hash.slice(1));
 if (await loggedIn()) {
   refreshTasks();
-  if (resumeFrom) openTask(resumeFrom);
+  if (opened.get("conversation")) openConversation(opened.get("conversation")).catch((error) => messages.append(el("div", "message assistant error", String(error.message))));
+  else if (opened.get("task")) openTask(opened.get("task"));
 }

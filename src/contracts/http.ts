@@ -15,6 +15,10 @@ export const ChatRequestSchema = z.strictObject({
 
 export const TaskIdParamsSchema = z.strictObject({ id: Id });
 
+export const ConversationListQuerySchema = z.strictObject({
+  limit: z.coerce.number().int().positive().max(200).default(50),
+});
+
 export const TaskListQuerySchema = z.strictObject({
   state: TaskStateSchema.optional(),
   limit: z.coerce.number().int().positive().max(500).default(50),

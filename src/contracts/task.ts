@@ -48,3 +48,19 @@ export const TaskSummarySchema = z.object({
   error: z.string().nullable(),
 });
 export type TaskSummary = z.infer<typeof TaskSummarySchema>;
+
+/** A conversation: the tasks of one session (a task sent without one is a conversation of its own). */
+export const ConversationSummarySchema = z.object({
+  /** The session id, or the task's id for a task with none. */
+  id: z.string(),
+  session_id: z.string().nullable(),
+  /** The first message. */
+  title: z.string(),
+  tasks: z.number().int(),
+  latest_task_id: z.string(),
+  /** The state of its latest task. */
+  state: TaskStateSchema,
+  started_at: z.string(),
+  updated_at: z.string(),
+});
+export type ConversationSummary = z.infer<typeof ConversationSummarySchema>;

@@ -1,6 +1,6 @@
 import type { Logger } from "pino";
 import type { DuckConfig } from "../config/config-schemas.js";
-import type { DuckEvent, EventPayloads, EventTypeName, MemoryEntry, MemoryHit, MemoryKind, PreApproval, TaskState, TaskSummary } from "../contracts/index.js";
+import type { ConversationSummary, DuckEvent, EventPayloads, EventTypeName, MemoryEntry, MemoryHit, MemoryKind, PreApproval, TaskState, TaskSummary } from "../contracts/index.js";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import type { Approval } from "../permissions/approval-store.js";
 import type { PruneResult } from "../state/task-retention.js";
@@ -78,6 +78,10 @@ export interface DuckLM {
   getTask(taskId: string): TaskView;
   /** Newest first; `after` continues past a task of the previous page (see `GET /tasks?cursor=`). */
   listTasks(options?: { state?: TaskState; limit?: number; after?: { created_at: string; id: string } }): TaskSummary[];
+  /** Conversations — a session's tasks, or a task sent without one — the most recently active first. */
+  listConversations(limit?: number): ConversationSummary[];
+  /** One conversation's tasks, oldest first; DUCK_ERR_TASK_NOT_FOUND when there is none by that id. */
+  conversation(id: string): TaskSummary[];
   events(taskId: string, options?: { since?: number; limit?: number }): TypedEvent[];
   recentEvents(limit?: number): TypedEvent[];
   /** A task's stored events from `fromSeq`, then live ones, in order, with no gap or duplicate. */
@@ -140,6 +144,12 @@ export function ducklmOf(runtime: Runtime): DuckLM {
       return { task, ...outcomeOf(store.projection(task.id)), queue_position: loop.queuePosition(task.id) };
     },
     listTasks: (options = {}) => store.listTasks(options),
+    listConversations: (limit) => store.listConversations(limit),
+    conversation(id) {
+      const tasks = store.conversationTasks(id);
+      if (tasks.length === 0) throw new DuckError(ErrorCode.TaskNotFound, `no conversation with id ${id}`, { details: { conversation_id: id } });
+      return tasks;
+    },
     events: (taskId, options = {}) => {
       store.requireTask(taskId);
       return typed(store.listEvents(taskId, options.since ?? 1, options.limit));

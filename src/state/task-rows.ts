@@ -1,5 +1,5 @@
 import type { Statement } from "better-sqlite3";
-import type { Checkpoint, TaskState, TaskSummary } from "../contracts/index.js";
+import type { Checkpoint, ConversationSummary, TaskState, TaskSummary } from "../contracts/index.js";
 import { BlobStore } from "../storage/blob-store.js";
 import type { SqliteDatabase } from "../storage/open-database.js";
 import type { TaskProjection } from "./task-projection.js";
@@ -42,6 +42,8 @@ export class TaskRows {
   private readonly selectTasksByStateAfter: Statement<[string, string, string, string, number]>;
   private readonly selectSession: Statement<[string, string, number]>;
   private readonly selectUnfinished: Statement<[]>;
+  private readonly selectConversations: Statement<[number]>;
+  private readonly selectSessionTasks: Statement<[string, number]>;
 
   constructor(
     db: SqliteDatabase,
@@ -69,6 +71,12 @@ export class TaskRows {
       `SELECT t.* FROM tasks t JOIN events e ON e.task_id = t.id AND e.seq = 1
         WHERE t.state IN ('received', 'queued', 'running') ORDER BY e.id`,
     );
+    // A task with no session is a conversation of its own.
+    this.selectConversations = db.prepare(
+      `SELECT coalesce(session_id, id) AS conversation, session_id, COUNT(*) AS tasks, MIN(created_at) AS started_at, MAX(updated_at) AS updated_at
+         FROM tasks GROUP BY conversation ORDER BY updated_at DESC, conversation LIMIT ?`,
+    );
+    this.selectSessionTasks = db.prepare("SELECT * FROM tasks WHERE session_id = ? ORDER BY created_at, id LIMIT ?");
     this.selectTasksByState = db.prepare("SELECT * FROM tasks WHERE state = ? ORDER BY created_at DESC, id LIMIT ?");
     // The page after a task: older ones, and among those created at the same instant, the later ids.
     this.selectTasksAfter = db.prepare("SELECT * FROM tasks WHERE (created_at < ? OR (created_at = ? AND id > ?)) ORDER BY created_at DESC, id LIMIT ?");
@@ -114,6 +122,25 @@ export class TaskRows {
         ? this.selectTasksByState.all(state, limit)
         : this.selectTasks.all(limit);
     return (rows as TaskRow[]).map((row) => this.summary(row));
+  }
+
+  /** Conversations, the most recently active first. */
+  conversations(limit: number): ConversationSummary[] {
+    const groups = this.selectConversations.all(limit) as Array<{ conversation: string; session_id: string | null; tasks: number; started_at: string; updated_at: string }>;
+    return groups.map((group) => {
+      const tasks = group.session_id === null ? [this.selectTask.get(group.conversation) as TaskRow] : (this.selectSessionTasks.all(group.session_id, 100_000) as TaskRow[]);
+      const first = tasks[0]!;
+      const latest = tasks.at(-1)!;
+      return { id: group.conversation, session_id: group.session_id, title: first.text, tasks: group.tasks, latest_task_id: latest.id, state: latest.state, started_at: group.started_at, updated_at: group.updated_at };
+    });
+  }
+
+  /** The tasks of one conversation (a session id, or the id of a task with none), oldest first. */
+  conversationTasks(id: string, limit: number): TaskSummary[] {
+    const inSession = this.selectSessionTasks.all(id, limit) as TaskRow[];
+    if (inSession.length > 0) return inSession.map((row) => this.summary(row));
+    const lone = this.selectTask.get(id) as TaskRow | undefined;
+    return lone && lone.session_id === null ? [this.summary(lone)] : [];
   }
 
   /** Tasks not finished and not waiting for a person (received, queued, running), oldest first. */

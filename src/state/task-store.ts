@@ -9,6 +9,7 @@ import {
   type EventTypeName,
   type TaskState,
   type TaskSummary,
+  type ConversationSummary,
 } from "../contracts/index.js";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import type { EventBus } from "../events/event-bus.js";
@@ -329,6 +330,16 @@ export class TaskStore {
   /** Newest first; `after` (a task's creation time and id) continues a listing past that task. */
   listTasks(options: { state?: TaskState; limit?: number; after?: { created_at: string; id: string } } = {}): TaskSummary[] {
     return this.rows.list(options.state ?? null, options.limit ?? 50, options.after ?? null);
+  }
+
+  /** Conversations (a session's tasks, or a task sent without one), the most recently active first. */
+  listConversations(limit = 50): ConversationSummary[] {
+    return this.rows.conversations(limit);
+  }
+
+  /** The tasks of one conversation, oldest first; empty when there is none by that id. */
+  conversationTasks(id: string, limit = 500): TaskSummary[] {
+    return this.rows.conversationTasks(id, limit);
   }
 
   /** Tasks received, queued or running (none waits for a person), in the order they were received. */

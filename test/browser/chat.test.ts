@@ -150,6 +150,35 @@ describe("the web chat in Chromium", () => {
     await page.close();
   });
 
+  it("lists conversations in the sidebar and reopens one with all its turns; a new message continues it", async () => {
+    draft = "";
+    const first = await openChat();
+    directive = { kind: "respond", answer: "The pond is **3 m** deep." };
+    await send(first, "how deep is the pond?");
+    await first.waitForSelector(".feedback");
+    directive = { kind: "respond", answer: "Ducks like *bread*." };
+    await send(first, "what do ducks like?");
+    await first.waitForFunction(() => document.querySelectorAll(".feedback").length === 2);
+    await first.close();
+
+    // Another browser: the conversation is one row, with both messages behind it.
+    const page = await openChat();
+    await page.waitForFunction(() => [...document.querySelectorAll("#task-list button")].some((button) => button.textContent?.startsWith("how deep is the pond?")));
+    const row = page.locator("#task-list button", { hasText: "how deep is the pond?" });
+    expect(await row.textContent()).toContain("2 messages");
+    await row.click();
+    await page.waitForFunction(() => document.querySelectorAll(".message.user").length === 2 && document.querySelectorAll(".answer strong, .answer em").length === 2);
+    expect(await page.$$eval(".message.user", (nodes) => nodes.map((node) => node.textContent))).toEqual(["how deep is the pond?", "what do ducks like?"]);
+    expect(await page.textContent(".answer strong")).toBe("3 m");
+    directive = { kind: "respond", answer: "Yes, in the pond." };
+    await send(page, "do they swim there?");
+    await page.waitForFunction(() => document.querySelectorAll(".message.user").length === 3 && document.querySelectorAll(".feedback").length === 3);
+    const id = await page.locator("#task-list button.current").getAttribute("data-id");
+    const response = await page.evaluate(async (conversation) => (await fetch(`/conversations/${encodeURIComponent(conversation!)}`)).json(), id);
+    expect((response as { tasks: Array<{ text: string }> }).tasks.map((task) => task.text)).toEqual(["how deep is the pond?", "what do ducks like?", "do they swim there?"]);
+    await page.close();
+  });
+
   it("stops the running task with the Stop button", async () => {
     draft = "";
     directive = { kind: "tool", tool: "echo", arguments: { text: "too late", wait_ms: 5_000 }, reason: "" };

@@ -44,6 +44,26 @@ describe("the HTTP API", () => {
     expect((await call("GET", "/tasks?cursor=not-a-cursor")).body.error.code).toBe("DUCK_ERR_INVALID_INPUT");
   });
 
+  it("lists conversations, the most recently active first, each with its tasks oldest first", async () => {
+    directive = { kind: "respond", answer: "noted" };
+    const session = `api-conversation-${Date.now()}`;
+    const first = await call("POST", "/chat", { text: "first of a conversation", session_id: session, wait: true });
+    const lone = await call("POST", "/chat", { text: "a task on its own", wait: true });
+    const second = await call("POST", "/chat", { text: "second of the conversation", session_id: session, wait: true });
+    const listed = await call("GET", "/conversations?limit=5");
+    expect(listed.status).toBe(200);
+    const [newest, next] = listed.body.conversations as Array<{ id: string; session_id: string | null; title: string; tasks: number; latest_task_id: string; state: string }>;
+    expect(newest).toMatchObject({ id: session, session_id: session, title: "first of a conversation", tasks: 2, latest_task_id: second.body.task_id, state: "completed" });
+    expect(next).toMatchObject({ id: lone.body.task_id, session_id: null, title: "a task on its own", tasks: 1 });
+    const opened = await call("GET", `/conversations/${session}`);
+    expect(opened.body.tasks.map((task: { id: string }) => task.id)).toEqual([first.body.task_id, second.body.task_id]);
+    expect((await call("GET", `/conversations/${lone.body.task_id}`)).body.tasks).toHaveLength(1);
+    const missing = await call("GET", "/conversations/no-such-conversation");
+    expect(missing.status).toBe(404);
+    expect(missing.body.error.code).toBe("DUCK_ERR_TASK_NOT_FOUND");
+    expect((await call("GET", "/conversations?limit=0")).status).toBe(400);
+  });
+
   it("runs a chat task and answers with its outcome when asked to wait", async () => {
     directive = { kind: "respond", answer: "quack" };
     const result = await call("POST", "/chat", { text: "say something", wait: true });

@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
-import { ChatRequestSchema, RecentEventsQuerySchema, SinceQuerySchema, TaskIdParamsSchema, TaskListQuerySchema, readTaskCursor, taskCursor } from "../../contracts/index.js";
+import { ChatRequestSchema, ConversationListQuerySchema, RecentEventsQuerySchema, SinceQuerySchema, TaskIdParamsSchema, TaskListQuerySchema, readTaskCursor, taskCursor } from "../../contracts/index.js";
 import { DuckError, ErrorCode } from "../../errors/duck-error.js";
 import type { RouteOptions } from "./route-options.js";
 
@@ -21,6 +21,13 @@ export const taskRoutes: FastifyPluginAsyncZod<RouteOptions> = async (app, { duc
     const tasks = ducklm.listTasks({ ...(state ? { state } : {}), limit, ...(after ? { after } : {}) });
     return { tasks, next: tasks.length === limit ? taskCursor(tasks.at(-1)!) : null };
   });
+  app.get("/conversations", { schema: { summary: "Conversations (a session's tasks, or a task sent without one), the most recently active first", querystring: ConversationListQuerySchema } }, async (request) => ({
+    conversations: ducklm.listConversations(request.query.limit),
+  }));
+  app.get("/conversations/:id", { schema: { summary: "One conversation's tasks, oldest first (the id of a session, or of a task sent without one)", params: TaskIdParamsSchema } }, async (request) => ({
+    id: request.params.id,
+    tasks: ducklm.conversation(request.params.id),
+  }));
   app.get("/tasks/:id", { schema: { summary: "One task with what it waits for", params: TaskIdParamsSchema } }, async (request) => ducklm.getTask(request.params.id));
   app.get("/tasks/:id/events", { schema: { summary: "A task's stored events from `since`", params: TaskIdParamsSchema, querystring: SinceQuerySchema } }, async (request) => ({
     events: ducklm.events(request.params.id, { since: request.query.since, limit: request.query.limit }),
