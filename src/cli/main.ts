@@ -24,7 +24,9 @@ export function buildProgram(): Command {
     .option("--home <dir>", "data directory (default: $DUCKLM_HOME, else $XDG_DATA_HOME/ducklm, i.e. ~/.local/share/ducklm)")
     .option("--config <dir>", "your config directory, over the bundled defaults (default: $DUCKLM_CONFIG, else ~/.config/ducklm)")
     .option("--workspace <dir>", "directory the tools work in (default: runtime.json workspace)")
-    .showHelpAfterError();
+    .showHelpAfterError()
+    // Before the subcommands are added, so that they inherit it: every usage error exits 2.
+    .exitOverride();
   for (const register of [registerRun, registerChat, registerTasks, registerServe, registerTelegram, registerReplay, registerDoctor, registerConfig, registerDb, registerMemory, registerPermissions, registerModels]) register(program);
   return program;
 }
@@ -39,7 +41,7 @@ export async function main(argv: string[]): Promise<void> {
   process.stdout.on("error", (error: NodeJS.ErrnoException) => {
     if (error.code === "EPIPE") process.exit(process.exitCode ?? 0);
   });
-  const program = buildProgram().exitOverride();
+  const program = buildProgram();
   try {
     await program.parseAsync(argv);
   } catch (error) {

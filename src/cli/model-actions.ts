@@ -1,3 +1,4 @@
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { ModelRoleNames } from "../config/config-schemas.js";
 import { loadConfig, resolveConfigDir, resolveHomeDir } from "../config/load-config.js";
@@ -62,6 +63,10 @@ export function modelsListCommand(globals: GlobalOptions, options: { json?: bool
 /** A download with a progress bar on a terminal (bytes, speed, time left), or a line every tenth elsewhere. */
 async function downloadWithProgress(source: string, label: string, options: { directory: string; sha256?: string; size?: number }): Promise<DownloadResult> {
   const interactive = process.stderr.isTTY === true;
+  // Ctrl-C stops the download where it is (resumable) and gives the terminal back as it was.
+  const interrupt = new AbortController();
+  const onInterrupt = () => interrupt.abort(new DuckError(ErrorCode.Cancelled, "interrupted"));
+  process.once("SIGINT", onInterrupt);
   const started = Date.now();
   let bar: SingleBar | null = null;
   let shownTenth = -1;
@@ -71,8 +76,11 @@ async function downloadWithProgress(source: string, label: string, options: { di
   };
   let from: number | null = null;
   try {
+    const stall = Number(process.env.DUCKLM_DOWNLOAD_STALL_S);
     return await downloadModel(source, {
       ...options,
+      signal: interrupt.signal,
+      ...(Number.isFinite(stall) && stall > 0 ? { stallMs: stall * 1000 } : {}),
       onProgress: ({ received, total }) => {
         from ??= received;
         const speed = speedOf(received, from);
@@ -95,8 +103,20 @@ async function downloadWithProgress(source: string, label: string, options: { di
       },
     });
   } finally {
-    (bar as SingleBar | null)?.stop();
+    process.removeListener("SIGINT", onInterrupt);
+    const shown = bar as SingleBar | null;
+    if (shown) {
+      shown.stop();
+      process.stderr.write("\n");
+    }
   }
+}
+
+/** The exit code of a pull or setup that Ctrl-C stopped, after saying how to go on. */
+function interrupted(error: unknown): number | null {
+  if (!DuckError.isInstance(error) || error.code !== ErrorCode.Cancelled) return null;
+  console.error(error.message);
+  return 130;
 }
 
 function formatDuration(seconds: number): string {
@@ -108,6 +128,7 @@ function formatDuration(seconds: number): string {
 
 function describeResult(result: DownloadResult): string {
   const hash = result.checkedAgainst === "server" ? "matches the hub's" : result.checkedAgainst === "given" ? "matches the one given" : "not checked: the server states none";
+  if (result.unverified) return `${result.file} is already there (${formatBytes(result.bytes)}); it could not be compared with the server's copy: ${result.unverified}`;
   if (result.alreadyPresent) return `${result.file} is already there (${formatBytes(result.bytes)}, sha256 ${hash}); nothing downloaded`;
   return `${result.resumedFrom > 0 ? `resumed at ${formatBytes(result.resumedFrom)}; ` : ""}saved ${result.file} (${formatBytes(result.bytes)}, sha256 ${result.sha256}, ${hash})`;
 }
@@ -124,11 +145,18 @@ export async function modelsPullCommand(globals: GlobalOptions, source: string, 
   const listed = /^[a-z0-9][a-z0-9._-]*$/i.test(source) && !source.includes(":") ? catalogueModel(loadCatalogue(), source) : null;
   if (!listed && !source.includes(":")) throw new DuckError(ErrorCode.InvalidInput, `"${source}" is not in the catalogue (${Object.keys(loadCatalogue().models).join(", ")}), a URL, or hf:user/repo/file.gguf`);
   const sha256 = options.sha256 ?? listed?.sha256;
-  const result = await downloadWithProgress(listed?.source ?? source, listed?.name ?? "downloading", {
-    directory: modelsDirectory(home),
-    ...(sha256 ? { sha256 } : {}),
-    ...(size !== undefined ? { size } : {}),
-  });
+  let result: DownloadResult;
+  try {
+    result = await downloadWithProgress(listed?.source ?? source, listed?.name ?? "downloading", {
+      directory: modelsDirectory(home),
+      ...(sha256 ? { sha256 } : {}),
+      ...(size !== undefined ? { size } : {}),
+    });
+  } catch (error) {
+    const code = interrupted(error);
+    if (code !== null) return code;
+    throw error;
+  }
   console.log(describeResult(result));
   if (role) {
     const file = result.file.slice(modelsDirectory(home).length + 1);
@@ -156,7 +184,16 @@ export async function setupCommand(globals: GlobalOptions, options: { preset?: s
     console.log(`      sha256 ${model.sha256 ?? "checked against the one the hub states, while downloading"}`);
   }
   console.log(missing.length === 0 ? "Every file is already there." : `To download: about ${formatBytes(total)} into ${directory}.`);
-  console.log(`Roles are written to ${join(configDir, "models.json")}.`);
+  // What each role has now: a role's own settings (context size, temperature…) stay; its model changes.
+  const current = loadConfig(configDir).models.roles;
+  const changes = plan.flatMap(({ model, roles }) =>
+    roles.flatMap((role) => {
+      const now = current[role];
+      const was = now?.server ? `the server ${now.server.model} @ ${now.server.base_url}` : now?.file ?? "nothing";
+      return was === model.file ? [] : [`  ${role}: ${was} → ${model.file}`];
+    }),
+  );
+  console.log(changes.length === 0 ? `Every role already uses these files (${join(configDir, "models.json")}).` : `In ${join(configDir, "models.json")} (each role's other settings stay as they are):\n${changes.join("\n")}`);
   if (options.dryRun) {
     console.log(`Nothing was downloaded or changed (--dry-run). Run \`ducklm setup --preset ${preset}\` to do it.`);
     return 0;
@@ -164,18 +201,37 @@ export async function setupCommand(globals: GlobalOptions, options: { preset?: s
   if (missing.length > 0 && !options.yes) {
     if (!process.stdin.isTTY) throw new DuckError(ErrorCode.InvalidInput, `downloading about ${formatBytes(total)} needs a yes: run \`ducklm setup --preset ${preset} --yes\``);
     const prompt = createInterface({ input: process.stdin, output: process.stdout });
-    const reply = (await prompt.question(`Download about ${formatBytes(total)} now? [Y/n] `)).trim().toLowerCase();
+    const reply = await prompt.question(`Download about ${formatBytes(total)} now? [Y/n] `).catch(() => null);
     prompt.close();
-    if (reply !== "" && reply !== "y" && reply !== "yes") {
+    if (reply === null) {
+      console.log("\nNothing was downloaded or changed.");
+      return 130;
+    }
+    if (!["", "y", "yes"].includes(reply.trim().toLowerCase())) {
       console.log("Nothing was downloaded or changed.");
       return 0;
     }
   }
   const settings: Record<string, Record<string, unknown>> = {};
+  // What the user wrote for each role (not the defaults the schema fills in).
+  const userModels = join(configDir, "models.json");
+  const writtenRoles = existsSync(userModels) ? ((JSON.parse(readFileSync(userModels, "utf8")) as { roles?: Record<string, unknown> }).roles ?? {}) : {};
   for (const { model, roles } of plan) {
-    const result = await downloadWithProgress(model.source, model.name, { directory, ...(model.sha256 ? { sha256: model.sha256 } : {}) });
+    let result: DownloadResult;
+    try {
+      result = await downloadWithProgress(model.source, model.name, { directory, ...(model.sha256 ? { sha256: model.sha256 } : {}) });
+    } catch (error) {
+      const code = interrupted(error);
+      if (code !== null) return code;
+      throw error;
+    }
     console.log(describeResult(result));
-    for (const role of roles) settings[role] = roleSettings(role, { ...model, file: result.file.slice(directory.length + 1) });
+    for (const role of roles) {
+      // The role's own settings win over the preset's defaults; a server it used gives way to the file.
+      const written = (writtenRoles[role] ?? {}) as Record<string, unknown>;
+      const { server: _server, file: _file, dimension: _dimension, ...own } = written;
+      settings[role] = { ...roleSettings(role, { ...model, file: result.file.slice(directory.length + 1) }), ...(written.server ? {} : own) };
+    }
   }
   setRoleModels(configDir, settings);
   console.log(`${join(configDir, "models.json")}: ${Object.keys(settings).join(", ")} now use the ${preset} models.`);

@@ -25,12 +25,24 @@ export interface OpenSettings {
 /** What a command that runs tasks needs: the models, the integrations' tools, the permission check. */
 export const TASK_RUNNER: OpenSettings = { models: true, integrations: true, judgesCommands: true };
 
+/** Errors that are not the caller's input but something that went wrong: exit 1, not 2. */
+const FAILURES_NOT_INPUT = new Set<string>([
+  ErrorCode.Internal,
+  ErrorCode.StorageFailed,
+  ErrorCode.DatabaseCorrupt,
+  ErrorCode.ModelDownloadFailed,
+  ErrorCode.ModelServerFailed,
+  ErrorCode.ModelLoadFailed,
+  ErrorCode.ModelTimeout,
+  ErrorCode.WebFetchFailed,
+]);
+
 /** Prints an error a person can act on and returns the exit code for it. */
 export function reportError(raw: unknown): number {
   const error = storageErrorOf(raw) ?? raw;
   if (DuckError.isInstance(error)) {
     console.error(`error ${error.code}: ${error.message}`);
-    return error.code === ErrorCode.Internal || error.code === ErrorCode.StorageFailed || error.code === ErrorCode.DatabaseCorrupt ? 1 : ExitCode.BadInput;
+    return FAILURES_NOT_INPUT.has(error.code) ? 1 : ExitCode.BadInput;
   }
   console.error(`error: ${error instanceof Error ? error.message : String(error)}`);
   return 1;
