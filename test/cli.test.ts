@@ -1,4 +1,4 @@
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type AddressInfo } from "node:net";
 import { join, resolve } from "node:path";
@@ -173,6 +173,24 @@ describe("ducklm CLI", () => {
     // Defaults filled in, as the runtime sees them.
     expect(thinker.backend).toBe("auto");
     expect(shown.stdout).not.toContain("sk-live-123");
+    writeFileSync(
+      join(config, "integrations.json"),
+      JSON.stringify({
+        mcp: {
+          servers: {
+            db: { command: "db-mcp", env: { DB_PASS: "pw-typed", LOG_LEVEL: "debug", GITHUB_TOKEN: "${GH_TOKEN}" }, enabled: false },
+            remote: { url: "https://mcp.example/api?token=QSECRET&team=ducks", headers: { "X-Session": "sess-typed", "X-Api-Key": "k-typed" }, enabled: false },
+          },
+        },
+      }),
+    );
+    const integrations = run(["config", "show", "integrations"]);
+    expect(integrations.status).toBe(0);
+    const servers = (JSON.parse(integrations.stdout) as { mcp: { servers: Record<string, { env: Record<string, string>; url?: string; headers: Record<string, string> }> } }).mcp.servers;
+    expect(servers.db!.env).toEqual({ DB_PASS: "(hidden)", LOG_LEVEL: "(hidden)", GITHUB_TOKEN: "${GH_TOKEN}" });
+    expect(servers.remote!.url).toBe("https://mcp.example/api?token=hidden&team=ducks");
+    expect(servers.remote!.headers).toEqual({ "X-Session": "(hidden)", "X-Api-Key": "(hidden)" });
+    for (const typed of ["pw-typed", "QSECRET", "sess-typed", "k-typed"]) expect(integrations.stdout).not.toContain(typed);
     const all = JSON.parse(run(["config", "show"]).stdout) as Record<string, unknown>;
     expect(Object.keys(all)).toEqual(["models", "runtime", "permissions", "integrations"]);
     const wrong = run(["config", "show", "prompts"]);
@@ -244,6 +262,27 @@ describe("ducklm run at a terminal", () => {
     // NO_COLOR: no escape codes.
     expect(result.stdout.includes("\u001b[1m")).toBe(false);
   });
+
+  it("leaves the task waiting, with exit 130, when Ctrl-C is pressed at the permission question", async () => {
+    const child = spawn("script", ["-qec", `${process.execPath} ${join(root, "bin/ducklm.js")} run 'run \`cp kept.txt interrupted-copy.txt\`'`, "/dev/null"], {
+      cwd: workspace,
+      env: { ...process.env, DUCKLM_HOME: home, DUCKLM_CONFIG: join(root, "config") },
+      stdio: ["pipe", "pipe", "pipe"],
+    });
+    let output = "";
+    child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
+    const exited = new Promise<number | null>((done) => child.on("exit", (code) => done(code)));
+    for (let waited = 0; !output.includes("[N]o:"); waited += 100) {
+      if (waited > 60_000) throw new Error(`no question: ${output}`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    child.stdin.write("\u0003");
+    expect(await exited).toBe(130);
+    const id = /task (\S+) still waits for permission/.exec(output)?.[1];
+    expect(id).toBeDefined();
+    expect(JSON.parse(ducklm(["tasks", "--json", "--state", "awaiting_permission"]).stdout.trim().split("\n").find((line) => line.includes(id!))!).state).toBe("awaiting_permission");
+    expect(existsSync(join(workspace, "interrupted-copy.txt"))).toBe(false);
+  }, 90_000);
 
   it("ends as denied, with exit 4 and the refusal said once, when the permission is refused", () => {
     writeFileSync(join(workspace, "kept.txt"), "x\n");

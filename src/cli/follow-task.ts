@@ -41,18 +41,24 @@ const askOnce: AskLine = async (question) => {
   const prompt = createInterface({ input: process.stdin, output: process.stdout });
   try {
     return await prompt.question(question);
+  } catch {
+    // Ctrl-C at the question: no answer.
+    return null;
   } finally {
     prompt.close();
   }
 };
 
-async function askPermission(outcome: TaskOutcome, ask: AskLine): Promise<Array<{ requestId: string; answer: PermissionAnswer }>> {
+/** The answers typed, or null when the person left the question (Ctrl-C, end of input). */
+async function askPermission(outcome: TaskOutcome, ask: AskLine): Promise<Array<{ requestId: string; answer: PermissionAnswer }> | null> {
   const answers: Array<{ requestId: string; answer: PermissionAnswer }> = [];
   for (const request of outcome.pending_permissions) {
     const what = safeForTerminal(request.commands.join(" ; ") || `${request.call.tool} ${JSON.stringify(request.call.arguments)}`);
     const always = request.category === "no_always" ? "" : ", allow [a]lways";
     const network = request.network ? " (needs the network)" : "";
-    const reply = ((await ask(`Allow ${what} [${request.category}]${network}? [y]es once${always}, [N]o: `)) ?? "").trim().toLowerCase();
+    const typed = await ask(`Allow ${what} [${request.category}]${network}? [y]es once${always}, [N]o: `);
+    if (typed === null) return null;
+    const reply = typed.trim().toLowerCase();
     const answer: PermissionAnswer = reply === "y" || reply === "yes" ? "allow" : reply === "a" && always ? "allow_always" : "deny";
     answers.push({ requestId: request.request_id, answer });
   }
@@ -126,6 +132,10 @@ export async function followTask(
         next = ducklm.provideSecret(taskId, request.request_id, secret, "cli").done;
       }
       const answers = await askPermission(outcome, options.ask ?? askOnce);
+      if (answers === null) {
+        console.error(`\nLeft unanswered: task ${taskId} still waits for permission; answer it later with \`ducklm tasks resume ${taskId}\`, in the web chat or over the API.`);
+        return ExitCode.Cancelled;
+      }
       for (const { requestId, answer } of answers) next = ducklm.answerPermission(taskId, requestId, answer, { by: "cli" }).done;
       outcome = await next;
     }

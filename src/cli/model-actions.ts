@@ -12,6 +12,7 @@ import { catalogueModel, loadCatalogue, presetPlan, roleSettings } from "../mode
 import { downloadModel, type DownloadResult } from "../models/model-download.js";
 import { resolveRoles } from "../models/model-roles.js";
 import { createLogger } from "../runtime/logger.js";
+import { urlForDisplay } from "../utils/url-for-display.js";
 import type { GlobalOptions } from "./with-ducklm.js";
 
 function formatBytes(bytes: number | null): string {
@@ -36,7 +37,7 @@ export function modelsListCommand(globals: GlobalOptions, options: { json?: bool
   const rows = [...roles.values()].map((role) => ({
     role: role.role,
     file: role.path,
-    server: role.config?.server ? `${role.config.server.model} @ ${role.config.server.base_url}` : null,
+    server: role.config?.server ? `${role.config.server.model} @ ${urlForDisplay(role.config.server.base_url)}` : null,
     present: role.present,
     problem: role.problem,
     size_bytes: role.sizeBytes,
@@ -189,7 +190,7 @@ export async function setupCommand(globals: GlobalOptions, options: { preset?: s
   const changes = plan.flatMap(({ model, roles }) =>
     roles.flatMap((role) => {
       const now = current[role];
-      const was = now?.server ? `the server ${now.server.model} @ ${now.server.base_url}` : now?.file ?? "nothing";
+      const was = now?.server ? `the server ${now.server.model} @ ${urlForDisplay(now.server.base_url)}` : now?.file ?? "nothing";
       return was === model.file ? [] : [`  ${role}: ${was} → ${model.file}`];
     }),
   );

@@ -6,7 +6,9 @@ export const ModelRoleNames = ["thinker", "json_compiler", "critic", "coder", "s
 
 export const ModelServerConfigSchema = z.strictObject({
   /** The server's OpenAI-compatible API root, e.g. http://127.0.0.1:8080/v1 (llama.cpp), http://127.0.0.1:11434/v1 (Ollama). */
-  base_url: z.url({ protocol: /^https?$/ }),
+  base_url: z.url({ protocol: /^https?$/ }).refine((url) => !new URL(url).username && !new URL(url).password, {
+    message: "a user name or password in base_url would be shown and logged: put the key in api_key_env, or a header",
+  }),
   /** The model name the server knows. */
   model: z.string().min(1),
   /** Environment variable holding the API key, sent as a Bearer token; none: no key. */

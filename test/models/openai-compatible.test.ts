@@ -163,6 +163,17 @@ describe("a role on an OpenAI-compatible server", () => {
     await expect(down.generateText({ role: "thinker", system: "", prompt: "x" })).rejects.toMatchObject({ code: "DUCK_ERR_MODEL_SERVER" });
   });
 
+  it("keeps a base_url's query after the path (Azure's api-version), and never shows a key it carries", async () => {
+    reply = () => ({ status: 500 });
+    const models = await provider({ thinker: { server: { base_url: `${baseUrl}?api-version=2024-02-01&api_key=sk-in-the-query`, model: "m" } } });
+    const error = (await models.generateText({ role: "thinker", system: "", prompt: "x" }).then(() => new Error("no error"), (caught: unknown) => caught)) as Error;
+    expect(received.at(-1)?.path).toBe("/v1/chat/completions?api-version=2024-02-01&api_key=sk-in-the-query");
+    expect(error.message).toContain("api-version=2024-02-01&api_key=hidden");
+    expect(error.message).not.toContain("sk-in-the-query");
+    // A password in the address would be shown and stored wherever the address is: refused at load.
+    expect(() => ModelsConfigSchema.parse({ roles: { thinker: { server: { base_url: "http://user:pa55word@127.0.0.1:9/v1", model: "m" } } } })).toThrow(/user name or password in base_url/);
+  });
+
   it("stops a stalled stream when the call is cancelled", async () => {
     const models = await provider({ thinker: remote() });
     reply = () => ({ chunks: ["a", "b", "c", "d"], stallMs: 400 });

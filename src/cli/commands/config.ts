@@ -1,21 +1,26 @@
 import type { Command } from "commander";
 import { DuckError, ErrorCode } from "../../errors/duck-error.js";
+import { urlForDisplay } from "../../utils/url-for-display.js";
 import { runPlain, type GlobalOptions } from "../with-ducklm.js";
 
 const FILES = ["models", "runtime", "permissions", "integrations"] as const;
 type ConfigFile = (typeof FILES)[number];
 
 // Values under these keys may be credentials a person typed into a file (a header's bearer token).
-const SECRET_KEY = /authorization|token|secret|password|api[-_]?key|cookie/i;
+const SECRET_KEY = /authorization|token|secret|pass|api[-_]?key|_key$|-key$|^key$|cookie|session|credential/i;
 // `${NAME}` is a reference to an environment variable, safe to show.
 const ENV_REFERENCE = /^\$\{[A-Za-z_][A-Za-z0-9_]*\}$/;
 
 /** A config value as it may be printed: credentials a file holds are masked, names of variables are not. */
-export function masked(value: unknown, key = ""): unknown {
-  if (Array.isArray(value)) return value.map((item) => masked(item, key));
-  if (value && typeof value === "object") return Object.fromEntries(Object.entries(value).map(([inner, item]) => [inner, masked(item, inner)]));
-  // `api_key_env` and `token_env` name a variable; their values are not secrets.
-  if (typeof value === "string" && SECRET_KEY.test(key) && !key.endsWith("_env") && !ENV_REFERENCE.test(value)) return "(hidden)";
+export function masked(value: unknown, key = "", parent = ""): unknown {
+  if (Array.isArray(value)) return value.map((item) => masked(item, key, parent));
+  if (value && typeof value === "object") return Object.fromEntries(Object.entries(value).map(([inner, item]) => [inner, masked(item, inner, key)]));
+  // `api_key_env` and `token_env` name a variable; their values are not secrets. A server's
+  // environment is where keys usually go, whatever they are called: only references show.
+  const secret = SECRET_KEY.test(key) || parent === "env";
+  if (typeof value === "string" && secret && !key.endsWith("_env") && !ENV_REFERENCE.test(value)) return "(hidden)";
+  // A URL can carry a password or a key in its query.
+  if (typeof value === "string" && /^https?:\/\//.test(value)) return urlForDisplay(value);
   return value;
 }
 

@@ -9,6 +9,7 @@ import { toGrammarSchema } from "../grammar-schema.js";
 import { estimateTokens, type EmbeddingProvider, type JsonRequest, type JsonResult, type ModelProvider, type TextRequest } from "../model-provider.js";
 import { checkedEmbedding, parseModelJson } from "../model-output.js";
 import type { ResolvedRole } from "../model-roles.js";
+import { urlForDisplay } from "../../utils/url-for-display.js";
 
 export interface OpenAiCompatibleProviderOptions {
   config: ModelsConfig;
@@ -120,7 +121,7 @@ export class OpenAiCompatibleProvider implements ModelProvider, EmbeddingProvide
     const headers: Record<string, string> = { "content-type": "application/json", ...Object.fromEntries(Object.entries(server.headers).map(([key, value]) => [key, expandEnv(value, this.env, `models.json server header ${key}`)])) };
     if (server.api_key_env) {
       const key = this.env[server.api_key_env];
-      if (!key) throw new DuckError(ErrorCode.ConfigInvalid, `models.json names api_key_env ${server.api_key_env} for ${server.base_url}, but it is not set in the environment`);
+      if (!key) throw new DuckError(ErrorCode.ConfigInvalid, `models.json names api_key_env ${server.api_key_env} for ${urlForDisplay(server.base_url)}, but it is not set in the environment`);
       headers.authorization = `Bearer ${key}`;
     }
     return headers;
@@ -131,7 +132,11 @@ export class OpenAiCompatibleProvider implements ModelProvider, EmbeddingProvide
    * 503, 504) a few times, after the server's Retry-After when it gives one.
    */
   private async post(server: ModelServerConfig, path: string, body: unknown, signal: AbortSignal): Promise<Response> {
-    const url = `${server.base_url.replace(/\/+$/, "")}/${path}`;
+    // The path goes after the base's own, before its query (`…/v1?api-version=…`).
+    const endpoint = new URL(server.base_url);
+    endpoint.pathname = `${endpoint.pathname.replace(/\/+$/, "")}/${path}`;
+    const url = endpoint.href;
+    const shown = urlForDisplay(url);
     const headers = this.headers(server);
     for (let attempt = 0; ; attempt += 1) {
       let response: Response;
@@ -139,18 +144,18 @@ export class OpenAiCompatibleProvider implements ModelProvider, EmbeddingProvide
         response = await fetch(url, { method: "POST", headers, body: JSON.stringify(body), signal });
       } catch (error) {
         if (signal.aborted) throw signal.reason ?? error;
-        throw new DuckError(ErrorCode.ModelServerFailed, `could not reach the model server at ${url}: ${(error as Error).cause instanceof Error ? ((error as Error).cause as Error).message : (error as Error).message}`, { cause: error });
+        throw new DuckError(ErrorCode.ModelServerFailed, `could not reach the model server at ${shown}: ${(error as Error).cause instanceof Error ? ((error as Error).cause as Error).message : (error as Error).message}`, { cause: error });
       }
       if (response.ok) return response;
       const text = (await response.text().catch(() => "")).slice(0, 500);
       if (TRANSIENT_STATUS.has(response.status) && attempt < TRANSIENT_RETRIES) {
         const retryAfter = Number(response.headers.get("retry-after"));
         const wait = Number.isFinite(retryAfter) && retryAfter > 0 ? Math.min(retryAfter * 1000, 10_000) : 500 * 2 ** attempt;
-        this.options.logger.warn({ url, status: response.status, wait_ms: wait }, "model server busy; trying again");
+        this.options.logger.warn({ url: shown, status: response.status, wait_ms: wait }, "model server busy; trying again");
         await delay(wait, undefined, { signal });
         continue;
       }
-      throw new DuckError(ErrorCode.ModelServerFailed, `the model server at ${url} answered HTTP ${response.status}: ${text}`, { details: { status: response.status, url } });
+      throw new DuckError(ErrorCode.ModelServerFailed, `the model server at ${shown} answered HTTP ${response.status}: ${text}`, { details: { status: response.status, url: shown } });
     }
   }
 
