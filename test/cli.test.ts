@@ -151,6 +151,15 @@ describe("ducklm CLI", () => {
     });
     expect(result.status).toBe(2);
     expect(result.stderr).toMatch(/runtime\.json: scheduler\.max_parallel_steps: Too small/);
+    // The commands that help with it still help: where the files are, and what else is fine.
+    const run = (args: string[]) => spawnSync(process.execPath, ["--import", tsxLoader, join(root, "src/cli/main.ts"), ...args], { cwd: workspace, env: { ...process.env, DUCKLM_HOME: home, DUCKLM_CONFIG: config }, encoding: "utf8" });
+    const path = run(["config", "path"]);
+    expect(path.stdout).toContain(`config   ${config}`);
+    expect(path.stderr).toMatch(/runtime\.json: scheduler\.max_parallel_steps/);
+    const doctor = run(["doctor"]);
+    expect(doctor.status).toBe(1);
+    expect(doctor.stdout).toMatch(/FAIL {2}config +.*runtime\.json: scheduler\.max_parallel_steps/);
+    expect(doctor.stdout).toMatch(/ok {4}data directory/);
     rmSync(config, { recursive: true, force: true });
   });
 
@@ -294,7 +303,10 @@ describe("ducklm run at a terminal", () => {
       timeout: 60_000,
     });
     expect(result.stdout).toContain("⊘ denied: you did not allow cp kept.txt refused-copy.txt, so the task stopped");
-    expect(result.stdout.split("the user denied permission").length - 1).toBe(1);
+    // Said once: the answer, then what it meant; not again by the step, the critic and the task.
+    expect(result.stdout).toContain("permission deny (cli)");
+    expect(result.stdout.match(/⊘ denied/g)).toHaveLength(1);
+    expect(result.stdout).not.toContain("DUCK_ERR_PERMISSION_DENIED");
     expect(result.stdout).not.toContain("✘ failed");
     expect(result.status).toBe(4);
     expect(existsSync(join(workspace, "refused-copy.txt"))).toBe(false);

@@ -1,6 +1,7 @@
 import { accessSync, constants, statSync } from "node:fs";
 import { join } from "node:path";
 import { connectIntegrations } from "../integrations/connect-integrations.js";
+import type { DuckConfig } from "../config/config-schemas.js";
 import { loadConfig, resolveConfigDir, resolveHomeDir } from "../config/load-config.js";
 import { modelsDirectory } from "../models/create-model-provider.js";
 import { resolveRoles } from "../models/model-roles.js";
@@ -30,14 +31,23 @@ export async function doctorCommand(globals: GlobalOptions): Promise<number> {
   await check("node", () => (major > 20 || (major === 20 && minor >= 19) ? ["ok", process.version] : ["fail", `${process.version}; DuckLM needs 20.19 or newer`]));
   const home = resolveHomeDir(globals.home);
   const configDir = resolveConfigDir(globals.config);
-  const config = loadConfig(configDir);
-  await check("config", () => ["ok", `${configDir} (files it lacks come from the bundled defaults)`]);
+  // A config that does not load is this report's first finding, not the end of it.
+  let loaded: DuckConfig | null = null;
+  await check("config", () => {
+    loaded = loadConfig(configDir);
+    return ["ok", `${configDir} (files it lacks come from the bundled defaults)`];
+  });
   await check("data directory", () => {
     ensurePrivateDir(home);
     accessSync(home, constants.W_OK);
     const mode = statSync(home).mode & 0o777;
     return mode & 0o077 ? ["warn", `${home} is readable by other users (mode ${mode.toString(8)}); chmod 700 it`] : ["ok", `${home} (private, mode 700)`];
   });
+  const config = loaded as DuckConfig | null;
+  if (config === null) {
+    lines.push(["fail", "the other checks", "skipped until the config loads: fix the file named above (`ducklm config path` lists the files in force)"]);
+    return report(lines);
+  }
   await check("database", () => {
     const integrity = checkDatabaseIntegrity(join(home, "ducklm.sqlite3"), { synchronous: config.runtime.storage.synchronous });
     return integrity === "ok" ? ["ok", `integrity ok, synchronous=${config.runtime.storage.synchronous}`] : ["fail", `integrity_check: ${integrity}`];
@@ -72,6 +82,10 @@ export async function doctorCommand(globals: GlobalOptions): Promise<number> {
     if (connected.failures.length > 0) return ["warn", `${summary}; ${connected.failures.map((failure) => `${failure.what}: ${failure.reason}`).join("; ")}`];
     return ["ok", summary];
   });
+  return report(lines);
+}
+
+function report(lines: Array<[Level, string, string]>): number {
   for (const [level, name, detail] of lines) console.log(`${level === "ok" ? "ok  " : level === "warn" ? "warn" : "FAIL"}  ${name.padEnd(38)} ${detail}`);
   return lines.some(([level]) => level === "fail") ? 1 : 0;
 }

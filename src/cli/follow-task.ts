@@ -23,10 +23,11 @@ export function createEventPrinter(json: boolean, write: (text: string) => void 
       streaming = true;
       return;
     }
-    if (streaming && event.type === "model-output-completed") {
+    // Whatever ends a model's streamed text (its completion, a failure, a cancel) starts on a line of its own.
+    if (streaming) {
       write("\n");
       streaming = false;
-      return;
+      if (event.type === "model-output-completed") return;
     }
     const line = format(event);
     if (line !== null) write(`${safeForTerminal(line)}\n`);

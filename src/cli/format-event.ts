@@ -30,6 +30,8 @@ export function createEventFormatter(): (event: DuckEvent) => string | null {
       case "tool-result": {
         const error = payloadOf(event, "tool-result").result.error;
         if (error) shownErrors.add(errorText(error.code, error.message));
+        // The refusal was the person's own answer, printed just above; the task's end says what it meant.
+        if (error?.code === "DUCK_ERR_PERMISSION_DENIED" && error.message === "the user denied permission") return null;
         break;
       }
       case "permission-requested": {
@@ -52,7 +54,7 @@ export function createEventFormatter(): (event: DuckEvent) => string | null {
         if (p.code === "DUCK_ERR_PERMISSION_DENIED") {
           const step = /^step (\S+) failed/.exec(p.message)?.[1];
           const what = step ? asked.get(`${event.task_id}/${step}`) : undefined;
-          return what ? `⊘ denied: you did not allow ${what}, so the task stopped` : `⊘ denied: ${p.message}`;
+          return what ? `⊘ denied: you did not allow ${what}, so the task stopped` : step ? `⊘ denied: you did not allow step ${step}, so the task stopped` : `⊘ denied: ${p.message}`;
         }
         if (repeats(p.message)) return `✘ failed ${p.code}`;
         break;

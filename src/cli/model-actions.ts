@@ -243,6 +243,8 @@ export async function setupCommand(globals: GlobalOptions, options: { preset?: s
 /** `ducklm models bench <role>`: prompt and generation speed of the role's model. */
 export async function modelsBenchCommand(globals: GlobalOptions, roleName: string, options: { tokens?: string }): Promise<number> {
   const role = checkRole(roleName);
+  const tokens = Number(options.tokens ?? 128);
+  if (!Number.isInteger(tokens) || tokens < 1 || tokens > 8192) throw new DuckError(ErrorCode.InvalidInput, "--tokens must be a whole number from 1 to 8192");
   const home = resolveHomeDir(globals.home);
   const config = loadConfig(resolveConfigDir(globals.config));
   // The same provider tasks use: a local file or a model server, whichever serves the role.
@@ -252,7 +254,6 @@ export async function modelsBenchCommand(globals: GlobalOptions, roleName: strin
     throw new DuckError(ErrorCode.ModelUnavailable, `role ${role} has no model file or server; see \`ducklm models list\``);
   }
   try {
-    const tokens = Number(options.tokens ?? 128);
     const loadStart = performance.now();
     await provider.ensureLoaded?.(role);
     const loadMs = performance.now() - loadStart;

@@ -133,6 +133,9 @@ describe("ducklm models", () => {
     expect((await ducklm(["models", "pull", "ftp://example/x.gguf"])).stderr).toMatch(/only http\(s\) URLs/);
     expect((await ducklm(["models", "pull", "hf:only-user"])).stderr).toMatch(/hf:user\/repo\/file.gguf/);
     expect((await ducklm(["models", "pull", `${baseUrl}/x/tiny.gguf`, "--role", "wizard"])).stderr).toMatch(/unknown role "wizard"/);
+    const bench = await ducklm(["models", "bench", "thinker", "--tokens", "0"]);
+    expect(bench.code).toBe(2);
+    expect(bench.stderr).toMatch(/--tokens must be a whole number from 1 to 8192/);
   });
 
   it("runs a task on the pulled model from the command line, and measures it", async () => {

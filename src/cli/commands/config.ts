@@ -35,11 +35,12 @@ export function registerConfig(program: Command): void {
       runPlain(async () => {
         const { BUNDLED_CONFIG_DIR, loadConfig, resolveConfigDir, resolveHomeDir } = await import("../../config/load-config.js");
         const dir = resolveConfigDir(globals().config);
-        const loaded = loadConfig(dir);
-        const sources = loaded.sources ?? {};
         console.log(`config   ${dir}  (your files; any file missing here comes from the bundled defaults)`);
         console.log(`defaults ${BUNDLED_CONFIG_DIR}`);
         console.log(`data     ${resolveHomeDir(globals().home)}  (database, logs, models, login token)`);
+        // The folders are worth knowing most when a file in them is broken.
+        const loaded = loadConfig(dir);
+        const sources = loaded.sources ?? {};
         console.log("in force:");
         const width = Math.max(...Object.keys(sources).map((name) => name.length));
         for (const [name, file] of Object.entries(sources)) {

@@ -39,7 +39,7 @@ async function memoryAction(ducklm: DuckLM, action: string, args: string[], opti
       const kind = MemoryKindSchema.safeParse(options.kind ?? "fact");
       if (!kind.success) throw new DuckError(ErrorCode.InvalidInput, `--kind must be one of ${MemoryKindSchema.options.join(", ")}`);
       const result = await memory.remember(text, kind.data, "cli");
-      print(result, () => console.log(result.action === "insert" ? `remembered #${result.entry.id}` : `already known as #${result.entry.id}; its weight is now ${result.entry.weight}`));
+      print(result, () => console.log(result.action === "insert" ? `remembered #${result.entry.id}` : `already known as #${result.entry.id}; its weight is now ${Number(result.entry.weight.toFixed(2))}`));
       return 0;
     }
     case "rm": {
