@@ -519,10 +519,86 @@ $("input").addEventListener("keydown", (event) => {
     send();
   }
 });
-$("toggle-events").addEventListener("click", () => {
-  const panel = $("events-panel");
-  panel.hidden = !panel.hidden;
-  $("toggle-events").setAttribute("aria-pressed", String(!panel.hidden));
+// The side panels: one open at a time.
+const PANELS = { events: "events-panel", memory: "memory-panel", approvals: "approvals-panel" };
+function togglePanel(name) {
+  for (const [other, id] of Object.entries(PANELS)) {
+    const open = other === name && $(id).hidden;
+    $(id).hidden = !open;
+    $(`toggle-${other}`).setAttribute("aria-pressed", String(open));
+  }
+  if (!$("memory-panel").hidden) showMemory();
+  if (!$("approvals-panel").hidden) showApprovals();
+}
+for (const name of Object.keys(PANELS)) $(`toggle-${name}`).addEventListener("click", () => togglePanel(name));
+
+// ---- memory and remembered approvals ----
+function panelButton(label, onClick, className) {
+  const button = el("button", className ?? null, label);
+  button.type = "button";
+  button.addEventListener("click", onClick);
+  return button;
+}
+
+async function showMemory() {
+  const list = $("memory-list");
+  const query = $("memory-query").value.trim();
+  try {
+    const body = await api(query ? `/memory?query=${encodeURIComponent(query)}&limit=50` : "/memory?limit=50");
+    const entries = query ? body.hits.map((hit) => hit.entry) : body.entries;
+    list.replaceChildren();
+    if (entries.length === 0) list.append(el("li", "note", query ? "Nothing remembered about that." : "Nothing remembered yet."));
+    for (const entry of entries) {
+      const item = el("li");
+      item.dataset.id = String(entry.id);
+      item.append(el("div", null, entry.text), el("div", "meta", `#${entry.id} · ${entry.kind} · weight ${Number(entry.weight.toFixed(2))}${entry.pinned ? " · pinned" : ""}`));
+      const actions = el("div", "actions");
+      actions.append(
+        panelButton(entry.pinned ? "Unpin" : "Pin", async () => {
+          await api(`/memory/${entry.id}/pin`, { method: "POST", body: JSON.stringify({ pinned: !entry.pinned }) });
+          showMemory();
+        }),
+        panelButton("Forget", async () => {
+          await api(`/memory/${entry.id}`, { method: "DELETE" });
+          showMemory();
+        }, "danger"),
+      );
+      item.append(actions);
+      list.append(item);
+    }
+  } catch (error) {
+    list.replaceChildren(el("li", "error", String(error.message)));
+  }
+}
+
+async function showApprovals() {
+  const list = $("approvals-list");
+  try {
+    const { approvals } = await api("/approvals");
+    const active = approvals.filter((approval) => !approval.revoked_at);
+    list.replaceChildren();
+    if (active.length === 0) list.append(el("li", "note", "No remembered approvals: every command no rule allows is asked."));
+    for (const approval of active) {
+      const item = el("li");
+      item.dataset.id = approval.id;
+      const command = el("code", null, approval.command);
+      item.append(command, el("div", "meta", `in ${approval.cwd} · ${approval.category.replace("_", " ")} · ${approval.expires_at ? `until ${new Date(approval.expires_at).toLocaleString()}` : "until revoked"}`));
+      const actions = el("div", "actions");
+      actions.append(panelButton("Revoke", async () => {
+        await api(`/approvals/${encodeURIComponent(approval.id)}`, { method: "DELETE" });
+        showApprovals();
+      }, "danger"));
+      item.append(actions);
+      list.append(item);
+    }
+  } catch (error) {
+    list.replaceChildren(el("li", "error", String(error.message)));
+  }
+}
+
+$("memory-search").addEventListener("submit", (event) => {
+  event.preventDefault();
+  showMemory();
 });
 $("toggle-sidebar").addEventListener("click", (event) => {
   event.stopPropagation();

@@ -153,29 +153,68 @@ describe("the web chat in Chromium", () => {
   it("lists conversations in the sidebar and reopens one with all its turns; a new message continues it", async () => {
     draft = "";
     const first = await openChat();
-    directive = { kind: "respond", answer: "The pond is **3 m** deep." };
-    await send(first, "how deep is the pond?");
+    directive = { kind: "tool", tool: "file_read", arguments: { path: "duck.js" }, reason: "" };
+    await send(first, "what is in duck.js?");
     await first.waitForSelector(".feedback");
-    directive = { kind: "respond", answer: "Ducks like *bread*." };
-    await send(first, "what do ducks like?");
+    directive = {
+      kind: "respond",
+      answer: "`duck.js` defines **one constant**:\n\n- `duck`, the string `\"quack\"`\n- nothing is exported\n\nTo use it elsewhere, export it:\n\n```js\nexport const duck = \"quack\";\n```",
+    };
+    await send(first, "how would I use it elsewhere?");
     await first.waitForFunction(() => document.querySelectorAll(".feedback").length === 2);
     await first.close();
 
     // Another browser: the conversation is one row, with both messages behind it.
     const page = await openChat();
-    await page.waitForFunction(() => [...document.querySelectorAll("#task-list button")].some((button) => button.textContent?.startsWith("how deep is the pond?")));
-    const row = page.locator("#task-list button", { hasText: "how deep is the pond?" });
+    await page.waitForFunction(() => [...document.querySelectorAll("#task-list button")].some((button) => button.textContent?.startsWith("what is in duck.js?")));
+    const row = page.locator("#task-list button", { hasText: "what is in duck.js?" });
     expect(await row.textContent()).toContain("2 messages");
     await row.click();
-    await page.waitForFunction(() => document.querySelectorAll(".message.user").length === 2 && document.querySelectorAll(".answer strong, .answer em").length === 2);
-    expect(await page.$$eval(".message.user", (nodes) => nodes.map((node) => node.textContent))).toEqual(["how deep is the pond?", "what do ducks like?"]);
-    expect(await page.textContent(".answer strong")).toBe("3 m");
-    directive = { kind: "respond", answer: "Yes, in the pond." };
-    await send(page, "do they swim there?");
+    await page.waitForFunction(() => document.querySelectorAll(".message.user").length === 2 && document.querySelector(".answer li") && document.querySelector(".tool .hljs-string"));
+    expect(await page.$$eval(".message.user", (nodes) => nodes.map((node) => node.textContent))).toEqual(["what is in duck.js?", "how would I use it elsewhere?"]);
+    expect(await page.textContent(".tool .tool-head span")).toBe("Read duck.js");
+    expect(await page.textContent(".answer strong")).toBe("one constant");
+    expect(await page.textContent(".answer pre .hljs-keyword")).toBe("export");
+    // The picture README.md shows.
+    await page.screenshot({ path: join(SCREENSHOTS, "conversation.png") });
+    directive = { kind: "respond", answer: "Yes: import it with `import { duck } from \"./duck.js\"`." };
+    await send(page, "and import it?");
     await page.waitForFunction(() => document.querySelectorAll(".message.user").length === 3 && document.querySelectorAll(".feedback").length === 3);
     const id = await page.locator("#task-list button.current").getAttribute("data-id");
     const response = await page.evaluate(async (conversation) => (await fetch(`/conversations/${encodeURIComponent(conversation!)}`)).json(), id);
-    expect((response as { tasks: Array<{ text: string }> }).tasks.map((task) => task.text)).toEqual(["how deep is the pond?", "what do ducks like?", "do they swim there?"]);
+    expect((response as { tasks: Array<{ text: string }> }).tasks.map((task) => task.text)).toEqual(["what is in duck.js?", "how would I use it elsewhere?", "and import it?"]);
+    await page.close();
+  });
+
+  it("shows what is remembered and the remembered approvals, and pins, forgets and revokes from the page", async () => {
+    const page = await openChat();
+    const post = (path: string, body: unknown) => page.evaluate(async ([url, data]) => (await fetch(url as string, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(data) })).json(), [path, body] as const);
+    const kept = (await post("/memory", { text: "The heron nests by the old mill", kind: "fact" })) as { entry: { id: number } };
+    const dropped = (await post("/memory", { text: "The kingfisher visits on Tuesdays", kind: "fact" })) as { entry: { id: number } };
+    const approval = server.runtime.approvals.grant({ command: "make lint", cwd: server.runtime.workspace, category: "unknown", grantedByTask: null });
+
+    await page.click("#toggle-memory");
+    await page.fill("#memory-query", "heron");
+    await page.press("#memory-query", "Enter");
+    await page.waitForSelector(`#memory-list li[data-id="${kept.entry.id}"]`);
+    await page.click(`#memory-list li[data-id="${kept.entry.id}"] button:has-text("Pin")`);
+    await page.waitForFunction((id) => document.querySelector(`#memory-list li[data-id="${id}"] .meta`)?.textContent?.includes("pinned"), kept.entry.id);
+    await page.fill("#memory-query", "");
+    await page.press("#memory-query", "Enter");
+    await page.waitForSelector(`#memory-list li[data-id="${dropped.entry.id}"]`);
+    await page.click(`#memory-list li[data-id="${dropped.entry.id}"] button:has-text("Forget")`);
+    await page.waitForSelector(`#memory-list li[data-id="${dropped.entry.id}"]`, { state: "detached" });
+    expect(server.runtime.memory.store.get(dropped.entry.id)).toBeNull();
+    expect(server.runtime.memory.store.get(kept.entry.id)?.pinned).toBe(true);
+
+    await page.click("#toggle-approvals");
+    expect(await page.isVisible("#memory-panel")).toBe(false);
+    await page.waitForSelector(`#approvals-list li[data-id="${approval.id}"]`);
+    expect(await page.textContent(`#approvals-list li[data-id="${approval.id}"] code`)).toBe("make lint");
+    await page.click(`#approvals-list li[data-id="${approval.id}"] button:has-text("Revoke")`);
+    await page.waitForSelector(`#approvals-list li[data-id="${approval.id}"]`, { state: "detached" });
+    expect(server.runtime.approvals.findActive("make lint", server.runtime.workspace)).toBeNull();
+    expect((page as unknown as { errors: string[] }).errors).toEqual([]);
     await page.close();
   });
 
