@@ -244,7 +244,8 @@ describe("ducklm run at a terminal", () => {
       timeout: 60_000,
     });
     expect(result.stdout).toMatch(/Allow cp tty-src.txt tty-copy.txt \[unknown\]\?/);
-    expect(result.stdout).toContain("✔ completed");
+    // On a terminal, how it ended stands out in colour (the chat test checks NO_COLOR).
+    expect(result.stdout).toContain("\u001b[32m✔ completed\u001b[39m");
     expect(result.status).toBe(0);
   });
 

@@ -1,4 +1,5 @@
 import { createInterface } from "node:readline/promises";
+import { styleText } from "node:util";
 import type { DuckEvent } from "../contracts/index.js";
 import type { StartOptions, StartReport } from "../runtime/create-runtime.js";
 import type { DuckLM } from "../runtime/ducklm.js";
@@ -30,8 +31,30 @@ export function createEventPrinter(json: boolean, write: (text: string) => void 
       if (event.type === "model-output-completed") return;
     }
     const line = format(event);
-    if (line !== null) write(`${safeForTerminal(line)}\n`);
+    if (line !== null) write(`${colourOf(safeForTerminal(line))}\n`);
   };
+}
+
+/** Whether output may be coloured: a terminal, not NO_COLOR, not a dumb one. */
+export function colourAllowed(stream: NodeJS.WriteStream = process.stdout): boolean {
+  return stream.isTTY === true && !process.env.NO_COLOR && process.env.TERM !== "dumb";
+}
+
+// How a task ended, and what waits for the person, stand out; the rest stays plain.
+const LINE_COLOURS: Array<[RegExp, Parameters<typeof styleText>[0]]> = [
+  [/^✔ /, "green"],
+  [/^✘ /, "red"],
+  [/^⊘ /, "yellow"],
+  [/^ {2}\? /, "yellow"],
+  [/^↻ /, "cyan"],
+  [/^ {4}← (?!ok)/, "red"],
+];
+
+function colourOf(line: string): string {
+  if (!colourAllowed()) return line;
+  const [first, ...rest] = line.split("\n");
+  const colour = LINE_COLOURS.find(([pattern]) => pattern.test(first!))?.[1];
+  return colour ? [styleText(colour, first!), ...rest].join("\n") : line;
 }
 
 /** Asks a question at the terminal and returns the line typed (null when input ended). */
