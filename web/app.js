@@ -130,6 +130,20 @@ function taskView(taskId, text) {
   return { taskId, user, assistant, thinking, tools, answer, toolBlocks: new Map(), calls: new Map(), approvals: new Map(), lastOutput: null, directive: "", iteration: 1, pendingAnswer: null };
 }
 
+function followQueuePosition(view) {
+  if (view.queueTimer) return;
+  view.queueTimer = setInterval(async () => {
+    const task = await api(`/tasks/${encodeURIComponent(view.taskId)}`).catch(() => null);
+    if (!task || task.queue_position === null || task.queue_position === undefined) return stopFollowingQueue(view);
+    if (view.queued?.textContent.startsWith("Waiting")) view.queued.textContent = `Waiting to run: number ${task.queue_position} in line`;
+  }, 2000);
+}
+
+function stopFollowingQueue(view) {
+  if (view.queueTimer) clearInterval(view.queueTimer);
+  view.queueTimer = null;
+}
+
 /** Renders the answer as Markdown, at most once a frame while it streams. */
 function showAnswer(view, text, { now = false } = {}) {
   view.pendingAnswer = text;
@@ -147,6 +161,7 @@ function showAnswer(view, text, { now = false } = {}) {
 
 /** The composer's button stops the task on screen while it runs, and sends otherwise. */
 function taskEnded(view) {
+  stopFollowingQueue(view);
   if (view.answerFrame) cancelAnimationFrame(view.answerFrame);
   view.answerFrame = null;
   if (state.view === view) setRunning(false);
@@ -216,9 +231,12 @@ function applyEvent(view, event, { live }) {
       const text = `Waiting to run: number ${p.position} in line (${p.running} of ${p.limit} tasks running)`;
       if (view.queued) view.queued.textContent = text;
       else view.tools.append((view.queued = el("div", "iteration queued", text)));
+      // The line moves as other tasks finish: the place shown follows it.
+      if (live) followQueuePosition(view);
       break;
     }
     case "task-dequeued":
+      stopFollowingQueue(view);
       if (view.queued) view.queued.textContent = "Waited in line; running now";
       break;
     case "context-summarised":

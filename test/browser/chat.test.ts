@@ -374,6 +374,28 @@ describe("the web chat in Chromium", () => {
   });
 });
 
+describe("a task waiting in line", () => {
+  it("shows its place, and the place moves as the tasks before it finish", async () => {
+    const slow = scriptedAgent({ directive: { kind: "tool", tool: "echo", arguments: { text: "done", wait_ms: 2_500 }, reason: "" }, draft: "", verdict: () => "pass" });
+    const lined = await startTestServer({ models: slow, tools: [createEchoTool()], runtime: { scheduler: { max_running_tasks: 1 } } });
+    const page = await browser.newPage();
+    try {
+      await page.goto(lined.loginUrl());
+      await page.waitForSelector("#input:not([disabled])");
+      for (const text of ["first", "second", "third"]) {
+        await send(page, text);
+        await page.waitForFunction((count) => document.querySelectorAll(".message.user").length === count, ["first", "second", "third"].indexOf(text) + 1);
+      }
+      await page.waitForFunction(() => [...document.querySelectorAll(".queued")].at(-1)?.textContent?.startsWith("Waiting to run: number 2 in line"));
+      // The first finishes, the second starts: the third is next.
+      await page.waitForFunction(() => [...document.querySelectorAll(".queued")].at(-1)?.textContent?.startsWith("Waiting to run: number 1 in line"), undefined, { timeout: 15_000 });
+    } finally {
+      await page.close();
+      await lined.close();
+    }
+  }, 60_000);
+});
+
 describe("logging in", () => {
   it("takes a one-time link; the page alone gives nothing, and without the session nothing can be approved", async () => {
     const context = await browser.newContext();
