@@ -1,7 +1,7 @@
 // DuckLM web chat. Tool output and model prose go through textContent; answers are Markdown,
 // rendered by markdown.js (HTML in them stays text, the rest is sanitised).
 import { partialAnswer } from "./answer-stream.js";
-import { addCopyButton, codeBlock, languageOf, renderMarkdown } from "./markdown.js";
+import { addCopyButton, codeBlock, languageOf, renderMarkdown, visible } from "./markdown.js";
 
 const $ = (id) => document.getElementById(id);
 // Roles whose prose streams into the thinking panel (the orchestrator decides again after steps).
@@ -23,10 +23,11 @@ function sessionId() {
   return id;
 }
 
+/** An element with text; characters that reorder or hide text are shown as what they are. */
 function el(tag, className, text) {
   const node = document.createElement(tag);
   if (className) node.className = className;
-  if (text !== undefined) node.textContent = text;
+  if (text !== undefined) node.textContent = visible(text);
   return node;
 }
 
@@ -146,6 +147,11 @@ function stopFollowingQueue(view) {
 
 /** Renders the answer as Markdown, at most once a frame while it streams. */
 function showAnswer(view, text, { now = false } = {}) {
+  // A long answer streams as plain text and is rendered once, at its end.
+  if (!now && text.length > 20_000) {
+    view.answer.textContent = visible(text);
+    return;
+  }
   view.pendingAnswer = text;
   if (now) {
     view.pendingAnswer = null;
@@ -223,7 +229,7 @@ function applyEvent(view, event, { live }) {
   const p = event.payload;
   switch (event.type) {
     case "task-received":
-      view.user.textContent = p.text;
+      view.user.textContent = visible(p.text);
       view.workspace = p.workspace;
       break;
     case "task-queued": {
@@ -265,7 +271,7 @@ function applyEvent(view, event, { live }) {
         break;
       }
       if (!PROSE_ROLES.has(p.role)) break;
-      view.thinking.append(p.text);
+      view.thinking.append(visible(p.text));
       view.thinking.scrollTop = view.thinking.scrollHeight;
       break;
     case "tool-called": {
@@ -397,17 +403,19 @@ function showNextPermission() {
   $("permission-reason").textContent = request.reason;
   $("permission-category").textContent = CATEGORY_TEXT[request.category] ?? request.category.replace("_", " ");
   $("permission-network").hidden = !request.network;
-  $("permission-workspace").textContent = request.workspace || "";
+  $("permission-workspace").textContent = visible(request.workspace || "");
   $("permission-where").hidden = !request.workspace;
+  $("permission-always-covers").textContent =
+    request.commands.length > 0 ? "exactly this command, in this folder" : `every later call of the tool ${request.call.tool} in this folder, whatever its arguments`;
   const list = $("permission-commands");
   list.replaceChildren();
-  // A tool call is named exactly too: "always" remembers that tool in this folder.
-  const commands = request.commands.length > 0 ? [...request.commands] : [`${toolTitle(request.call, request.workspace)} — tool ${request.call.tool}`];
+  // A tool call is named exactly, with all of its arguments: "always" remembers that tool here.
+  const commands = request.commands.length > 0 ? [...request.commands] : [`${request.call.tool} ${JSON.stringify(request.call.arguments, null, 2)}`];
   // A coder step asks once for its files and its test command together.
   if (request.call.tool === "code_apply" && request.commands.length > 0) commands.unshift(`write ${(request.call.arguments.files || []).join(", ")}`);
   for (const command of commands) {
     const item = el("li");
-    item.append(el("code", null, command));
+    item.append(el(command.includes("\n") ? "pre" : "code", null, command));
     list.append(item);
   }
   $("permission-always").hidden = request.category === "no_always";
@@ -500,8 +508,13 @@ async function openConversation(id) {
   messages.replaceChildren();
   for (const task of tasks.slice(0, -1)) {
     const view = taskView(task.id, task.text);
-    const { events } = await api(`/tasks/${encodeURIComponent(task.id)}/events?since=1&limit=10000`);
-    for (const event of events) applyEvent(view, event, { live: false });
+    try {
+      const { events } = await api(`/tasks/${encodeURIComponent(task.id)}/events?since=1&limit=10000`);
+      for (const event of events) applyEvent(view, event, { live: false });
+    } catch (error) {
+      // One turn that cannot be drawn does not hide the rest of the conversation.
+      view.answer.append(el("span", "error", `This turn could not be shown: ${error.message}`));
+    }
   }
   const latest = tasks.at(-1);
   if (latest) openTask(latest.id, latest.text, { keepMessages: true });

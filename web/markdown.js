@@ -5,6 +5,15 @@ import { Marked } from "/vendor/marked.js";
 import DOMPurify from "/vendor/purify.js";
 import hljs from "/vendor/highlight.js";
 
+// Characters that reorder or hide text (right-to-left overrides, isolates, zero-width marks): a file
+// named "a\u202Elmth.md" would read "adm.html". Shown as what they are instead.
+const INVISIBLE = /[\u200B-\u200F\u202A-\u202E\u2060-\u2064\u2066-\u2069\uFEFF]/g;
+
+/** Text with its reordering and invisible characters made visible (⟨U+202E⟩). */
+export function visible(text) {
+  return String(text).replace(INVISIBLE, (char) => `⟨U+${char.codePointAt(0).toString(16).toUpperCase().padStart(4, "0")}⟩`);
+}
+
 const escapeHtml = (text) => text.replace(/[&<>"']/g, (char) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[char]);
 
 const marked = new Marked({
@@ -19,15 +28,36 @@ const marked = new Marked({
       const language = (lang ?? "").split(/\s/)[0];
       return `<pre><code data-language="${escapeHtml(language)}">${escapeHtml(text)}</code></pre>`;
     },
+    // Pictures are never loaded (they could carry data out); what they were is said in words.
+    image({ text, href }) {
+      return escapeHtml(`[picture${text ? `: ${text}` : ""} — ${href}]`);
+    },
+    checkbox({ checked }) {
+      return checked ? "☑ " : "☐ ";
+    },
   },
 });
 
+// Past this, an answer is shown as plain text: deeply nested Markdown takes marked quadratic time,
+// and past some depth its recursion fails.
+const MARKDOWN_LIMIT = 100_000;
+
 DOMPurify.addHook("afterSanitizeAttributes", (node) => {
-  // Links open apart from the chat, and tell the site nothing about it.
-  if (node.tagName === "A") {
-    node.setAttribute("target", "_blank");
-    node.setAttribute("rel", "noopener noreferrer");
+  if (node.tagName !== "A") return;
+  const href = node.getAttribute("href") ?? "";
+  // Only web pages: no mail or phone apps, no other protocols, nothing of this server's own.
+  if (!/^https?:\/\/[^/\\]/i.test(href)) {
+    node.removeAttribute("href");
+    return;
   }
+  // Links open apart from the chat, and tell the site nothing about it.
+  node.setAttribute("target", "_blank");
+  node.setAttribute("rel", "noopener noreferrer");
+  node.setAttribute("title", href);
+  // A link whose text is an address shows where it really goes when that is elsewhere.
+  const shown = /^\s*(?:https?:\/\/|www\.)([^/\s]+)/i.exec(node.textContent ?? "")?.[1]?.toLowerCase();
+  const target = new URL(href).host.toLowerCase();
+  if (shown && shown !== target && `www.${shown}` !== target && shown !== `www.${target}`) node.append(` (→ ${target})`);
 });
 
 const PURIFY = { USE_PROFILES: { html: true }, FORBID_TAGS: ["img", "svg", "math", "style", "form", "input", "button", "textarea", "select", "iframe", "video", "audio", "source"], FORBID_ATTR: ["style", "class", "id"] };
@@ -48,10 +78,10 @@ export function codeBlock(code, language, className) {
   const element = document.createElement("code");
   if (language && hljs.getLanguage(language)) {
     // highlight.js escapes the code it is given; its markup is only its own spans.
-    element.innerHTML = hljs.highlight(code, { language, ignoreIllegals: true }).value;
+    element.innerHTML = hljs.highlight(visible(code), { language, ignoreIllegals: true }).value;
     element.className = `hljs language-${language}`;
   } else {
-    element.textContent = code;
+    element.textContent = visible(code);
   }
   pre.append(element);
   addCopyButton(pre, () => code);
@@ -78,9 +108,21 @@ export function addCopyButton(container, text) {
   container.append(button);
 }
 
-/** Renders Markdown text into `container`, replacing what it held. */
+/** Renders Markdown text into `container`, replacing what it held; text it cannot render stays text. */
 export function renderMarkdown(container, text) {
-  const html = DOMPurify.sanitize(marked.parse(text).trim(), PURIFY);
+  let html = null;
+  if (text.length <= MARKDOWN_LIMIT) {
+    try {
+      html = DOMPurify.sanitize(marked.parse(visible(text)).trim(), PURIFY);
+    } catch {
+      // Nesting too deep for the parser: the answer is still shown, as it was written.
+    }
+  }
+  if (html === null) {
+    container.classList.remove("markdown");
+    container.textContent = visible(text);
+    return;
+  }
   container.innerHTML = html;
   container.classList.add("markdown");
   // Fenced code: coloured by the language the fence names, with a copy button.

@@ -51,6 +51,9 @@ describe("an MCP tool in the web chat", () => {
     await page.waitForSelector("#permission-dialog[open]");
     expect(await page.textContent("#permission-category")).toBe("no rule in permissions.json covers it");
     expect(await page.textContent("#permission-commands")).toContain("mcp__files__write_file");
+    // All of the arguments, and what "always" would cover for a tool.
+    expect(await page.textContent("#permission-commands")).toContain('"content": "written over MCP"');
+    expect(await page.textContent("#permission-always-covers")).toBe("every later call of the tool mcp__files__write_file in this folder, whatever its arguments");
     expect(() => readFileSync(target)).toThrow();
     await page.click("#permission-allow");
     await page.waitForFunction(() => /Successfully wrote/i.test(document.querySelector(".tool pre")?.textContent ?? ""));
