@@ -118,6 +118,46 @@ describe("recording tasks of every kind", () => {
     expect((await refusedHandle.done).state).toBe("failed");
     keep("parallel steps refused at once", refusing, refusedHandle.taskId);
 
+    // A step waiting to retry while its sibling fails the task: it does not run again.
+    const retrying = createTestRuntime({
+      models: scripted(
+        { kind: "plan", goal: "", steps: [{ id: "a", kind: "tool", description: "", depends_on: [], tool: "echo", arguments: { text: "A" } }, { id: "b", kind: "tool", description: "", depends_on: [], tool: "echo", arguments: { text: "B", wait_ms: 40 } }] },
+        (step) => (step.stepId === "a" ? "retry" : "fail"),
+      ),
+      tools: [createEchoTool()],
+      runtime: { retry: { backoff_ms: 150 } },
+    });
+    runtimes.push(retrying);
+    const retryHandle = retrying.loop.submit({ text: "retry one, fail the other" });
+    expect((await retryHandle.done).state).toBe("failed");
+    expect(retrying.store.listEvents(retryHandle.taskId).filter((event) => event.type === "step-started" && (event.payload as { step_id: string }).step_id === "a")).toHaveLength(1);
+    keep("a retry dropped when a sibling fails the task", retrying, retryHandle.taskId);
+
+    // Cancelled before anything was decided.
+    const early = createTestRuntime();
+    runtimes.push(early);
+    const earlyHandle = early.loop.submit({ text: "run `ls`" });
+    early.loop.cancel(earlyHandle.taskId);
+    expect((await earlyHandle.done).state).toBe("cancelled");
+    keep("cancelled before the first decision", early, earlyHandle.taskId);
+
+    // Allowed always, then the same command again in a later decision of the same task.
+    const again = createTestRuntime({
+      runtime: { agent: { max_iterations: 3 } },
+      models: scriptedAgent({
+        directive: (_request, view) => (view.decision <= 2 ? { kind: "tool", tool: "shell_exec", arguments: { command: "cp missing.txt copy.txt" }, reason: "" } : { kind: "respond", answer: "gave up" }),
+        verdict: (step) => ({ correctness: 1, usefulness: 1, safety: 1, verdict: step.succeeded ? "pass" : "fail", reason: "scripted" }),
+      }),
+    });
+    runtimes.push(again);
+    const againHandle = again.loop.submit({ text: "copy it, twice if need be" });
+    let againOutcome = await againHandle.done;
+    while (againOutcome.state === "awaiting_permission") againOutcome = await again.loop.resolvePermission(againHandle.taskId, againOutcome.pending_permissions[0]!.request_id, "allow_always").done;
+    const againTypes = again.store.listEvents(againHandle.taskId).map((event) => event.type);
+    expect(againTypes).toContain("approval-granted");
+    expect(againTypes).toContain("approval-used");
+    keep("allowed always, then used again in the same task", again, againHandle.taskId);
+
     // Cancelled in the middle of a running step, and timed out.
     const slow: ExecutionDirective = { kind: "tool", tool: "echo", arguments: { text: "slow", wait_ms: 5_000 }, reason: "" };
     const slowRuntime = createTestRuntime({ models: scripted(slow), tools: [createEchoTool()], runtime: { timeouts: { task_ms: 400 } } });
@@ -202,7 +242,7 @@ describe("recording tasks of every kind", () => {
       await handle.done;
       keep(`fixture model, seed ${seed}`, real, handle.taskId);
     }
-    expect(recordings.length).toBeGreaterThanOrEqual(18);
+    expect(recordings.length).toBeGreaterThanOrEqual(21);
   }, 240_000);
 });
 

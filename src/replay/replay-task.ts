@@ -118,13 +118,20 @@ export async function replayTask(recorded: readonly DuckEvent[], config: DuckCon
       // What steps running side by side write comes in the order the recording has it.
       recordedTurn: async (id, next, signal) => {
         if (id !== taskId) return;
-        for (let index = progress.seq; index < recorded.length; index += 1) {
-          const event = recorded[index]!;
-          const payload = event.payload as { step_id?: string; purpose?: string };
-          if (event.type !== next.type || (next.step_id !== undefined && payload.step_id !== next.step_id) || (next.purpose !== undefined && payload.purpose !== next.purpose)) continue;
-          await progress.until(event.seq - 1, signal);
-          return;
-        }
+        // After what this replay has written so far (published or still in its batch).
+        const ahead = recorded.slice(runtime!.store.projection(taskId).seq);
+        const due = next.retryOf
+          ? // The step's next event; else the first event after the plan's steps (its end).
+            (ahead.find((event) => (event.payload as { step_id?: string }).step_id === next.retryOf) ??
+            ahead.find((event) => (event.payload as { step_id?: string }).step_id === undefined && !event.type.startsWith("model-output-")))
+          : ahead.find((event) => {
+              const payload = event.payload as { step_id?: string; purpose?: string };
+              return event.type === next.type && (next.step_id === undefined || payload.step_id === next.step_id) && (next.purpose === undefined || payload.purpose === next.purpose);
+            });
+        if (due) return progress.until(due.seq - 1, signal);
+        if (next.mayBeAbsent) return;
+        // Never written in the recording: the task was stopped before it (a cancel, a restart), and is here too.
+        return progress.forever(signal);
       },
       // The task waits in line where the recording says it did, and is let in where it was (`task-dequeued`).
       admission: (id) => (recorded[runtime!.store.projection(id).seq]?.type === "task-queued" ? "queue" : "run"),
@@ -133,9 +140,12 @@ export async function replayTask(recorded: readonly DuckEvent[], config: DuckCon
     });
     await runtime.ready();
     const received = first.payload as EventPayloads["task-received"];
+    // Approvals the task found already there; one it was granted itself is granted again where it was.
+    const grantedHere = new Set(recorded.filter((event) => event.type === "approval-granted").map((event) => (event.payload as EventPayloads["approval-granted"]).command));
     for (const event of recorded) {
       if (event.type !== "approval-used") continue;
       const used = event.payload as EventPayloads["approval-used"];
+      if (grantedHere.has(used.command)) continue;
       if (!runtime.approvals.findActive(used.command, received.workspace)) {
         runtime.approvals.grant({ command: used.command, cwd: received.workspace, category: "unknown", grantedByTask: null });
       }

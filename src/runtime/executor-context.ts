@@ -59,6 +59,17 @@ export interface TurnOf {
   type: EventTypeName;
   step_id?: string;
   purpose?: string;
+  /**
+   * The write may be missing from a recording whose task went on (a model call refused before it
+   * started): then it goes at once. Otherwise a write the recording lacks was never made — the task
+   * was stopped first — and the replay waits for that stop.
+   */
+  mayBeAbsent?: boolean;
+  /**
+   * A step's retry after its back-off: it is due where the recording has the step's next event, or,
+   * when it has none (the plan ended meanwhile), where the plan's end is.
+   */
+  retryOf?: string;
 }
 
 export type RecordedTurn = (taskId: string, next: TurnOf, signal: AbortSignal) => Promise<void>;

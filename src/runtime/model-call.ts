@@ -48,7 +48,7 @@ async function limited<T>(
   work: (signal: AbortSignal, onText: (text: string) => void, promptTokens: number | undefined, stopped: (error: unknown) => never) => Promise<T>,
 ): Promise<T> {
   // Judged where the recording made the call, so that the tokens used so far are the same.
-  await inTurn(context, taskId, { type: "model-output-started", purpose: spec.purpose }, signal);
+  await inTurn(context, taskId, { type: "model-output-started", purpose: spec.purpose, mayBeAbsent: true }, signal);
   const projection = context.store.projection(taskId);
   const budget = projection.loop.token_budget;
   if (projection.tokens_used >= budget) {

@@ -22,7 +22,10 @@ export function recordedSettings(context: ExecutorContext): { settings?: Record<
 
 function outcomeOfSteps(projection: TaskProjection): string {
   const steps = (projection.plan_order ?? []).map((id) => projection.steps[id]!);
-  const described = steps.map((step) => `${step.step.id} ${step.status === "succeeded" ? "succeeded" : step.status === "skipped" ? "was skipped" : `failed (${step.failure_reason ?? step.result?.error?.message ?? "no reason"})`}`);
+  const described = steps.map(
+    (step) =>
+      `${step.step.id} ${step.status === "succeeded" ? "succeeded" : step.status === "skipped" ? "was skipped" : step.status === "pending" && step.attempt === 0 ? "did not run" : `failed (${step.failure_reason ?? step.result?.error?.message ?? "no reason"})`}`,
+  );
   return described.join(", ").slice(0, 500) || "no steps ran";
 }
 

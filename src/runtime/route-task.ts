@@ -7,7 +7,7 @@ import { parseIntent } from "../decisions/intent-parser.js";
 import { decideWithoutModel, directiveRequest, draftRequest, type RouterDecision } from "../decisions/router.js";
 import { estimateTokens, type ModelProvider } from "../models/model-provider.js";
 import type { TaskProjection } from "../state/task-projection.js";
-import type { ExecutorContext } from "./executor-context.js";
+import { inTurn, type ExecutorContext } from "./executor-context.js";
 import { callModelJson, callModelText, modelOrHeuristic, servesRole } from "./model-call.js";
 import { contextWithSummaries } from "./summarise-context.js";
 
@@ -83,6 +83,8 @@ export async function routeTask(context: ExecutorContext, projection: TaskProjec
       routed = { directive: explicit, source: "intent-parser" };
     }
   }
+  // Without a model nothing else waits here; a replay holds the decision to where it was recorded (a cancel may come first).
+  await inTurn(context, taskId, { type: "directive-decided" }, signal);
   return store.append(taskId, "directive-decided", { directive: routed.directive, source: routed.source });
 }
 
@@ -98,6 +100,7 @@ async function recall(context: ExecutorContext, projection: TaskProjection, sign
   );
   const hits: MemoryHit[] = decision.recall && decision.query ? await context.memorySearch(decision.query, config.runtime.retrieval_top_k, taskId) : [];
   if (hits.length > 0) memory.store.markUsed(hits.map((hit) => hit.entry.id));
+  await inTurn(context, taskId, { type: "memory-recalled" }, signal);
   store.append(taskId, "memory-recalled", { decision, hits });
   return hits;
 }

@@ -130,6 +130,7 @@ async function recoverStep(context: ExecutorContext, projection: TaskProjection,
     await inTurn(context, taskId, { type: "step-retrying", step_id: stepId }, signal);
     store.append(taskId, "step-retrying", { step_id: stepId, attempt: step.attempt, delay_ms: decision.delay_ms, reason: decision.reason, ...(askFirst ? { ask_first: true } : {}) });
     await context.sleep(decision.delay_ms, signal);
+    await inTurn(context, taskId, { type: "step-started", step_id: stepId, retryOf: stepId }, signal);
     return "retry";
   }
   await inTurn(context, taskId, { type: "step-failed", step_id: stepId }, signal);

@@ -1,3 +1,4 @@
+import { isTerminalTaskState } from "../contracts/index.js";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import { approvalSubjectOf } from "../permissions/permission-policy.js";
 import type { StepProjection } from "../state/task-projection.js";
@@ -14,6 +15,10 @@ export type AnswerRecord = "recorded" | "answered-before";
  */
 function openRequest(context: ExecutorContext, taskId: string, requestId: string, kind: "permission" | "secret"): StepProjection | null {
   const projection = context.store.projection(taskId);
+  // An answer to a task that has ended would grant what nothing asks for any more.
+  if (isTerminalTaskState(projection.state)) {
+    throw new DuckError(ErrorCode.TaskNotActive, `task ${taskId} has ended (${projection.state}); its ${kind} request ${requestId} is closed`, { details: { task_id: taskId, request_id: requestId } });
+  }
   const step = Object.values(projection.steps).find((candidate) => (kind === "permission" ? candidate.permission_request : candidate.secret_request)?.request_id === requestId);
   if (step) return step;
   const answerType = kind === "permission" ? "permission-resolved" : "secret-provided";

@@ -3,6 +3,7 @@ import { type DuckEvent, type ExecutionDirective } from "../../src/contracts/ind
 import { createTestRuntime, type TestRuntime } from "../helpers/test-runtime.js";
 import { createEchoTool, createFlakyTool } from "../helpers/test-tools.js";
 import { scriptedAgent } from "../helpers/scripted-agent.js";
+import { outcomeOf } from "../../src/runtime/task-outcome.js";
 
 const runtimes: TestRuntime[] = [];
 afterEach(async () => {
@@ -107,6 +108,22 @@ describe("RuntimeLoop with a scripted model", () => {
     expect(events.some((event) => event.type === "step-completed" && (event.payload as { step_id: string }).step_id === "slow")).toBe(true);
     expect(events.some((event) => event.type === "step-started" && (event.payload as { step_id: string }).step_id === "after")).toBe(false);
     expect(events.at(-1)?.type).toBe("task-failed");
+  });
+
+  it("closes the questions of a task that has ended: an answer afterwards is refused and grants nothing", async () => {
+    const directive: ExecutionDirective = { kind: "tool", tool: "shell_exec", arguments: { command: "cp a.txt b.txt" }, reason: "" };
+    const runtime = setup({ models: plannerProvider(directive) });
+    const handle = runtime.loop.submit({ text: "copy" });
+    const waiting = await handle.done;
+    expect(waiting.state).toBe("awaiting_permission");
+    const requestId = waiting.pending_permissions[0]!.request_id;
+    runtime.loop.cancel(handle.taskId);
+    const cancelled = outcomeOf(runtime.store.projection(handle.taskId));
+    expect(cancelled.state).toBe("cancelled");
+    expect(cancelled.pending_permissions).toEqual([]);
+    expect(() => runtime.loop.resolvePermission(handle.taskId, requestId, "allow_always")).toThrow(expect.objectContaining({ code: "DUCK_ERR_TASK_NOT_ACTIVE" }));
+    expect(runtime.approvals.findActive("cp a.txt b.txt", runtime.workspace)).toBeNull();
+    expect(runtime.store.listEvents(handle.taskId).at(-1)?.type).toBe("task-cancelled");
   });
 
   it("ends a plan with a dependency cycle in a failure event that names the cycle", async () => {
