@@ -15,11 +15,11 @@ export type AnswerRecord = "recorded" | "answered-before";
  */
 function openRequest(context: ExecutorContext, taskId: string, requestId: string, kind: "permission" | "secret"): StepProjection | null {
   const projection = context.store.projection(taskId);
+  const step = Object.values(projection.steps).find((candidate) => (kind === "permission" ? candidate.permission_request : candidate.secret_request)?.request_id === requestId);
   // An answer to a task that has ended would grant what nothing asks for any more.
-  if (isTerminalTaskState(projection.state)) {
+  if (step && isTerminalTaskState(projection.state)) {
     throw new DuckError(ErrorCode.TaskNotActive, `task ${taskId} has ended (${projection.state}); its ${kind} request ${requestId} is closed`, { details: { task_id: taskId, request_id: requestId } });
   }
-  const step = Object.values(projection.steps).find((candidate) => (kind === "permission" ? candidate.permission_request : candidate.secret_request)?.request_id === requestId);
   if (step) return step;
   const answerType = kind === "permission" ? "permission-resolved" : "secret-provided";
   if (context.store.listEvents(taskId).some((event) => event.type === answerType && event.payload.request_id === requestId)) return null;
