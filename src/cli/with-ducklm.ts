@@ -1,4 +1,5 @@
 import type { DuckLM } from "../runtime/ducklm.js";
+import type { TaskStore } from "../state/task-store.js";
 import { DuckError, ErrorCode, storageErrorOf } from "../errors/duck-error.js";
 
 export interface GlobalOptions {
@@ -80,6 +81,33 @@ export async function withDuckLM(globals: GlobalOptions, action: (ducklm: DuckLM
     await ducklm?.close();
   }
   process.exitCode = code;
+}
+
+/**
+ * Opens only the task store for a command that lists what is stored (`ducklm tasks`): no runtime, no
+ * executors, no tools — a listing starts in a fraction of the time a task runner does.
+ */
+export async function withTaskStore(globals: GlobalOptions, action: (store: TaskStore) => number): Promise<void> {
+  let close: (() => void) | null = null;
+  try {
+    const [{ join }, { loadConfig, resolveConfigDir, resolveHomeDir }, { openStores }, { createLogger }, { ensurePrivateDir }] = await Promise.all([
+      import("node:path"),
+      import("../config/load-config.js"),
+      import("../state/open-stores.js"),
+      import("../runtime/logger.js"),
+      import("../storage/private-files.js"),
+    ]);
+    const home = resolveHomeDir(globals.home);
+    const config = loadConfig(resolveConfigDir(globals.config));
+    ensurePrivateDir(home);
+    const stores = openStores(join(home, "ducklm.sqlite3"), { synchronous: config.runtime.storage.synchronous, logger: createLogger({ file: join(home, "logs", "ducklm.log") }), leaseTtlMs: config.runtime.task_leases.ttl_ms });
+    close = () => stores.database.close();
+    process.exitCode = action(stores.tasks);
+  } catch (error) {
+    process.exitCode = reportError(error);
+  } finally {
+    close?.();
+  }
 }
 
 /** Runs a command that needs no runtime, turning errors into exit codes. */

@@ -3,7 +3,7 @@ import { isTerminalTaskState, TaskStateSchema } from "../../contracts/index.js";
 import { DuckError, ErrorCode } from "../../errors/duck-error.js";
 import { createEventPrinter, followTask } from "../follow-task.js";
 import { safeForTerminal } from "../terminal-text.js";
-import { TASK_RUNNER, withDuckLM, type GlobalOptions } from "../with-ducklm.js";
+import { TASK_RUNNER, withDuckLM, withTaskStore, type GlobalOptions } from "../with-ducklm.js";
 
 function positiveInteger(text: string | undefined, fallback: number, what: string, min = 1): number {
   const value = text === undefined ? fallback : Number(text);
@@ -21,10 +21,10 @@ export function registerTasks(program: Command): void {
     .option("--limit <n>", "at most this many", "50")
     .option("--json", "one JSON object per line")
     .action(async (options: { state?: string; limit?: string; json?: boolean }) =>
-      withDuckLM(globals(), (ducklm) => {
+      withTaskStore(globals(), (store) => {
         const state = options.state === undefined ? undefined : TaskStateSchema.safeParse(options.state);
         if (state && !state.success) throw new DuckError(ErrorCode.InvalidInput, `--state must be one of ${TaskStateSchema.options.join(", ")}`);
-        const listed = ducklm.listTasks({ ...(state?.data ? { state: state.data } : {}), limit: positiveInteger(options.limit, 50, "--limit") });
+        const listed = store.listTasks({ ...(state?.data ? { state: state.data } : {}), limit: positiveInteger(options.limit, 50, "--limit") });
         if (options.json) for (const task of listed) console.log(JSON.stringify(task));
         else if (listed.length === 0) console.log(state?.data ? `no ${state.data} tasks` : 'no tasks yet: try  ducklm run "read file README.md"');
         else for (const task of listed) console.log(`${task.id}  ${task.state.padEnd(19)}  ${task.updated_at}  ${safeForTerminal(task.text.length > 60 ? `${task.text.slice(0, 57)}…` : task.text)}`);
