@@ -1,3 +1,4 @@
+import { join } from "node:path";
 import type { DuckLM } from "../runtime/ducklm.js";
 import type { TaskStore } from "../state/task-store.js";
 import { DuckError, ErrorCode, storageErrorOf } from "../errors/duck-error.js";
@@ -90,8 +91,7 @@ export async function withDuckLM(globals: GlobalOptions, action: (ducklm: DuckLM
 export async function withTaskStore(globals: GlobalOptions, action: (store: TaskStore) => number): Promise<void> {
   let close: (() => void) | null = null;
   try {
-    const [{ join }, { loadConfig, resolveConfigDir, resolveHomeDir }, { openStores }, { createLogger }, { ensurePrivateDir }] = await Promise.all([
-      import("node:path"),
+    const [{ loadConfig, resolveConfigDir, resolveHomeDir }, { openStores }, { createLogger }, { ensurePrivateDir }] = await Promise.all([
       import("../config/load-config.js"),
       import("../state/open-stores.js"),
       import("../runtime/logger.js"),
