@@ -238,7 +238,8 @@ describe("ducklm run at a terminal", () => {
     // `script` gives the CLI a real terminal; "y" answers the prompt.
     const result = spawnSync("script", ["-qec", `${process.execPath} ${join(root, "bin/ducklm.js")} run 'run \`cp tty-src.txt tty-copy.txt\`'`, "/dev/null"], {
       cwd: workspace,
-      env: { ...process.env, DUCKLM_HOME: home, DUCKLM_CONFIG: join(root, "config") },
+      // A terminal that takes colour, whatever the environment running the tests says (CI has no TERM).
+      env: { ...process.env, DUCKLM_HOME: home, DUCKLM_CONFIG: join(root, "config"), TERM: "xterm-256color", NO_COLOR: undefined },
       input: "y\n",
       encoding: "utf8",
       timeout: 60_000,
