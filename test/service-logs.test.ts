@@ -3,6 +3,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { setTimeout as delay } from "node:timers/promises";
 import { join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
+import { createLogger } from "../src/runtime/logger.js";
 import { createServiceLogger } from "../src/runtime/service-logger.js";
 import { makeTempDir } from "./helpers/test-runtime.js";
 
@@ -10,6 +11,38 @@ const root = resolve(import.meta.dirname, "..");
 const tsxLoader = import.meta.resolve("tsx");
 
 const logFiles = (home: string) => readdirSync(join(home, "logs")).filter((name) => /^server\.\d+\.log$/.test(name));
+
+describe("the log of a short command", () => {
+  it("is set aside once full, when the next command opens it: never more than two files", () => {
+    const home = makeTempDir();
+    const file = join(home, "logs", "ducklm.log");
+    const readLines = (path: string) => readFileSync(path, "utf8").split("\n").filter(Boolean).map((text) => JSON.parse(text) as { command: number; secret: string });
+    const writeCommand = (command: number) => {
+      const logger = createLogger({ file, maxBytes: 2048 });
+      for (let line = 0; line < 20; line += 1) logger.info({ command, line, secret: "never-in-a-log" }, "a line of about a hundred bytes");
+    };
+    writeCommand(1);
+    // Twenty lines pass 2 KiB, so the next command sets this file aside before writing.
+    expect(readLines(file).every((record) => record.command === 1)).toBe(true);
+    writeCommand(2);
+    expect(readLines(file).map((record) => record.command)).toEqual(new Array(20).fill(2));
+    expect(readLines(join(home, "logs", "ducklm.1.log")).every((record) => record.command === 1)).toBe(true);
+    writeCommand(3);
+    // The oldest command's lines are gone; the files are the last two commands'.
+    expect(readdirSync(join(home, "logs")).sort()).toEqual(["ducklm.1.log", "ducklm.log"]);
+    expect(readLines(join(home, "logs", "ducklm.1.log")).every((record) => record.command === 2)).toBe(true);
+    expect(readLines(file).every((record) => record.command === 3 && record.secret === "[Redacted]")).toBe(true);
+  });
+
+  it("is left alone while under its limit", () => {
+    const home = makeTempDir();
+    const file = join(home, "logs", "ducklm.log");
+    createLogger({ file }).info("first");
+    createLogger({ file }).info("second");
+    expect(readdirSync(join(home, "logs"))).toEqual(["ducklm.log"]);
+    expect(readFileSync(file, "utf8").split("\n").filter(Boolean)).toHaveLength(2);
+  });
+});
 
 describe("the log of a long-running process", () => {
   it("rotates: a new file once one is full, and only the newest ones kept, each line a JSON record", async () => {
