@@ -4,7 +4,7 @@ import { reportedModelCall } from "./model-stream-sink.js";
 import type { JsonResult } from "../models/model-provider.js";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import { ROLE_FALLBACKS } from "../models/model-roles.js";
-import { withScopedSignal } from "../utils/scoped-signal.js";
+import { scopedSignal } from "../utils/scoped-signal.js";
 import { inTurn, sinkFor, type ExecutorContext } from "./executor-context.js";
 
 /** One model call an executor wants made. */
@@ -58,19 +58,26 @@ async function limited<T>(
   const request = { role: spec.role, purpose: spec.purpose, system: spec.system, prompt: spec.prompt };
   const promptTokens = models.promptTokens ? models.promptTokens(request) : models.countTokens(spec.role, spec.system) + models.countTokens(spec.role, spec.prompt);
   const limitChars = (spec.maxTokens ?? maxTokensOf(context, spec.role)) * RUNAWAY_CHARS_PER_TOKEN;
-  const runaway = new AbortController();
+  // One signal per call: the caller's, the call's time limit, and the stop for runaway output.
+  const scope = scopedSignal([signal], context.config.runtime.timeouts.model_call_ms, `${spec.role} model call (${spec.purpose})`, ErrorCode.ModelTimeout);
+  let runaway: DuckError | null = null;
   let written = 0;
   const onText = (text: string) => {
     written += text.length;
-    if (written > limitChars && !runaway.signal.aborted) {
-      runaway.abort(new DuckError(ErrorCode.ModelOutputInvalid, `the ${spec.role} model wrote more than ${limitChars} characters for ${spec.purpose}, far past its max_tokens; it was stopped`));
+    if (written > limitChars && !runaway && !scope.signal.aborted) {
+      runaway = new DuckError(ErrorCode.ModelOutputInvalid, `the ${spec.role} model wrote more than ${limitChars} characters for ${spec.purpose}, far past its max_tokens; it was stopped`);
+      scope.abort(runaway);
     }
   };
   // The provider answers the stop as an abort; it is recorded as what it was: output gone wrong.
   const stopped = (error: unknown): never => {
-    throw runaway.signal.aborted && !signal.aborted ? runaway.signal.reason : error;
+    throw runaway && !signal.aborted ? runaway : error;
   };
-  return withScopedSignal([signal, runaway.signal], context.config.runtime.timeouts.model_call_ms, `${spec.role} model call (${spec.purpose})`, (callSignal) => work(callSignal, onText, promptTokens, stopped), ErrorCode.ModelTimeout);
+  try {
+    return await work(scope.signal, onText, promptTokens, stopped);
+  } finally {
+    scope.dispose();
+  }
 }
 
 /**

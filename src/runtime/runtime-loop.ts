@@ -15,6 +15,9 @@ import { recordEnding, StorageRetries } from "./task-endings.js";
 import { WaitingLine } from "./waiting-line.js";
 import { ownedElsewhereError, type TaskLeases } from "../state/task-leases.js";
 
+/** Tasks that run at once unless runtime.json says: one per core, at least two (asked once; it costs a system call). */
+const DEFAULT_MAX_RUNNING = Math.max(2, availableParallelism());
+
 export type { PermissionAnswer } from "./task-requests.js";
 
 /** What a refused submission is told to wait before trying again. */
@@ -134,7 +137,7 @@ export class RuntimeLoop {
   }
 
   private maxRunning(): number {
-    return this.context.config.runtime.scheduler.max_running_tasks ?? Math.max(2, availableParallelism());
+    return this.context.config.runtime.scheduler.max_running_tasks ?? DEFAULT_MAX_RUNNING;
   }
 
   private refuseIfLineIsFull(): void {

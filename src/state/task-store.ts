@@ -1,4 +1,4 @@
-import { randomUUID } from "node:crypto";
+import { timeOrderedId } from "../utils/time-ordered-id.js";
 import {
   EventType,
   isTerminalTaskState,
@@ -106,7 +106,7 @@ export class TaskStore {
     options: AppendOptions = {},
   ): TaskProjection {
     this.throwIfBroken();
-    const id = input.id ?? randomUUID();
+    const id = input.id ?? timeOrderedId();
     const time = this.clock().toISOString();
     const event: DuckEvent = {
       task_id: id,

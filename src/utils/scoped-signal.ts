@@ -4,6 +4,8 @@ export interface ScopedSignal {
   signal: AbortSignal;
   /** True when it was this scope's own time limit that fired. */
   readonly timedOut: boolean;
+  /** Stops the scoped work for a reason of the caller's own (its parents are left as they are). */
+  abort(reason: unknown): void;
   /** Clears the timer and detaches from the parents; call when the scoped work is over. */
   dispose(): void;
 }
@@ -39,6 +41,9 @@ export function scopedSignal(parents: ReadonlyArray<AbortSignal | undefined>, ti
     signal: controller.signal,
     get timedOut() {
       return timedOut;
+    },
+    abort(reason) {
+      controller.abort(reason);
     },
     dispose() {
       if (timer) clearTimeout(timer);
