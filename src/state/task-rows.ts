@@ -98,8 +98,11 @@ export class TaskRows {
     });
   }
 
-  writeCheckpoint(projection: TaskProjection, time: string): void {
-    this.upsertCheckpoint.run(projection.task_id, projection.seq, time, this.blobs.pack(projection.task_id, projection));
+  /** Stores the task's snapshot in place of the one before; returns its stored size in bytes. */
+  writeCheckpoint(projection: TaskProjection, time: string): number {
+    const snapshot = this.blobs.pack(projection.task_id, projection);
+    this.upsertCheckpoint.run(projection.task_id, projection.seq, time, snapshot);
+    return snapshot.length;
   }
 
   checkpoint(taskId: string): Checkpoint | null {

@@ -14,13 +14,17 @@ import {
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import type { EventBus } from "../events/event-bus.js";
 import { DAMAGED_PAYLOAD, type EventStore } from "../events/event-store.js";
+import { payloadJsonOf } from "../events/event-json.js";
 import type { SqliteDatabase } from "../storage/open-database.js";
 import { applyEvent, initialProjection, projectEvents, upgradedProjection, type TaskProjection } from "./task-projection.js";
 import { pruneFinishedTasks, type PruneOptions, type PruneResult } from "./task-retention.js";
 import { StepRatings, type StepRating } from "./step-ratings.js";
 import { TaskRows, type NewTaskRow } from "./task-rows.js";
 
-/** Events after which a snapshot is stored: the points a resume should not have to replay past. */
+/**
+ * Events after which a snapshot may be stored: the points a resume should not have to replay past.
+ * Whether one is stored there is `checkpointDue`'s call.
+ */
 const CHECKPOINTED: ReadonlySet<EventTypeName> = new Set<EventTypeName>([
   EventType.TaskReceived,
   EventType.TaskStarted,
@@ -38,6 +42,31 @@ const CHECKPOINTED: ReadonlySet<EventTypeName> = new Set<EventTypeName>([
 ]);
 
 export type Clock = () => Date;
+
+/**
+ * A running task's snapshot is rewritten only once the events since the last one carry at least as
+ * many bytes as that snapshot (and at least this many): snapshot bytes never exceed event bytes, so
+ * what a step writes stays flat as a plan grows, and a rebuild replays a tail no bigger than the
+ * snapshot. A task that finished or waits for a person always gets one, so reading it is one row.
+ */
+export const CHECKPOINT_MIN_TAIL_BYTES = 16 * 1024;
+
+/** What was written since the store opened: the figures the benches and tests read. */
+export interface WriteStats {
+  commits: number;
+  events: number;
+  /** Bytes of event payloads as JSON, long texts included whole. */
+  eventBytes: number;
+  checkpoints: number;
+  /** Bytes of snapshots as stored (long texts as references). */
+  checkpointBytes: number;
+}
+
+/** Of a task with a snapshot: bytes of events appended since it, and its own stored size. */
+interface Tail {
+  bytes: number;
+  snapshotBytes: number;
+}
 
 /** Something to append: an event type and its payload. */
 export type PendingEvent = { [T in EventTypeName]: { type: T; payload: EventPayloads[T] } }[EventTypeName];
@@ -86,6 +115,9 @@ export class TaskStore {
   private failingSince: { since: string; message: string } | null = null;
   private readonly rows: TaskRows;
   private readonly ratings: StepRatings;
+  /** Unfinished tasks with a snapshot stored by this process; see CHECKPOINT_MIN_TAIL_BYTES. */
+  private readonly tails = new Map<string, Tail>();
+  private readonly stats: WriteStats = { commits: 0, events: 0, eventBytes: 0, checkpoints: 0, checkpointBytes: 0 };
 
   constructor(
     private readonly db: SqliteDatabase,
@@ -154,6 +186,8 @@ export class TaskStore {
       this.appendGuard?.(event);
       projection = applyEvent(projection, event);
       written.push(event);
+      const tail = this.tails.get(taskId);
+      if (tail) tail.bytes += payloadJsonOf(event).length;
       if (CHECKPOINTED.has(type)) batch.checkpoints.add(taskId);
       if (type === EventType.FeedbackReceived) this.ratings.forget();
     }
@@ -206,6 +240,12 @@ export class TaskStore {
     this.finishedBytes -= bytes;
   }
 
+  /** After a commit that did not happen: the projection reloads from disk, and the next milestone stores a snapshot. */
+  private forgetUncommitted(taskId: string): void {
+    this.projections.delete(taskId);
+    this.tails.delete(taskId);
+  }
+
   /** Whether commits are failing now, and since when: what `/health` reports as degraded. */
   writeHealth(): { since: string; message: string } | null {
     return this.failingSince;
@@ -238,7 +278,7 @@ export class TaskStore {
       this.batch = null;
       if (!failedInside) this.fail(batch, error);
       // The caller's own failure: everything rolled back, and it is theirs to see as it was.
-      for (const taskId of batch.rows.keys()) this.projections.delete(taskId);
+      for (const taskId of batch.rows.keys()) this.forgetUncommitted(taskId);
       throw error;
     }
     this.transactionDepth -= 1;
@@ -282,7 +322,10 @@ export class TaskStore {
   prune(options: PruneOptions): PruneResult {
     this.flush();
     const result = pruneFinishedTasks(this.db, options);
-    for (const id of result.pruned) this.projections.delete(id);
+    for (const id of result.pruned) {
+      this.projections.delete(id);
+      this.tails.delete(id);
+    }
     return result;
   }
 
@@ -300,6 +343,7 @@ export class TaskStore {
   /** Forgets the in-memory projection (after a task ends, or to simulate a fresh process). */
   evict(taskId: string): void {
     this.projections.delete(taskId);
+    this.tails.delete(taskId);
     this.forgetFinished(taskId);
   }
 
@@ -391,17 +435,42 @@ export class TaskStore {
     this.commitGuard?.();
     for (const task of batch.created) this.rows.insert(task);
     for (const write of this.companionWrites) write();
-    for (const event of batch.events) this.events.insert(event);
+    for (const event of batch.events) {
+      this.events.insert(event);
+      this.stats.eventBytes += payloadJsonOf(event).length;
+    }
+    this.stats.events += batch.events.length;
+    this.stats.commits += 1;
     for (const [taskId, time] of batch.rows) {
       const projection = this.projections.get(taskId)!;
       this.rows.update(projection, time);
-      if (batch.checkpoints.has(taskId)) this.rows.writeCheckpoint(projection, time);
+      if (batch.checkpoints.has(taskId) && this.checkpointDue(projection)) this.writeCheckpoint(projection, time);
     }
+  }
+
+  private checkpointDue(projection: TaskProjection): boolean {
+    if (projection.state !== "received" && projection.state !== "queued" && projection.state !== "running") return true;
+    const tail = this.tails.get(projection.task_id);
+    return !tail || tail.bytes >= Math.max(tail.snapshotBytes, CHECKPOINT_MIN_TAIL_BYTES);
+  }
+
+  private writeCheckpoint(projection: TaskProjection, time: string): void {
+    const bytes = this.rows.writeCheckpoint(projection, time);
+    this.stats.checkpoints += 1;
+    this.stats.checkpointBytes += bytes;
+    // A finished task is read from its last snapshot; only an unfinished one counts a tail.
+    if (isTerminalTaskState(projection.state)) this.tails.delete(projection.task_id);
+    else this.tails.set(projection.task_id, { bytes: 0, snapshotBytes: bytes });
+  }
+
+  /** What this store has written since it opened. */
+  writeStats(): Readonly<WriteStats> {
+    return { ...this.stats };
   }
 
   /** A batch that did not commit: forget the projections it changed, so they reload from disk. */
   private fail(batch: Batch, error: unknown): never {
-    for (const taskId of batch.rows.keys()) this.projections.delete(taskId);
+    for (const taskId of batch.rows.keys()) this.forgetUncommitted(taskId);
     if ((error as { code?: string }).code === "SQLITE_CONSTRAINT_UNIQUE") throw new DuckError(ErrorCode.SeqConflict, "a task was changed by another writer", { cause: error });
     const message = `could not store events: ${(error as Error).message}`;
     this.failingSince = { since: this.failingSince?.since ?? this.clock().toISOString(), message };

@@ -14,7 +14,15 @@ export interface OpenDatabaseOptions {
    * on this timer instead of inside commits (see docs/decisions/0003-wal-checkpoints-off-the-commit-path.md).
    */
   checkpointIntervalMs?: number;
+  /**
+   * WAL size, in pages, past which the committing connection checkpoints inside its commit: the
+   * backstop for a process so busy that the timer does not get its turn. Defaults to WAL_BACKSTOP_PAGES.
+   */
+  walBackstopPages?: number;
 }
+
+/** 16,384 pages of 4 KiB: the WAL stays under about 64 MiB however busy the process. */
+export const WAL_BACKSTOP_PAGES = 16_384;
 
 export interface DuckDatabase {
   db: SqliteDatabase;
@@ -40,8 +48,12 @@ export function openDatabase(file: string, options: OpenDatabaseOptions = {}): D
     db.pragma(`synchronous = ${options.synchronous ?? "NORMAL"}`);
     db.pragma("foreign_keys = ON");
     db.pragma("busy_timeout = 5000");
-    // A checkpoint inside a commit stalls that commit on fsync; a timer does the same work off the path.
-    db.pragma("wal_autocheckpoint = 0");
+    // A checkpoint inside a commit stalls that commit on fsync, so the timer below does that work off
+    // the path; SQLite's own size trigger stays as the backstop, set far above what a second writes.
+    const backstopPages = options.walBackstopPages ?? WAL_BACKSTOP_PAGES;
+    db.pragma(`wal_autocheckpoint = ${backstopPages}`);
+    // Once checkpointed, a WAL that grew past the backstop is cut back to it rather than kept at its peak.
+    db.pragma(`journal_size_limit = ${backstopPages * 4096}`);
     migrate(db);
   } catch (error) {
     db.close();

@@ -120,6 +120,56 @@ describe("TaskStore", () => {
     expect(runtime.store.loadProjection(handle.taskId)).toEqual(projectEvents(all));
   });
 
+  it("writes snapshots in proportion to events, so what a step writes stays flat as a plan grows", () => {
+    /** Runs a plan of `steps` echo steps straight through the store, a commit per step; returns what was written. */
+    const runPlan = (steps: number) => {
+      const runtime = setup();
+      const store = runtime.store;
+      const before = store.writeStats();
+      const task = store.createTask({ text: `plan of ${steps}`, workspace: runtime.workspace }, { durable: true });
+      const id = task.task_id;
+      store.append(id, "task-started", {});
+      const planSteps = Array.from({ length: steps }, (_, i) => ({ id: `s${i + 1}`, kind: "tool" as const, description: `step ${i + 1} of the plan`, depends_on: [], tool: "echo", arguments: { text: `output of step ${i + 1} `.repeat(8) } }));
+      store.append(id, "plan-accepted", { steps: planSteps, order: planSteps.map((step) => step.id) }, { durable: true });
+      let midway: { stored: unknown; rebuilt: unknown } | null = null;
+      for (const step of planSteps) {
+        store.append(id, "step-started", { step_id: step.id, attempt: 1 });
+        store.append(id, "tool-called", { step_id: step.id, attempt: 1, call: { tool: "echo", arguments: step.arguments }, effect: "read-only" });
+        store.append(id, "tool-result", { step_id: step.id, attempt: 1, result: { tool: "echo", ok: true, output: String(step.arguments.text), truncated: false, duration_ms: 1 } });
+        store.append(id, "step-completed", { step_id: step.id, attempt: 1 }, { durable: true });
+        // Halfway, the stored snapshot is older than the last event; the rebuild from it plus the tail is exact.
+        if (step.id === `s${Math.ceil(steps / 2)}`) midway = { stored: store.loadProjection(id), rebuilt: projectEvents(store.listEvents(id)) };
+      }
+      store.append(id, "answer-completed", { answer: "done" });
+      store.append(id, "task-completed", { answer: "done" }, { durable: true });
+      const after = store.writeStats();
+      const final = store.checkpoint(id)!;
+      return {
+        eventBytes: after.eventBytes - before.eventBytes,
+        checkpointBytes: after.checkpointBytes - before.checkpointBytes,
+        checkpoints: after.checkpoints - before.checkpoints,
+        finalSeq: final.seq,
+        lastSeq: store.listEvents(id).at(-1)!.seq,
+        finalBytes: JSON.stringify(final.snapshot).length,
+        midway: midway!,
+      };
+    };
+    const short = runPlan(5);
+    const long = runPlan(50);
+    for (const run of [short, long]) {
+      // A finished task's snapshot is its last event's; a running one's may lag, and rebuilds the same.
+      expect(run.finalSeq).toBe(run.lastSeq);
+      expect(run.midway.stored).toEqual(run.midway.rebuilt);
+      // Apart from the first and the final snapshot, no more snapshot bytes than event bytes.
+      expect(run.checkpointBytes - run.finalBytes - 2_000).toBeLessThanOrEqual(run.eventBytes);
+    }
+    // Snapshot on every step would write ~25 KiB per step at 50 steps (the whole plan each time) against
+    // ~3 KiB at 5; in proportion to events, a step writes about the same at both lengths.
+    const perStep = (run: typeof short, steps: number) => (run.eventBytes + run.checkpointBytes) / steps;
+    expect(perStep(long, 50)).toBeLessThan(perStep(short, 5) * 1.5);
+    expect(long.checkpoints).toBeLessThan(50 / 2);
+  });
+
   it("stores a long output once, however many records refer to it, and lets it go with the last task that does", async () => {
     const runtime = setup({ runtime: { tools: { output_cap_bytes: 2_000_000 } } });
     const output = Array.from({ length: 20_000 }, (_, i) => `line ${i}: ducks like bread`).join("\n");
