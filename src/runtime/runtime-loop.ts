@@ -72,7 +72,7 @@ interface ActiveTask {
 export class RuntimeLoop {
   private readonly active = new Map<string, ActiveTask>();
   /** Tasks waiting for a place among the `max_running_tasks` being driven. */
-  private readonly line = new WaitingLine();
+  private readonly line = new WaitingLine((taskId) => this.context.store.projection(taskId).session_id ?? taskId);
   /** Tasks whose events could not be stored, driven again when the store may take them. */
   private readonly storageRetries: StorageRetries;
 
@@ -133,7 +133,7 @@ export class RuntimeLoop {
 
   /** Where a waiting task stands in line (1: next), or null when it is not waiting here. */
   queuePosition(taskId: string): number | null {
-    return this.line.position(taskId);
+    return this.line.position(taskId, this.active.keys());
   }
 
   private maxRunning(): number {
@@ -154,7 +154,7 @@ export class RuntimeLoop {
   private queue(taskId: string, options: SubmitOptions): Promise<TaskOutcome> {
     const entry = this.line.add(taskId, options);
     try {
-      this.context.store.append(taskId, "task-queued", { position: this.line.size, running: this.active.size, limit: this.maxRunning() });
+      this.context.store.append(taskId, "task-queued", { position: this.line.position(taskId, this.active.keys()) ?? this.line.size, running: this.active.size, limit: this.maxRunning() });
     } catch (error) {
       this.line.take(taskId);
       throw error;
@@ -163,10 +163,10 @@ export class RuntimeLoop {
     return entry.done;
   }
 
-  /** Lets in the tasks that waited longest, while places are free. */
+  /** Lets tasks in, fairly between conversations (see WaitingLine), while places are free. */
   private admitWaiting(): void {
     if (this.options.admission) return;
-    for (let next = this.line.first(); next !== undefined && this.active.size < this.maxRunning(); next = this.line.first()) this.admit(next);
+    for (let next = this.line.next(this.active.keys()); next !== undefined && this.active.size < this.maxRunning(); next = this.line.next(this.active.keys())) this.admit(next);
   }
 
   private start(taskId: string, options: SubmitOptions): Promise<TaskOutcome> {

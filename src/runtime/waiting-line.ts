@@ -9,9 +9,22 @@ export interface WaitingTask {
   begin(drive: Promise<TaskOutcome>): void;
 }
 
-/** The tasks waiting to run, first come first served. */
+/**
+ * The tasks waiting to run, fair between conversations: the next one in is the longest-waiting task
+ * of the conversation with the fewest tasks running, so one conversation that sends twenty tasks does
+ * not hold up another's one. Within a conversation, first come first served. A task with no session
+ * is a conversation of its own.
+ *
+ * Each waiting task has a level: how many tasks of its conversation run now, plus how many of the
+ * conversation's waiting tasks are ahead of it. Letting in the lowest level first (earliest arrival
+ * among equals) is the same as always choosing the conversation with the fewest running, and it
+ * gives every task its place in line in one pass.
+ */
 export class WaitingLine {
   private readonly entries = new Map<string, WaitingTask>();
+
+  /** `conversationOf`: a task's session, or its own id when it has none. */
+  constructor(private readonly conversationOf: (taskId: string) => string) {}
 
   get size(): number {
     return this.entries.size;
@@ -21,7 +34,7 @@ export class WaitingLine {
     return this.entries.get(taskId);
   }
 
-  /** Puts the task at the end of the line. */
+  /** Puts the task at the end of its conversation's part of the line. */
   add(taskId: string, options: SubmitOptions): WaitingTask {
     let begin!: (drive: Promise<TaskOutcome>) => void;
     const started = new Promise<Promise<TaskOutcome>>((resolve) => (begin = resolve));
@@ -37,22 +50,41 @@ export class WaitingLine {
     return entry;
   }
 
-  /** The task that has waited longest. */
-  first(): string | undefined {
-    return this.entries.keys().next().value;
+  /** The task to let in next, given the tasks running now. */
+  next(running: Iterable<string>): string | undefined {
+    let best: { id: string; level: number } | undefined;
+    for (const candidate of this.levels(running)) if (!best || candidate.level < best.level) best = candidate;
+    return best?.id;
   }
 
   /** 1 for the task that goes next, or null for a task not in line. */
-  position(taskId: string): number | null {
-    let position = 0;
-    for (const id of this.entries.keys()) {
-      position += 1;
-      if (id === taskId) return position;
-    }
-    return null;
+  position(taskId: string, running: Iterable<string>): number | null {
+    const levels = this.levels(running);
+    const index = levels.findIndex((candidate) => candidate.id === taskId);
+    if (index < 0) return null;
+    const own = levels[index]!.level;
+    // Ahead: every lower level, and equal levels that arrived earlier.
+    return 1 + levels.filter((candidate, other) => candidate.level < own || (candidate.level === own && other < index)).length;
   }
 
   ids(): string[] {
     return [...this.entries.keys()];
+  }
+
+  /** The waiting tasks in arrival order, each with its level. */
+  private levels(running: Iterable<string>): Array<{ id: string; level: number }> {
+    const counts = new Map<string, number>();
+    for (const id of running) {
+      const conversation = this.conversationOf(id);
+      counts.set(conversation, (counts.get(conversation) ?? 0) + 1);
+    }
+    const levels: Array<{ id: string; level: number }> = [];
+    for (const id of this.entries.keys()) {
+      const conversation = this.conversationOf(id);
+      const level = counts.get(conversation) ?? 0;
+      counts.set(conversation, level + 1);
+      levels.push({ id, level });
+    }
+    return levels;
   }
 }

@@ -40,6 +40,26 @@ describe("the task queue", () => {
     }
   });
 
+  it("is fair between conversations: one that sent many tasks does not hold up another's one", async () => {
+    const { runtime, log } = queueRuntime({ max_running_tasks: 2 }, 120);
+    const busy = [1, 2, 3, 4, 5, 6].map((n) => runtime.loop.submit({ text: `job ${n}`, session_id: "busy" }));
+    const other = runtime.loop.submit({ text: "job 7", session_id: "other" });
+    const alone = runtime.loop.submit({ text: "job 8" });
+    // Two of "busy" run; job 7's and job 8's conversations have none running, so they go first.
+    expect(runtime.loop.queuePosition(other.taskId)).toBe(1);
+    expect(runtime.loop.queuePosition(alone.taskId)).toBe(2);
+    expect(runtime.loop.queuePosition(busy[2]!.taskId)).toBe(3);
+    await Promise.all([...busy, other, alone].map((handle) => handle.done));
+    // Its event says where it stood when it joined the line: first, ahead of four of "busy".
+    expect(runtime.store.listEvents(other.taskId).find((event) => event.type === "task-queued")?.payload).toMatchObject({ position: 1 });
+    // "busy" runs in its own order; jobs 7 and 8 are let in before "busy" gets a third place (job 3
+    // may go before them, when both of "busy"'s places come free at once and it then runs none).
+    const order = log.map((call) => call.text);
+    expect(order.filter((text) => !["job 7", "job 8"].includes(text))).toEqual(["job 1", "job 2", "job 3", "job 4", "job 5", "job 6"]);
+    for (const fair of ["job 7", "job 8"]) expect(order.indexOf(fair)).toBeLessThan(order.indexOf("job 4"));
+    expect(mostAtOnce(log)).toBe(2);
+  });
+
   it("refuses a task when the line is full, recording nothing of it, and takes tasks again once there is room", async () => {
     const { runtime } = queueRuntime({ max_running_tasks: 1, max_queued_tasks: 1 });
     const first = runtime.loop.submit({ text: "job 1" });
