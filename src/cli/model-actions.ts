@@ -260,7 +260,7 @@ export async function modelsBenchCommand(globals: GlobalOptions, roleName: strin
     const prompt = "Describe, step by step, how a compiler turns source code into machine code. ".repeat(8);
     const promptTokens = provider.countTokens(role, prompt);
     let firstTokenAt = 0;
-    let generated = 0;
+    let counted: number | null = null;
     const start = performance.now();
     const text = await provider.generateText({
       role,
@@ -271,9 +271,12 @@ export async function modelsBenchCommand(globals: GlobalOptions, roleName: strin
       onDelta: () => {
         if (firstTokenAt === 0) firstTokenAt = performance.now();
       },
+      onTokens: (count) => void (counted = (counted ?? 0) + count),
     });
     const end = performance.now();
-    generated = provider.countTokens(role, text);
+    // The generator's own count where the provider reports it (a model server may not): tokenising
+    // the text again can count other tokens than were generated.
+    const generated = counted ?? provider.countTokens(role, text);
     const firstMs = (firstTokenAt || end) - start;
     console.log(`role ${role}: load ${loadMs.toFixed(0)} ms`);
     console.log(`  prompt      ${promptTokens} tokens, time to first token ${firstMs.toFixed(0)} ms (${((promptTokens / firstMs) * 1000).toFixed(1)} tokens/s)`);

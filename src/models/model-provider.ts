@@ -10,6 +10,11 @@ export interface ModelCallOptions {
   maxTokens?: number;
   /** Defaults to the role's `temperature`. */
   temperature?: number;
+  /**
+   * Called with how many tokens the model generated, as it generates them, where the provider knows
+   * (llama.cpp does); counting the text again would count differently from what was generated.
+   */
+  onTokens?: (count: number) => void;
 }
 
 export interface TextRequest extends ModelCallOptions {

@@ -157,5 +157,9 @@ describe("ducklm models", () => {
     });
     expect(bench.status).toBe(0);
     expect(bench.stdout).toMatch(/generation\s+\d+ tokens in \d+ ms \([\d.]+ tokens\/s\)/);
+    // The generator's own count: never more than were asked for (tokenising the noise again can count more).
+    const generated = Number(/generation\s+(\d+) tokens/.exec(bench.stdout)![1]);
+    expect(generated).toBeGreaterThan(0);
+    expect(generated).toBeLessThanOrEqual(16);
   }, 120_000);
 });

@@ -127,6 +127,7 @@ export class LlamaCppProvider implements ModelProvider, EmbeddingProvider {
           ...(this.options.seed !== undefined ? { seed: this.options.seed } : {}),
           signal,
           ...(request.onDelta ? { onTextChunk: request.onDelta } : {}),
+          ...(request.onTokens ? { onToken: (tokens: readonly unknown[]) => request.onTokens!(tokens.length) } : {}),
         });
       } finally {
         session.dispose({ disposeSequence: false });
