@@ -5,6 +5,8 @@
 //
 // Rounds alternate which side goes first, so neither always runs on a warmer or cooler process.
 //
+// Run with --expose-gc (the npm script does): each timed run then starts on a collected heap.
+//
 //   npm run bench:agent-loop [-- --tasks 60 --rounds 5]
 import Database from "better-sqlite3";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -28,7 +30,8 @@ import { createEchoTool } from "../test/helpers/test-tools.js";
 const { values } = parseArgs({ options: { tasks: { type: "string", default: "60" }, rounds: { type: "string", default: "5" }, only: { type: "string" } } });
 const TASKS_PER_SHAPE = Number(values.tasks);
 const ROUNDS = Number(values.rounds);
-const WARMUP = 10;
+/** Tasks of each shape each side runs before its timed run: enough for both to reach their steady speed. */
+const WARMUP = 40;
 
 /**
  * The task set. Each shape is what the model decides at each decision, given what it has seen:
@@ -168,6 +171,8 @@ async function measure(setup: (dir: string) => Promise<Runner>): Promise<{ usPer
   try {
     for (let i = 0; i < WARMUP; i += 1) for (const shape of SHAPES) await runner.run(shape, -i - 1);
     const totals: Counts = { modelCalls: 0, promptTokens: 0, generatedTokens: 0 };
+    // Each side starts its timed run on a collected heap, so neither pays for the other's garbage.
+    globalThis.gc?.();
     const started = process.hrtime.bigint();
     for (let i = 0; i < TASKS_PER_SHAPE; i += 1) {
       for (const shape of SHAPES) {

@@ -24,7 +24,7 @@ interface Bench {
 }
 
 const BENCHES: Bench[] = [
-  { name: "agent-loop", args: [], quickArgs: ["--tasks", "10", "--rounds", "3"] },
+  { name: "agent-loop", args: [], quickArgs: ["--tasks", "10", "--rounds", "3"], nodeOptions: ["--expose-gc"] },
   { name: "step-overhead", args: [], quickArgs: ["--tasks", "40", "--rounds", "3"] },
   { name: "event-append", args: [], quickArgs: ["--events", "500", "--rounds", "3"] },
   { name: "stream-fanout", args: [], quickArgs: ["--events", "500", "--clients", "1,10", "--rounds", "3"] },
