@@ -1,7 +1,7 @@
 import pino from "pino";
 import { describe, expect, it } from "vitest";
 import type { DuckEvent } from "../contracts/index.js";
-import { EventBus } from "./event-bus.js";
+import { CATCH_UP_PAGE, EventBus } from "./event-bus.js";
 
 function event(seq: number, taskId = "t"): DuckEvent {
   return { task_id: taskId, seq, type: "task-started", time: "2026-01-01T00:00:00.000Z", payload: {} };
@@ -10,7 +10,7 @@ function event(seq: number, taskId = "t"): DuckEvent {
 describe("EventBus", () => {
   it("delivers stored events from fromSeq, then live ones, without a gap or a duplicate", () => {
     const stored: DuckEvent[] = [event(1), event(2), event(3)];
-    const bus = new EventBus((_task, from) => stored.filter((e) => e.seq >= from), pino({ level: "silent" }));
+    const bus = new EventBus((_task, from, limit) => stored.filter((e) => e.seq >= from).slice(0, limit), pino({ level: "silent" }));
     const seen: number[] = [];
     bus.subscribe("t", (e) => void seen.push(e.seq), { fromSeq: 2 });
     // A live event that was already delivered from storage is not delivered twice.
@@ -44,5 +44,56 @@ describe("EventBus", () => {
     bus.publish(event(2));
     expect(seen).toEqual([1]);
     expect(bus.subscriberCount("t")).toBe(0);
+  });
+
+  it("catches up a long history a page at a time, with live events in their place and none twice", async () => {
+    const stored: DuckEvent[] = Array.from({ length: 1000 }, (_, i) => event(i + 1));
+    const limits: number[] = [];
+    const bus = new EventBus((_task, from, limit) => {
+      limits.push(limit);
+      return stored.filter((e) => e.seq >= from).slice(0, limit);
+    }, pino({ level: "silent" }));
+    const seen: number[] = [];
+    bus.subscribe("t", (e) => void seen.push(e.seq), { fromSeq: 1 });
+    // The first page arrives before subscribe returns; the rest after the loop has had its turns.
+    expect(seen).toEqual(stored.slice(0, CATCH_UP_PAGE).map((e) => e.seq));
+    // Committed while the catch-up is under way: stored first, then published, as the TaskStore does.
+    for (const seq of [1001, 1002]) {
+      stored.push(event(seq));
+      bus.publish(event(seq));
+    }
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    bus.publish(event(1003));
+    expect(seen).toEqual(Array.from({ length: 1002 }, (_, i) => i + 1).concat([1003]));
+    expect(Math.max(...limits)).toBe(CATCH_UP_PAGE);
+  });
+
+  it("stops a catch-up when unsubscribed", async () => {
+    const stored: DuckEvent[] = Array.from({ length: CATCH_UP_PAGE * 3 }, (_, i) => event(i + 1));
+    const bus = new EventBus((_task, from, limit) => stored.filter((e) => e.seq >= from).slice(0, limit), pino({ level: "silent" }));
+    const seen: number[] = [];
+    const stop = bus.subscribe("t", (e) => void seen.push(e.seq), { fromSeq: 1 });
+    stop();
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(seen).toHaveLength(CATCH_UP_PAGE);
+  });
+
+  it("delivers an event a handler causes while the last page is delivered", () => {
+    const stored: DuckEvent[] = [event(1), event(2)];
+    const bus = new EventBus((_task, from, limit) => stored.filter((e) => e.seq >= from).slice(0, limit), pino({ level: "silent" }));
+    const seen: number[] = [];
+    bus.subscribe(
+      "t",
+      (e) => {
+        seen.push(e.seq);
+        // Answering what it read commits an event at once (a durable append) and publishes it.
+        if (e.seq === 2) {
+          stored.push(event(3));
+          bus.publish(event(3));
+        }
+      },
+      { fromSeq: 1 },
+    );
+    expect(seen).toEqual([1, 2, 3]);
   });
 });

@@ -11,13 +11,20 @@ export interface SubscribeOptions {
 /** After these a task sends nothing more (feedback aside). */
 const FINAL_EVENTS: ReadonlySet<string> = new Set(["task-completed", "task-failed", "task-cancelled"]);
 
-/** Reads stored events, so a subscriber can catch up before live delivery begins. */
-export type StoredEventReader = (taskId: string, fromSeq: number) => DuckEvent[];
+/** Reads up to `limit` stored events from `fromSeq`, so a subscriber can catch up before live delivery begins. */
+export type StoredEventReader = (taskId: string, fromSeq: number, limit: number) => DuckEvent[];
+
+/** Stored events read and delivered at a time when a subscriber catches up; the loop gets a turn between pages. */
+export const CATCH_UP_PAGE = 256;
 
 interface Subscription {
   handler: EventHandler;
   /** Highest seq delivered, per task: a live event at or below it is a duplicate and is dropped. */
   delivered: Map<string, number>;
+  /** Still reading stored events: live ones are left to the next page, which holds them (they are committed). */
+  catchingUp: boolean;
+  /** Unsubscribed: a catch-up in progress stops. */
+  closed: boolean;
 }
 
 /**
@@ -34,26 +41,53 @@ export class EventBus {
   ) {}
 
   /**
-   * Subscribes to one task's events. With `fromSeq`, stored events from that seq are delivered first;
-   * reading them and registering happen in one synchronous step, so no event falls in between.
+   * Subscribes to one task's events. With `fromSeq`, stored events from that seq are delivered first,
+   * a page at a time (CATCH_UP_PAGE), so a task with ten thousand events is neither read into memory
+   * at once nor sent in one block of the event loop. The first page is delivered before this returns.
+   * While pages remain, live events are skipped: each is committed before it is published, so a later
+   * page holds it. The read that finds no more pages and the switch to live delivery are one
+   * synchronous step, so no event falls in between and none comes twice.
    */
   subscribe(taskId: string, handler: EventHandler, options: SubscribeOptions = {}): () => void {
-    const subscription: Subscription = { handler, delivered: new Map() };
-    if (options.fromSeq !== undefined) {
-      for (const event of this.readStored(taskId, Math.max(1, options.fromSeq))) this.deliver(subscription, event);
-    }
+    const subscription: Subscription = { handler, delivered: new Map(), catchingUp: options.fromSeq !== undefined, closed: false };
     let set = this.byTask.get(taskId);
     if (!set) this.byTask.set(taskId, (set = new Set()));
     set.add(subscription);
+    if (options.fromSeq !== undefined) this.catchUp(subscription, taskId, Math.max(1, options.fromSeq));
     return () => {
+      subscription.closed = true;
       set.delete(subscription);
       if (set.size === 0 && this.byTask.get(taskId) === set) this.byTask.delete(taskId);
     };
   }
 
+  /** Delivers one page of stored events from `fromSeq`, and schedules the next while pages remain. */
+  private catchUp(subscription: Subscription, taskId: string, fromSeq: number): void {
+    if (subscription.closed) return;
+    let page: DuckEvent[];
+    try {
+      page = this.readStored(taskId, fromSeq, CATCH_UP_PAGE);
+    } catch (error) {
+      // A read that fails (a closed database) ends the catch-up; live events still arrive.
+      subscription.catchingUp = false;
+      this.logger.error({ err: error, task_id: taskId, from_seq: fromSeq }, "reading stored events for a subscriber failed");
+      return;
+    }
+    if (page.length === 0) {
+      subscription.catchingUp = false;
+      return;
+    }
+    for (const event of page) this.deliver(subscription, event, true);
+    const next = page.at(-1)!.seq + 1;
+    // A short page is the end, unless a handler caused events while it ran: read once more, at once,
+    // until a read finds nothing; a full page lets the loop take a turn first.
+    if (page.length < CATCH_UP_PAGE) this.catchUp(subscription, taskId, next);
+    else setImmediate(() => this.catchUp(subscription, taskId, next));
+  }
+
   /** Live events of every task (for logs and terminals); no replay. */
   subscribeAll(handler: EventHandler): () => void {
-    const subscription: Subscription = { handler, delivered: new Map() };
+    const subscription: Subscription = { handler, delivered: new Map(), catchingUp: false, closed: false };
     this.everyTask.add(subscription);
     return () => this.everyTask.delete(subscription);
   }
@@ -79,7 +113,8 @@ export class EventBus {
     return { tasksWithSubscribers: this.byTask.size, everyTaskMarks };
   }
 
-  private deliver(subscription: Subscription, event: DuckEvent): void {
+  private deliver(subscription: Subscription, event: DuckEvent, stored = false): void {
+    if (subscription.catchingUp && !stored) return;
     const last = subscription.delivered.get(event.task_id) ?? 0;
     if (event.seq <= last) return;
     subscription.delivered.set(event.task_id, event.seq);

@@ -28,7 +28,7 @@ export interface DuckStores {
 export function openStores(file: string, options: OpenDatabaseOptions & { logger: Logger; clock?: Clock; leaseTtlMs?: number }): DuckStores {
   const database = openDatabase(file, options.synchronous ? { synchronous: options.synchronous } : {});
   const events = new EventStore(database.db);
-  const bus = new EventBus((taskId, fromSeq) => events.list(taskId, fromSeq), options.logger);
+  const bus = new EventBus((taskId, fromSeq, limit) => events.list(taskId, fromSeq, limit), options.logger);
   const tasks = new TaskStore(database.db, events, bus, options.clock);
   const leases = new TaskLeases(database.db, { ttlMs: options.leaseTtlMs ?? 30_000, ...(options.clock ? { clock: options.clock } : {}) });
   tasks.alsoInEachCommit(() => leases.writeNewClaims());
