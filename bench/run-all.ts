@@ -27,6 +27,7 @@ const BENCHES: Bench[] = [
   { name: "agent-loop", args: [], quickArgs: ["--tasks", "10", "--rounds", "3"], nodeOptions: ["--expose-gc"] },
   { name: "step-overhead", args: [], quickArgs: ["--tasks", "40", "--rounds", "3"] },
   { name: "event-append", args: [], quickArgs: ["--events", "500", "--rounds", "3"] },
+  { name: "scaling", args: [], quickArgs: ["--vectors", "2000,5000", "--rounds", "3"] },
   { name: "stream-fanout", args: [], quickArgs: ["--events", "500", "--clients", "1,10", "--rounds", "3"] },
   { name: "memory-recall", args: [], quickArgs: ["--vectors", "5000", "--queries", "200", "--rounds", "3"] },
   { name: "inference", args: [], quickArgs: ["--tokens", "32", "--rounds", "3"] },
