@@ -1,4 +1,4 @@
-import type { Statement } from "better-sqlite3";
+import type { Statement, Transaction } from "better-sqlite3";
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
@@ -50,6 +50,7 @@ export class TaskLeases {
   private readonly markCancel: Statement<[string, string]>;
   private readonly unfinished: Statement<[]>;
   private readonly forgetPruned: Statement<[]>;
+  private readonly acquireInTransaction: Transaction<(taskId: string) => LeaseAttempt>;
 
   constructor(
     private readonly db: SqliteDatabase,
@@ -76,6 +77,7 @@ export class TaskLeases {
         WHERE t.state IN ('received', 'queued', 'running') ORDER BY t.created_at, t.id`,
     );
     this.forgetPruned = db.prepare("DELETE FROM task_leases WHERE task_id NOT IN (SELECT id FROM tasks WHERE state NOT IN ('completed', 'failed', 'cancelled'))");
+    this.acquireInTransaction = db.transaction((taskId: string) => this.attemptAcquire(taskId));
   }
 
   /**
@@ -83,26 +85,27 @@ export class TaskLeases {
    * transaction, so two processes asking at once cannot both get it.
    */
   acquire(taskId: string): LeaseAttempt {
-    const attempt = this.db
-      .transaction((): LeaseAttempt => {
-        const row = this.select.get(taskId) as LeaseRow | undefined;
-        if (row && row.owner !== this.owner && this.isLive(row)) return { acquired: false, holder: holderOf(row) };
-        const now = this.now();
-        if (row?.owner === this.owner) {
-          this.extend.run(this.expiry(now), this.owner);
-        } else {
-          this.upsert.run({ task_id: taskId, owner: this.owner, pid: process.pid, host: this.host, now: now.toISOString(), expires_at: this.expiry(now) });
-        }
-        // A cancel asked of a holder that stopped before it acted is the new holder's to carry out.
-        if (row?.cancel_requested) {
-          this.clearCancel.run(taskId, this.owner);
-          return { acquired: true, cancelRequested: row.cancel_requested };
-        }
-        return { acquired: true };
-      })
-      .immediate();
+    const attempt = this.acquireInTransaction.immediate(taskId);
     if (attempt.acquired) this.held.add(taskId);
     return attempt;
+  }
+
+  /** `acquire`'s reading and writing, inside its transaction. */
+  private attemptAcquire(taskId: string): LeaseAttempt {
+    const row = this.select.get(taskId) as LeaseRow | undefined;
+    if (row && row.owner !== this.owner && this.isLive(row)) return { acquired: false, holder: holderOf(row) };
+    const now = this.now();
+    if (row?.owner === this.owner) {
+      this.extend.run(this.expiry(now), this.owner);
+    } else {
+      this.upsert.run({ task_id: taskId, owner: this.owner, pid: process.pid, host: this.host, now: now.toISOString(), expires_at: this.expiry(now) });
+    }
+    // A cancel asked of a holder that stopped before it acted is the new holder's to carry out.
+    if (row?.cancel_requested) {
+      this.clearCancel.run(taskId, this.owner);
+      return { acquired: true, cancelRequested: row.cancel_requested };
+    }
+    return { acquired: true };
   }
 
   /**

@@ -115,6 +115,8 @@ export class TaskStore {
   private failingSince: { since: string; message: string } | null = null;
   private readonly rows: TaskRows;
   private readonly ratings: StepRatings;
+  private readonly commitBatch: (batch: Batch) => void;
+  private readonly runInTransaction: (work: () => unknown) => unknown;
   /** Unfinished tasks with a snapshot stored by this process; see CHECKPOINT_MIN_TAIL_BYTES. */
   private readonly tails = new Map<string, Tail>();
   private readonly stats: WriteStats = { commits: 0, events: 0, eventBytes: 0, checkpoints: 0, checkpointBytes: 0 };
@@ -127,6 +129,10 @@ export class TaskStore {
   ) {
     this.rows = new TaskRows(db);
     this.ratings = new StepRatings(db);
+    // Made once: better-sqlite3 builds four wrapped functions for every `transaction()` call, which
+    // cost about as much again as a small commit.
+    this.commitBatch = db.transaction((batch: Batch) => this.writeBatch(batch));
+    this.runInTransaction = db.transaction((work: () => unknown) => work());
   }
 
   /**
@@ -207,7 +213,7 @@ export class TaskStore {
     if (!batch || this.transactionDepth > 0) return;
     this.batch = null;
     try {
-      this.db.transaction(() => this.writeBatch(batch))();
+      this.commitBatch(batch);
     } catch (error) {
       this.fail(batch, error);
     }
@@ -262,7 +268,7 @@ export class TaskStore {
     let failedInside = false;
     this.transactionDepth += 1;
     try {
-      result = this.db.transaction(() => {
+      result = this.runInTransaction(() => {
         let value: T;
         try {
           value = fn();
@@ -272,7 +278,7 @@ export class TaskStore {
         }
         this.writeBatch(batch);
         return value;
-      })();
+      }) as T;
     } catch (error) {
       this.transactionDepth -= 1;
       this.batch = null;
