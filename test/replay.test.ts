@@ -94,6 +94,26 @@ describe("recording tasks of every kind", () => {
     const deniedWaiting = await denied.done;
     await asking.loop.resolvePermission(denied.taskId, deniedWaiting.pending_permissions[0]!.request_id, "deny").done;
     keep("denied", asking, denied.taskId);
+    // Denied at one decision, allowed at the next: both steps are step-1, attempt 1, and only the second ran.
+    const askingTwice = createTestRuntime({
+      runtime: { agent: { max_iterations: 4 } },
+      models: scriptedAgent({
+        directive: (_request, view) =>
+          view.decision === 1
+            ? { kind: "tool", tool: "shell_exec", arguments: { command: "cp x.txt y.txt" }, reason: "copy it" }
+            : view.decision === 2
+              ? { kind: "tool", tool: "shell_exec", arguments: { command: "cp x.txt z.txt" }, reason: "copy it elsewhere" }
+              : { kind: "respond", answer: "Copied to z.txt." },
+      }),
+    });
+    runtimes.push(askingTwice);
+    writeFileSync(join(askingTwice.workspace, "x.txt"), "x\n");
+    const twice = askingTwice.loop.submit({ text: "copy x.txt" });
+    const firstAsk = await twice.done;
+    const secondAsk = await askingTwice.loop.resolvePermission(twice.taskId, firstAsk.pending_permissions[0]!.request_id, "deny").done;
+    expect(secondAsk.state).toBe("awaiting_permission");
+    expect((await askingTwice.loop.resolvePermission(twice.taskId, secondAsk.pending_permissions[0]!.request_id, "allow").done).state).toBe("completed");
+    keep("denied, then allowed at the next decision", askingTwice, twice.taskId);
     const abandoned = asking.loop.submit({ text: "run `cp p.txt q.txt`" });
     await abandoned.done;
     asking.loop.cancel(abandoned.taskId);
@@ -242,7 +262,7 @@ describe("recording tasks of every kind", () => {
       await handle.done;
       keep(`fixture model, seed ${seed}`, real, handle.taskId);
     }
-    expect(recordings.length).toBeGreaterThanOrEqual(21);
+    expect(recordings.length).toBeGreaterThanOrEqual(22);
   }, 240_000);
 });
 

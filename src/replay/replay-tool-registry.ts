@@ -16,21 +16,32 @@ export class ReplayToolRegistry extends ToolRegistry {
 
   constructor(events: readonly DuckEvent[], private readonly progress: ReplayProgress, private readonly beforeResult: (seq: number) => void) {
     super();
+    // The newest event about each step: a result is a tool's only when it follows the step's
+    // `tool-called`. One the runtime wrote itself (a denial, a refusal, a rerun the user declined
+    // after a crash) comes after other events about the step, and no tool run may take it: a later
+    // decision's step of the same id and attempt would otherwise get the denial as its output.
+    const lastAboutStep = new Map<string, { type: string; attempt: unknown }>();
     for (const event of events) {
+      const payload = event.payload as { step_id?: unknown; attempt?: unknown };
       if (event.type === "tool-called") {
-        const payload = event.payload as EventPayloads["tool-called"];
-        this.effects.set(payload.call.tool, payload.effect);
+        const called = event.payload as EventPayloads["tool-called"];
+        this.effects.set(called.call.tool, called.effect);
       } else if (event.type === "tool-result") {
-        const payload = event.payload as EventPayloads["tool-result"];
-        const key = `${payload.step_id}|${payload.attempt}`;
-        const list = this.results.get(key) ?? [];
-        list.push({ seq: event.seq, result: payload.result });
-        this.results.set(key, list);
+        const result = event.payload as EventPayloads["tool-result"];
+        const last = lastAboutStep.get(result.step_id);
+        if (last?.type === "tool-called" && last.attempt === result.attempt) {
+          const key = `${result.step_id}|${result.attempt}`;
+          const list = this.results.get(key) ?? [];
+          list.push({ seq: event.seq, result: result.result });
+          this.results.set(key, list);
+        }
       } else if (event.type === "directive-decided") {
         const directive = (event.payload as EventPayloads["directive-decided"]).directive;
         const names = directive.kind === "tool" ? [directive.tool] : directive.kind === "plan" ? directive.steps.flatMap((step) => (step.kind === "tool" ? [step.tool] : [])) : [];
         for (const name of names) if (!this.effects.has(name)) this.effects.set(name, "side-effecting");
       }
+      // A person's rating of a step says nothing about how it ran, whenever it arrives.
+      if (typeof payload.step_id === "string" && event.type !== "feedback-received") lastAboutStep.set(payload.step_id, { type: event.type, attempt: payload.attempt });
     }
   }
 
