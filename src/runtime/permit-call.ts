@@ -45,8 +45,10 @@ export async function permitCall(context: ExecutorContext, projection: TaskProje
   const tool = context.tools.get(call.tool);
   const effect = tool?.effect ?? "side-effecting";
   if (step.permission_denied) {
+    // Declining a rerun is not declining the work: it may already be done, and the next decision must know.
+    const message = step.tool_called ? "its earlier run was interrupted and may have done its work; the user chose not to run it again" : "the user denied permission";
     await inTurn(context, taskId, { type: "tool-result", step_id: stepId }, signal);
-    store.append(taskId, "tool-result", { step_id: stepId, attempt: step.attempt, result: deniedResult(call.tool, ErrorCode.PermissionDenied, "the user denied permission") });
+    store.append(taskId, "tool-result", { step_id: stepId, attempt: step.attempt, result: deniedResult(call.tool, ErrorCode.PermissionDenied, message) });
     return { kind: "refused" };
   }
   const command = commandOf(call);
@@ -62,7 +64,7 @@ export async function permitCall(context: ExecutorContext, projection: TaskProje
   // that does no more when run twice (`ls`, `sleep 5 && echo done`) simply runs again.
   const rerunSafe = () => command !== null && classification !== null && context.classifier.safeToRunAgain(command, classification);
   if (step.tool_called && effect === "side-effecting" && !rerunSafe()) {
-    return ask(context, taskId, stepId, shownCall, "unknown", "its earlier run was interrupted and its outcome is unknown; run it again?", [], needsNetwork, signal);
+    return ask(context, taskId, stepId, shownCall, "unknown", "its earlier run was interrupted and its outcome is unknown; run it again?", classification?.commands ?? [], needsNetwork, signal);
   }
   if (step.ask_before_retry && !rerunSafe()) {
     return ask(context, taskId, stepId, shownCall, "unknown", "its previous attempt timed out and may have done part of its work; run it again?", classification?.commands ?? [], needsNetwork, signal);

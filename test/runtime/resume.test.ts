@@ -115,6 +115,14 @@ describe("resuming a task an earlier process left unfinished", () => {
     const calls = events.filter((event) => event.type === "tool-called").map((event) => (event.payload as { step_id: string }).step_id);
     expect(calls.filter((id) => id === "looks")).toHaveLength(2);
     expect(events.some((event) => event.type === "step-completed" && (event.payload as { step_id: string }).step_id === "looks")).toBe(true);
+    // The question names the commands it is about, like any other.
+    expect(waiting.pending_permissions[0]!.commands.join(" ")).toContain("touch made.txt");
+
+    // Declining the rerun is not saying the work was not done: the next decision is told it may be.
+    const declined = await second.loop.resolvePermission(handle.taskId, waiting.pending_permissions[0]!.request_id, "deny").done;
+    const result = second.store.listEvents(handle.taskId).findLast((event) => event.type === "tool-result" && (event.payload as { step_id: string }).step_id === "writes");
+    expect((result!.payload as { result: { error: { message: string } } }).result.error.message).toBe("its earlier run was interrupted and may have done its work; the user chose not to run it again");
+    expect(["completed", "failed"]).toContain(declined.state);
   }, 30_000);
 
   it("leaves a task waiting for permission waiting, and lists instead of resuming when asked to", async () => {
