@@ -70,8 +70,8 @@ async function duckSetup(dir: string): Promise<Runner> {
   const models = scriptedAgent({
     directive: (_request, view): ExecutionDirective => {
       const step = view.decision - 1;
-      // The observed lines read "- tool (echo) succeeded, critic: pass: <output>".
-      const lastOutput = /\) \w+(?:, critic: \w+)?: (.*)$/.exec(view.observed.trim().split("\n").at(-1) ?? "")?.[1] ?? "";
+      // Each step's output is quoted under it, a line each: "  │ <output>".
+      const lastOutput = /^ {2}│ (.*)$/.exec(view.observed.trimEnd().split("\n").at(-1) ?? "")?.[1] ?? "";
       if (step < current.calls.length) return { kind: "tool", tool: "echo", arguments: { text: current.calls[step]!(lastOutput) }, reason: "" };
       return { kind: "respond", answer: `Done: ${lastOutput}` };
     },

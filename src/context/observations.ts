@@ -8,15 +8,56 @@ export interface ObservationsSummary {
   text: string;
 }
 
+/** Characters a terminal or a bidirectional renderer acts on, shown as escapes so no output can hide text or fake layout. */
+// eslint-disable-next-line no-control-regex -- matching control characters is the point
+const CONTROL_CHARACTERS = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+
+export function visibleControls(text: string): string {
+  return text.replace(CONTROL_CHARACTERS, (character) => `\\u${character.charCodeAt(0).toString(16).padStart(4, "0")}`);
+}
+
+/** What a tool returned, as quoted lines: nothing in it can pass for a heading or a record of the prompt's own. */
+export function quotedOutput(text: string): string {
+  return visibleControls(text)
+    .split("\n")
+    .map((line) => `  │ ${line}`)
+    .join("\n");
+}
+
+/** Longest arguments shown with a step; the output matters more. */
+const SHOWN_ARGUMENTS_CHARS = 200;
+
+function shownArguments(iteration: IterationRecord, stepId: string): string {
+  const directive = iteration.directive;
+  const args = directive.kind === "tool" ? (iteration.steps[0]?.id === stepId ? directive.arguments : undefined) : directive.kind === "plan" ? (directive.steps.find((step) => step.id === stepId && step.kind === "tool") as { arguments?: unknown } | undefined)?.arguments : undefined;
+  if (!args || typeof args !== "object" || Object.keys(args).length === 0) return "";
+  const text = visibleControls(JSON.stringify(args));
+  return ` ${text.length > SHOWN_ARGUMENTS_CHARS ? `${text.slice(0, SHOWN_ARGUMENTS_CHARS)}…` : text}`;
+}
+
+function whyOf(iteration: IterationRecord): string {
+  const directive = iteration.directive;
+  const why = directive.kind === "tool" ? directive.reason : directive.kind === "plan" ? directive.goal : "";
+  return why ? ` (${visibleControls(why.length > 200 ? `${why.slice(0, 200)}…` : why).replace(/\n/g, " ")})` : "";
+}
+
+/**
+ * One decision and what its steps did: each step with the call it made, how it ended, and its output
+ * (a failed step's error, and whatever it wrote besides) quoted line by line. A failed step shows no
+ * critic's verdict: however the critic judged it, it failed.
+ */
 export function iterationText(iteration: IterationRecord, share: number, count: TokenCounter): { text: string; truncated: boolean } {
   let truncated = false;
   const lines = iteration.steps.map((step) => {
-    const judged = step.verdict ? `, critic: ${step.verdict}` : "";
-    const body = fitText(step.status === "succeeded" ? step.output : (step.error ?? step.output), share, count);
+    const succeeded = step.status === "succeeded";
+    const judged = succeeded && step.verdict ? `, critic: ${step.verdict}` : "";
+    const outcome = succeeded ? `succeeded${judged}` : `${step.status}${step.error ? `: ${visibleControls(step.error).replace(/\n/g, " ")}` : ""}`;
+    const body = fitText(step.output, share, count);
     truncated ||= body.truncated;
-    return `- ${step.id} (${step.tool ?? "step"}) ${step.status}${judged}: ${body.text || "(no output)"}`;
+    const head = `- ${step.id} ${step.tool ?? "step"}${shownArguments(iteration, step.id)}: ${outcome}`;
+    return body.text ? `${head}\n${quotedOutput(body.text)}` : `${head}${succeeded ? " (no output)" : ""}`;
   });
-  const head = `Decision ${iteration.iteration}: ${iteration.directive.kind}`;
+  const head = `Decision ${iteration.iteration}: ${iteration.directive.kind}${whyOf(iteration)}`;
   return { text: [head, ...(lines.length > 0 ? lines : ["- (no steps)"])].join("\n"), truncated };
 }
 
