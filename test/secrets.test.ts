@@ -113,10 +113,11 @@ describe("a sudo password given through the secrets API", () => {
     expect(result.output, JSON.stringify(result)).toContain("sudo whoami was not part of the approved command; not run");
     expect(result.output).toContain("fake sudo: authenticated with [redacted]");
     expect(result.output).not.toMatch(/^root$/m);
-    // The failed run is retried, and a sudo command is asked about again on every attempt.
-    expect(outcome.state).toBe("awaiting_permission");
-    expect(outcome.pending_permissions[0]?.category).toBe("no_always");
-    runtime.loop.cancel(handle.taskId);
+    // The run failed after `sudo true` had run: it is not repeated by itself, so nothing runs twice.
+    expect(outcome.state).toBe("failed");
+    const events = runtime.store.listEvents(handle.taskId);
+    expect(events.filter((event) => event.type === "tool-called")).toHaveLength(1);
+    expect(events.find((event) => event.type === "step-failed")?.payload).toMatchObject({ reason: expect.stringContaining("not run again: it ran, failed and may have changed something") });
     await runtime.dispose();
   });
 

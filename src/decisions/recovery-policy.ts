@@ -17,7 +17,7 @@ export function decideRecovery(
   judged: CriticScore,
   attempt: number,
   config: Pick<RuntimeConfig, "retry" | "recovery">,
-  options: { retryable: boolean; succeeded: boolean },
+  options: { retryable: boolean; succeeded: boolean; notRetriedBecause?: string },
 ): RecoveryDecision {
   // The critic cannot pass what the tool itself reported as failed (`ok: false`, a non-zero exit).
   const score: CriticScore =
@@ -33,7 +33,8 @@ export function decideRecovery(
     const delay = Math.min(config.retry.backoff_ms * config.retry.backoff_factor ** retriesUsed, config.retry.max_backoff_ms);
     return { action: "retry", delay_ms: Math.round(delay), reason: score.reason || "step failed; retrying" };
   }
-  const why = score.verdict === "retry" ? `retries spent (${retriesUsed} of ${config.retry.max_step_retries})` : "critic judged it failed";
+  const why =
+    score.verdict !== "retry" ? "critic judged it failed" : !options.retryable && options.notRetriedBecause ? `not run again: ${options.notRetriedBecause}` : `retries spent (${retriesUsed} of ${config.retry.max_step_retries})`;
   return { action: config.recovery.on_exhausted, delay_ms: 0, reason: `${why}: ${score.reason}` };
 }
 

@@ -116,7 +116,17 @@ async function recoverStep(context: ExecutorContext, projection: TaskProjection,
   const score = step.score!;
   const code = step.result?.error?.code;
   const succeeded = step.result?.ok === true;
-  const decision = decideRecovery(score, step.attempt, context.config.runtime, { retryable: isRetryable(code), succeeded });
+  const sideEffecting = (context.tools.get(step.result?.tool ?? "")?.effect ?? "side-effecting") === "side-effecting";
+  // A side-effecting call that ran to its end and failed may have done part of its work (appended
+  // to a file, sent a request): running it again would do that again. Unless the command does no
+  // more when repeated, the failure goes to the next decision instead, which sees what it printed.
+  // A coder step is another matter: its next attempt is a new proposal, made knowing the failure.
+  const ranAndFailed = step.step.kind === "tool" && !succeeded && step.tool_called && code !== ErrorCode.ToolTimeout && sideEffecting && isRetryable(code) && !(await rerunsSafely(context, projection, step));
+  const decision = decideRecovery(score, step.attempt, context.config.runtime, {
+    retryable: isRetryable(code) && !ranAndFailed,
+    succeeded,
+    ...(ranAndFailed ? { notRetriedBecause: "it ran, failed and may have changed something; running it again could repeat that" } : {}),
+  });
   const stepId = step.step.id;
   if (decision.action === "continue" && score.verdict === "pass" && succeeded) {
     await inTurn(context, taskId, { type: "step-completed", step_id: stepId }, signal);
@@ -125,7 +135,6 @@ async function recoverStep(context: ExecutorContext, projection: TaskProjection,
   }
   if (decision.action === "retry") {
     // A command stopped by its time limit may have done part of its work: like a crash, it is asked about.
-    const sideEffecting = (context.tools.get(step.result?.tool ?? "")?.effect ?? "side-effecting") === "side-effecting";
     const askFirst = code === ErrorCode.ToolTimeout && step.tool_called && sideEffecting && !(await rerunsSafely(context, projection, step));
     await inTurn(context, taskId, { type: "step-retrying", step_id: stepId }, signal);
     store.append(taskId, "step-retrying", { step_id: stepId, attempt: step.attempt, delay_ms: decision.delay_ms, reason: decision.reason, ...(askFirst ? { ask_first: true } : {}) });

@@ -1,3 +1,5 @@
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { type DuckEvent, type ExecutionDirective } from "../../src/contracts/index.js";
 import { createTestRuntime, type TestRuntime } from "../helpers/test-runtime.js";
@@ -171,6 +173,23 @@ describe("RuntimeLoop with a scripted model", () => {
     const events = runtime.store.listEvents(handle.taskId);
     expect(events.filter((event) => event.type === "step-retrying")).toHaveLength(2);
     expect(events.filter((event) => event.type === "step-started").map((event) => event.payload.attempt)).toEqual([1, 2, 3]);
+  });
+
+  it("does not run a side-effecting command again by itself after it ran and failed, but retries one that is safe to repeat", async () => {
+    const runtime = setup({ models: plannerProvider({ kind: "tool", tool: "shell_exec", arguments: { command: "echo once >> appended.txt; exit 1" }, reason: "" }) });
+    const outcome = await runtime.loop.submit({ text: "append", auto_approve: ["unknown"] }).done;
+    expect(outcome.state).toBe("failed");
+    // Appended once: the failure went to the task, not into a second run of the same command.
+    expect(readFileSync(join(runtime.workspace, "appended.txt"), "utf8")).toBe("once\n");
+    const events = runtime.store.listEvents(outcome.task_id);
+    expect(events.filter((event) => event.type === "tool-called")).toHaveLength(1);
+    expect(outcome.error?.message).toMatch(/not run again: it ran, failed and may have changed something/);
+
+    // A command that does no more when repeated is retried as before.
+    const looking = setup({ models: plannerProvider({ kind: "tool", tool: "shell_exec", arguments: { command: "ls no-such-folder" }, reason: "" }), runtime: { retry: { max_step_retries: 2, backoff_ms: 1 } } });
+    const looked = await looking.loop.submit({ text: "look" }).done;
+    expect(looked.state).toBe("failed");
+    expect(looking.store.listEvents(looked.task_id).filter((event) => event.type === "tool-called")).toHaveLength(3);
   });
 
   it("fails the task once retries are spent", async () => {
