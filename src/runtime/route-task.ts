@@ -1,7 +1,9 @@
 import { RecallDecisionSchema, type ExecutionDirective, type MemoryHit, type ModelRole } from "../contracts/index.js";
 import { DuckError, ErrorCode, type ErrorCodeName } from "../errors/duck-error.js";
 import { z } from "zod";
-import { referencedSteps, withoutStepReferences } from "./step-references.js";
+import { referencedSteps, withoutStepReferences, withReferenceDependencies } from "./step-references.js";
+import { orderPlan } from "../decisions/plan-scheduler.js";
+import { planFromDirective } from "./run-plan.js";
 import { heuristicRecall, recallPrompt } from "../decisions/recall-policy.js";
 import { parseIntent } from "../decisions/intent-parser.js";
 import { decideWithoutModel, directiveRequest, draftRequest, type RouterDecision } from "../decisions/router.js";
@@ -146,6 +148,9 @@ function invalidToolArguments(context: ExecutorContext, directive: ExecutionDire
   for (const call of calls) {
     const tool = context.tools.get(call.tool);
     if (!tool) return { code: ErrorCode.ToolInputInvalid, message: `step ${call.id}: there is no tool named ${call.tool}; the tools are ${context.tools.names().join(", ")}` };
+    if (referencedSteps(call.args).includes(call.id) || call.depends_on.includes(call.id)) {
+      return { code: ErrorCode.PlanCycle, message: `step "${call.id}" uses its own output; a step can use only the output of steps that run before it` };
+    }
     const missing = [...new Set([...call.depends_on, ...referencedSteps(call.args)])].filter((id) => !planned.has(id));
     if (missing.length > 0) {
       return {
@@ -158,6 +163,18 @@ function invalidToolArguments(context: ExecutorContext, directive: ExecutionDire
     if (unknown.length > 0) return { code: ErrorCode.ToolInputInvalid, message: `step ${call.id}: ${call.tool} has no argument ${unknown.join(", ")}; it takes ${shape!.join(", ") || "none"}` };
     const checked = tool.inputSchema.safeParse(withoutStepReferences(call.args));
     if (!checked.success) return { code: ErrorCode.ToolInputInvalid, message: `step ${call.id}: ${call.tool} does not take these arguments: ${checked.error.issues.map((issue) => `${issue.path.join(".") || "(arguments)"}: ${issue.message}`).join("; ")}` };
+  }
+  // A plan that cannot be put in order (two steps of one id, a cycle, a step using its own output)
+  // is the compiler's to mend, like a wrong argument: it would otherwise end the task.
+  if (directive.kind === "plan") {
+    try {
+      orderPlan(withReferenceDependencies(planFromDirective(directive)));
+    } catch (error) {
+      if (!DuckError.isInstance(error)) throw error;
+      if (error.code === ErrorCode.PlanCycle) return { code: ErrorCode.PlanCycle, message: `${error.message}; a step can use only the output of steps that run before it, never its own` };
+      if (error.code === ErrorCode.PlanDuplicateStep) return { code: ErrorCode.PlanDuplicateStep, message: `${error.message}; give every step its own id` };
+      throw error;
+    }
   }
   return null;
 }

@@ -10,7 +10,7 @@ import { withReferenceDependencies } from "./step-references.js";
 /** How a plan's run ended: every step settled, some wait for the user, the task failed, or a step asked to answer. */
 export type PlanEnding = "done" | "waiting" | "failed" | "respond";
 
-function planFromDirective(directive: ExecutionDirective): PlanStep[] {
+export function planFromDirective(directive: ExecutionDirective): PlanStep[] {
   switch (directive.kind) {
     case "plan":
       return directive.steps;

@@ -146,6 +146,30 @@ describe("RuntimeLoop with a scripted model", () => {
     const last = runtime.store.listEvents(handle.taskId).at(-1)!;
     expect(last.type).toBe("task-failed");
     expect(types(runtime.store.listEvents(handle.taskId))).not.toContain("step-started");
+    // It was sent back to the compiler first, as many times as agent.directive_retries allows.
+    expect(runtime.store.listEvents(handle.taskId).filter((event) => event.type === "directive-retried")).toHaveLength(2);
+  });
+
+  it("sends a plan that cannot be ordered back to the compiler, which mends it", async () => {
+    const step = (id: string, text: string, depends_on: string[] = []) => ({ id, kind: "tool" as const, description: "", depends_on, tool: "echo", arguments: { text } });
+    const runtime = setup({
+      tools: [createEchoTool()],
+      models: scriptedAgent({
+        directive: [
+          // A step that uses its own output, then two steps of one id, then a plan that can run.
+          { kind: "plan", goal: "", steps: [step("s1", "{{s1.output}} again")] },
+          { kind: "plan", goal: "", steps: [step("s1", "a"), step("s1", "b")] },
+          { kind: "plan", goal: "", steps: [step("s1", "a"), step("s2", "{{s1.output}}b")] },
+          { kind: "respond", answer: "done" },
+        ],
+      }),
+    });
+    const outcome = await runtime.loop.submit({ text: "mend it" }).done;
+    expect(outcome.state).toBe("completed");
+    const retried = runtime.store.listEvents(outcome.task_id).filter((event) => event.type === "directive-retried").map((event) => String(event.payload.error));
+    expect(retried).toHaveLength(2);
+    expect(retried[0]).toMatch(/step "s1" uses its own output; a step can use only the output of steps that run before it/);
+    expect(retried[1]).toMatch(/two steps with id "s1"; give every step its own id/);
   });
 
   it("fails a plan that depends on a missing step with a clear error", async () => {
