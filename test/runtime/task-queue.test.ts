@@ -124,7 +124,8 @@ describe("the task queue", () => {
       const post = (text: string) => fetch(`${server.url}/chat`, { method: "POST", headers, body: JSON.stringify({ text }) });
       const first = await post("first");
       expect(first.status).toBe(202);
-      expect(await first.json()).toMatchObject({ state: "received" });
+      const running = (await first.json()) as { task_id: string; state: string };
+      expect(running).toMatchObject({ state: "received" });
       const second = await post("second");
       const accepted = (await second.json()) as { task_id: string; state: string; queue_position: number };
       expect(accepted).toMatchObject({ state: "queued", queue_position: 1 });
@@ -134,6 +135,11 @@ describe("the task queue", () => {
       expect(refused.status).toBe(429);
       expect(refused.headers.get("retry-after")).toBe("5");
       expect(((await refused.json()) as { error: { code: string; message: string } }).error).toMatchObject({ code: "DUCK_ERR_QUEUE_FULL", message: expect.stringContaining("max_running_tasks") });
+      // Cancelling the waiting task ends it at once, and the answer says so; the running one is being stopped.
+      const cancelWaiting = await fetch(`${server.url}/tasks/${accepted.task_id}/cancel`, { method: "POST", headers });
+      expect(await cancelWaiting.json()).toEqual({ task_id: accepted.task_id, state: "cancelled" });
+      const cancelRunning = await fetch(`${server.url}/tasks/${running.task_id}/cancel`, { method: "POST", headers });
+      expect(await cancelRunning.json()).toEqual({ task_id: running.task_id, state: "cancelling" });
     } finally {
       await server.close();
     }

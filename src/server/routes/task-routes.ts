@@ -34,7 +34,9 @@ export const taskRoutes: FastifyPluginAsyncZod<RouteOptions> = async (app, { duc
   }));
   app.post("/tasks/:id/cancel", { schema: { summary: "Cancel a task", params: TaskIdParamsSchema } }, async (request) => {
     ducklm.cancel(request.params.id, "cancelled through the API");
-    return { task_id: request.params.id, state: "cancelling" };
+    // A task that waited in line, or that nobody drove, is cancelled already; a running one stops at its next step.
+    const now = ducklm.getTask(request.params.id).task.state;
+    return { task_id: request.params.id, state: now === "cancelled" ? "cancelled" : "cancelling" };
   });
   app.get("/events", { schema: { summary: "The newest events of all tasks", querystring: RecentEventsQuerySchema } }, async (request) => ({ events: ducklm.recentEvents(request.query.limit) }));
 };
