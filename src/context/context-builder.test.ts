@@ -145,4 +145,13 @@ describe("buildContext", () => {
     expect(context.prompt).toContain("\\u001b[2J\\u202e");
     expect(context.prompt.includes("\u001b") || context.prompt.includes("\u202e")).toBe(false);
   });
+
+  it("tells the model from its second decision where the loop stands, and to answer at the last one", () => {
+    const budgets = RuntimeConfigSchema.parse({}).context_budgets;
+    const observations = [{ iteration: 1, directive: { kind: "tool" as const, tool: "echo", arguments: { text: "hi" }, reason: "" }, steps: [{ id: "step-1", description: "", tool: "echo", status: "succeeded" as const, output: "hi", error: null, verdict: "pass" }] }];
+    const at = (decision: number) => buildContext({ systemPrompt: "", taskText: "t", memory: [], tools: [], history: [], observations, loop: { decision, maxDecisions: 3, tokensLeft: 1200 } }, budgets, estimateTokens).prompt;
+    expect(at(2)).toContain("This is decision 2 of at most 3; about 1200 tokens of the task's budget are left.");
+    expect(at(2)).not.toContain("It is the last one");
+    expect(at(3)).toContain("It is the last one: respond with what the results show.");
+  });
 });

@@ -52,7 +52,15 @@ export async function routeTask(context: ExecutorContext, projection: TaskProjec
   const summarised = await contextWithSummaries(
     context,
     projection,
-    { systemPrompt: config.prompts.system, taskText: projection.text, memory: hits, tools: context.tools.catalogue(), history, observations: projection.iterations },
+    {
+      systemPrompt: config.prompts.system,
+      taskText: projection.text,
+      memory: hits,
+      tools: context.tools.catalogue(),
+      history,
+      observations: projection.iterations,
+      loop: { decision: projection.iteration, maxDecisions: projection.loop.max_iterations, tokensLeft: Math.max(0, projection.loop.token_budget - projection.tokens_used) },
+    },
     count,
     signal,
   );
