@@ -24,6 +24,8 @@ const errorText = (code: string, message: string) => `${code}: ${message}`;
 export function createEventFormatter(): (event: DuckEvent) => string | null {
   const shownErrors = new Set<string>();
   const asked = new Map<string, string>();
+  /** Per task, the steps that failed on the way, so a completed task does not read as if all went well. */
+  const failedSteps = new Map<string, string[]>();
   const repeats = (text: string) => [...shownErrors].some((error) => text.includes(error));
   return (event) => {
     switch (event.type) {
@@ -46,11 +48,23 @@ export function createEventFormatter(): (event: DuckEvent) => string | null {
       }
       case "step-failed": {
         const p = payloadOf(event, "step-failed");
+        failedSteps.set(event.task_id, [...(failedSteps.get(event.task_id) ?? []), p.step_id]);
         if (repeats(p.reason)) return `  ✗ ${p.step_id} failed`;
+        break;
+      }
+      case "task-cancelled":
+        failedSteps.delete(event.task_id);
+        break;
+      case "task-completed": {
+        // The answer is the model's account; that some steps failed on the way is DuckLM's to say.
+        const failed = failedSteps.get(event.task_id) ?? [];
+        failedSteps.delete(event.task_id);
+        if (failed.length > 0) return `✔ completed, though ${failed.length === 1 ? "a step" : `${failed.length} steps`} failed on the way (${failed.join(", ")})\n\n${payloadOf(event, "task-completed").answer}`;
         break;
       }
       case "task-failed": {
         const p = payloadOf(event, "task-failed");
+        failedSteps.delete(event.task_id);
         if (p.code === "DUCK_ERR_PERMISSION_DENIED") {
           const step = /^step (\S+) failed/.exec(p.message)?.[1];
           const what = step ? asked.get(`${event.task_id}/${step}`) : undefined;

@@ -1,0 +1,19 @@
+import { describe, expect, it } from "vitest";
+import type { DuckEvent } from "../contracts/index.js";
+import { createEventFormatter } from "./format-event.js";
+
+let seq = 0;
+const event = (type: string, payload: Record<string, unknown>, taskId = "t1"): DuckEvent => ({ task_id: taskId, seq: (seq += 1), type: type as DuckEvent["type"], time: "2026-12-01T00:00:00.000Z", payload });
+
+describe("the CLI's account of a task", () => {
+  it("says a completed task had failed steps on the way, so a model's claim of success is not the only word", () => {
+    const format = createEventFormatter();
+    format(event("step-failed", { step_id: "step-1", attempt: 1, recovery: "continue", reason: "command exited with 2" }));
+    const completed = format(event("task-completed", { answer: "All good: the command succeeded." }));
+    expect(completed).toBe("✔ completed, though a step failed on the way (step-1)\n\nAll good: the command succeeded.");
+    // Another task, with nothing failed, reads as before.
+    expect(format(event("task-completed", { answer: "done" }, "t2"))).toBe("✔ completed\n\ndone");
+    // And the first task's failures are not carried over to its next run in the same session.
+    expect(format(event("task-completed", { answer: "again" }))).toBe("✔ completed\n\nagain");
+  });
+});
