@@ -311,7 +311,10 @@ export class RuntimeLoop {
 
   private async execute(taskId: string, controller: AbortController, external?: AbortSignal): Promise<TaskOutcome> {
     const { config } = this.context;
-    const scope = scopedSignal([controller.signal, external], config.runtime.timeouts.task_ms, "task", ErrorCode.TaskTimeout);
+    // The limit is on the whole task: what it ran before a restart counts, what it waited does not.
+    const limit = config.runtime.timeouts.task_ms;
+    const ranBefore = this.context.store.projection(taskId).running_ms;
+    const scope = scopedSignal([controller.signal, external], Math.max(0, limit - ranBefore), "task", ErrorCode.TaskTimeout, `the task ran longer than ${limit} ms (runtime.json timeouts.task_ms)`);
     const signal = scope.signal;
     let failure: unknown = null;
     try {

@@ -21,7 +21,9 @@ export function recordEnding(context: ExecutorContext, taskId: string, error: un
   // A replay meets the recorded time-out as the error of the call it cut short.
   const taskTimeout = (reason: unknown) => DuckError.isInstance(reason) && reason.code === ErrorCode.TaskTimeout;
   if (timedOut || taskTimeout(signal.reason) || taskTimeout(error)) {
-    store.append(taskId, "task-failed", { code: ErrorCode.TaskTimeout, message: `the task ran longer than ${config.runtime.timeouts.task_ms} ms (runtime.json timeouts.task_ms)` });
+    // Said the same way in a replay: whether it was resumed is in its events, how long each run took is not.
+    const resumed = store.listEvents(taskId).some((event) => event.type === "task-resumed");
+    store.append(taskId, "task-failed", { code: ErrorCode.TaskTimeout, message: `the task ran longer than ${config.runtime.timeouts.task_ms} ms (runtime.json timeouts.task_ms)${resumed ? ", counting what it ran before it was resumed" : ""}` });
   } else if (signal.aborted) {
     store.append(taskId, "task-cancelled", { reason: signal.reason instanceof Error ? signal.reason.message : String(signal.reason ?? "cancelled") });
   } else {

@@ -74,6 +74,13 @@ export interface TaskProjection {
   recalled: MemoryHit[];
   /** The models' summaries of what no longer fit the context (see `context-summarised`). */
   summaries: ContextSummaries;
+  /**
+   * How long it has been driven, across restarts: time between events while it ran, leaving out
+   * time waiting in line or for a person and the gap before a `task-resumed`. What `timeouts.task_ms` limits.
+   */
+  running_ms: number;
+  /** When its newest event was recorded (ms since the epoch); null in a snapshot from before it was kept. */
+  last_event_ms: number | null;
 }
 
 export interface ContextSummaries {
@@ -311,6 +318,8 @@ export function initialProjection(event: DuckEvent): TaskProjection {
     iterations: [],
     recalled: [],
     summaries: {},
+    running_ms: 0,
+    last_event_ms: Date.parse(event.time),
   };
 }
 
@@ -328,6 +337,8 @@ export function upgradedProjection(stored: TaskProjection): TaskProjection {
     iterations: before.iterations ?? [],
     recalled: before.recalled ?? [],
     summaries: before.summaries ?? {},
+    running_ms: before.running_ms ?? 0,
+    last_event_ms: before.last_event_ms ?? null,
   };
 }
 
@@ -335,6 +346,10 @@ export function upgradedProjection(stored: TaskProjection): TaskProjection {
 export function applyEvent(projection: TaskProjection, event: DuckEvent): TaskProjection {
   const reducer = reducers[event.type] as Reducer<EventTypeName> | undefined;
   const next: TaskProjection = { ...projection };
+  const at = Date.parse(event.time);
+  // The gap before a resume is time the task was not driven (the process had stopped).
+  if (projection.state === "running" && projection.last_event_ms !== null && event.type !== "task-resumed") next.running_ms += Math.max(0, at - projection.last_event_ms);
+  next.last_event_ms = at;
   reducer?.(next, event.payload as never);
   next.seq = event.seq;
   return next;

@@ -15,7 +15,14 @@ export interface ScopedSignal {
  * `AbortSignal.timeout` keeps its timer alive until it fires, so a long-running server creating one
  * per call would pile up timers and listeners; this one cleans up after itself.
  */
-export function scopedSignal(parents: ReadonlyArray<AbortSignal | undefined>, timeoutMs?: number, what = "operation", timeoutCode: ErrorCodeName = ErrorCode.ToolTimeout): ScopedSignal {
+export function scopedSignal(
+  parents: ReadonlyArray<AbortSignal | undefined>,
+  timeoutMs?: number,
+  what = "operation",
+  timeoutCode: ErrorCodeName = ErrorCode.ToolTimeout,
+  /** Said when the time limit fires, in place of "<what> took longer than <timeoutMs> ms". */
+  timeoutMessage?: string,
+): ScopedSignal {
   const controller = new AbortController();
   let timedOut = false;
   const listeners: Array<[AbortSignal, () => void]> = [];
@@ -33,7 +40,7 @@ export function scopedSignal(parents: ReadonlyArray<AbortSignal | undefined>, ti
     timeoutMs !== undefined && !controller.signal.aborted
       ? setTimeout(() => {
           timedOut = true;
-          controller.abort(new DuckError(timeoutCode, `${what} took longer than ${timeoutMs} ms`));
+          controller.abort(new DuckError(timeoutCode, timeoutMessage ?? `${what} took longer than ${timeoutMs} ms`));
         }, timeoutMs)
       : null;
   timer?.unref?.();

@@ -48,6 +48,39 @@ function runtimeWith(home: string, markers: string, directive: ExecutionDirectiv
 const lines = (file: string) => (existsSync(file) ? readFileSync(file, "utf8").trim().split("\n").length : 0);
 
 describe("resuming a task an earlier process left unfinished", () => {
+  it("keeps to the task's time limit across a restart: what it ran before counts, the time it was down does not", async () => {
+    const home = makeTempDir();
+    const markers = makeTempDir("ducklm-markers-");
+    const directive = plan([
+      { id: "first", tool: "mark_read", name: "first", wait: 700 },
+      { id: "second", tool: "mark_read", name: "second", wait: 5_000, after: ["first"] },
+    ]);
+    const start = () => {
+      const runtime = createTestRuntime({ home, models: scriptedAgent({ directive, draft: null, verdict: () => "pass" }), tools: [markerTool("read-only", markers)], runtime: { timeouts: { task_ms: 1_500 } } });
+      runtimes.push(runtime);
+      return runtime;
+    };
+    const first = start();
+    const handle = first.loop.submit({ text: "two slow steps" });
+    for (let i = 0; i < 200 && !existsSync(join(markers, "second.marker")); i += 1) await delay(20);
+    await first.close();
+    const ranBefore = first.store.projection(handle.taskId).running_ms;
+    expect(ranBefore).toBeGreaterThanOrEqual(650);
+    // Down for a while: that gap is not the task's running time.
+    await delay(300);
+    const second = start();
+    const outcome = await second.resumeUnfinished().tasks[0]!.done!;
+    expect(outcome.state).toBe("failed");
+    expect(outcome.error).toMatchObject({ code: "DUCK_ERR_TASK_TIMEOUT", message: "the task ran longer than 1500 ms (runtime.json timeouts.task_ms), counting what it ran before it was resumed" });
+    // The finished step was not run again; the second one ran in each process, and the limit stopped it.
+    expect(lines(join(markers, "first.marker"))).toBe(1);
+    expect(lines(join(markers, "second.marker"))).toBe(2);
+    const total = second.store.projection(handle.taskId).running_ms;
+    expect(total).toBeGreaterThanOrEqual(1_400);
+    // Stopped when the two runs together reached the limit, not a whole limit after the restart.
+    expect(total).toBeLessThan(1_800);
+  }, 30_000);
+
   it("never re-runs a finished step, re-runs a read-only one in flight, and asks before repeating a side-effecting one", async () => {
     const home = makeTempDir();
     const markers = makeTempDir("ducklm-markers-");
