@@ -1,27 +1,14 @@
 import type { IterationRecord } from "../state/task-projection.js";
 import { fitItems, fitText, SUMMARY_SHARE, type TokenCounter } from "./fitting.js";
+import { quotedOutput, visibleControls } from "../utils/untrusted-text.js";
+
+export { quotedOutput, visibleControls } from "../utils/untrusted-text.js";
 
 /** A model's summary of the earliest decisions, standing in for them when they no longer fit. */
 export interface ObservationsSummary {
   /** The last decision it covers: it stands for decisions 1 to `through`. */
   through: number;
   text: string;
-}
-
-/** Characters a terminal or a bidirectional renderer acts on, shown as escapes so no output can hide text or fake layout. */
-// eslint-disable-next-line no-control-regex -- matching control characters is the point
-const CONTROL_CHARACTERS = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
-
-export function visibleControls(text: string): string {
-  return text.replace(CONTROL_CHARACTERS, (character) => `\\u${character.charCodeAt(0).toString(16).padStart(4, "0")}`);
-}
-
-/** What a tool returned, as quoted lines: nothing in it can pass for a heading or a record of the prompt's own. */
-export function quotedOutput(text: string): string {
-  return visibleControls(text)
-    .split("\n")
-    .map((line) => `  │ ${line}`)
-    .join("\n");
 }
 
 /** Longest arguments shown with a step; the output matters more. */

@@ -34,7 +34,11 @@ export function decideRecovery(
     return { action: "retry", delay_ms: Math.round(delay), reason: score.reason || "step failed; retrying" };
   }
   const why =
-    score.verdict !== "retry" ? "critic judged it failed" : !options.retryable && options.notRetriedBecause ? `not run again: ${options.notRetriedBecause}` : `retries spent (${retriesUsed} of ${config.retry.max_step_retries})`;
+    !options.succeeded && !options.retryable && options.notRetriedBecause
+      ? `not run again: ${options.notRetriedBecause}`
+      : score.verdict !== "retry"
+        ? "critic judged it failed"
+        : `retries spent (${retriesUsed} of ${config.retry.max_step_retries})`;
   return { action: config.recovery.on_exhausted, delay_ms: 0, reason: `${why}: ${score.reason}` };
 }
 

@@ -283,7 +283,7 @@ describe("the destructive core, built from parts", () => {
 
 describe("commands safe to run again after a crash cut them off", () => {
   const again = async (command: string) => classifier.safeToRunAgain(command, await classify(command));
-  it.each(["ls -la", "sleep 2 && echo done", "cat a.txt | grep duck | wc -l", "git status --short", "git log --oneline -5", "ls 2>/dev/null", "find . -name '*.ts' 2>&1", "echo \"$(date)\""])("runs %s again without asking", async (command) => {
+  it.each(["ls -la", "sleep 2 && echo done", "cat a.txt | grep duck | wc -l", "git status --short", "git log --oneline -5", "ls 2>/dev/null", "find . -name '*.ts' 2>&1", "echo \"$(date)\"", "ls >&2", "ls 2>&1 | wc -l", "ls >&-"])("runs %s again without asking", async (command) => {
     expect(await again(command)).toBe(true);
   });
   it.each([
@@ -301,6 +301,10 @@ describe("commands safe to run again after a crash cut them off", () => {
     "curl https://example.com",
     "tee copy.txt < a.txt",
     "git config user.name x",
+    'echo "$(cat g.txt)x" >&g.txt; ls missing',
+    "ls >&listing.txt",
+    "ls 2>&1>&out.txt",
+    "ls >&2x",
   ])("asks before running %s again", async (command) => {
     expect(await again(command)).toBe(false);
   });

@@ -93,7 +93,8 @@ export class CommandClassifier {
   safeToRunAgain(command: string, classification: CommandClassification): boolean {
     if (classification.category !== "normal" && classification.category !== "read_only") return false;
     if (classification.commands.length === 0 || classification.network || classification.sudo.length > 0) return false;
-    const withoutHarmless = command.replace(/\d*>&\d*-?|&>\s*\/dev\/null|\d*>\s*\/dev\/null/g, "");
+    // Only a descriptor copied onto another (`2>&1`, `>&2`, `>&-`) is harmless; `>&name` writes the file `name`.
+    const withoutHarmless = command.replace(/\d*>&(?:\d+-?|-)(?![^\s;&|)])|&>\s*\/dev\/null|\d*>\s*\/dev\/null/g, "");
     if (withoutHarmless.includes(">")) return false;
     return classification.commands.every((text) => {
       const [program = "", next = ""] = text.trim().split(/\s+/);

@@ -208,6 +208,10 @@ describe("RuntimeLoop with a scripted model", () => {
     const events = runtime.store.listEvents(outcome.task_id);
     expect(events.filter((event) => event.type === "tool-called")).toHaveLength(1);
     expect(outcome.error?.message).toMatch(/not run again: it ran, failed and may have changed something/);
+    // Said so even when the critic passed it (a failed command cannot pass).
+    const passing = setup({ models: scriptedAgent({ directive: { kind: "tool", tool: "shell_exec", arguments: { command: "echo once >> passed.txt; exit 1" }, reason: "" }, verdict: () => "pass" }) });
+    const passed = await passing.loop.submit({ text: "append", auto_approve: ["unknown"] }).done;
+    expect(passed.error?.message).toMatch(/not run again: it ran, failed and may have changed something/);
 
     // A command that does no more when repeated is retried as before.
     const looking = setup({ models: plannerProvider({ kind: "tool", tool: "shell_exec", arguments: { command: "ls no-such-folder" }, reason: "" }), runtime: { retry: { max_step_retries: 2, backoff_ms: 1 } } });
