@@ -171,6 +171,7 @@ export class RuntimeLoop {
 
   private start(taskId: string, options: SubmitOptions): Promise<TaskOutcome> {
     const { leases } = this.options;
+    this.line.started(taskId, this.active.keys());
     const controller = new AbortController();
     const stopped = (finished: boolean) => {
       this.active.delete(taskId);
