@@ -66,9 +66,9 @@ describe("the Telegram bot against a loopback Bot API", () => {
     await api.waitFor(() => api.calls.some((call) => call.method === "answerCallbackQuery" && String(call.params.text).includes("not allowed")));
     expect(existsSync(join(runtime.workspace, "tg.txt"))).toBe(false);
     api.press(OWNER, buttons[0]!.callback_data);
-    await api.waitFor(() => existsSync(join(runtime.workspace, "tg.txt")));
-    expect(readFileSync(join(runtime.workspace, "tg.txt"), "utf8")).toBe("from-telegram");
+    // The shell creates the file before the command writes to it: read it once the task has ended.
     await api.waitFor(() => runtime.store.listTasks({ limit: 1 })[0]!.state === "completed");
+    expect(readFileSync(join(runtime.workspace, "tg.txt"), "utf8")).toBe("from-telegram");
     // The same button again: the request is closed.
     api.press(OWNER, buttons[0]!.callback_data);
     await api.waitFor(() => api.calls.some((call) => call.method === "answerCallbackQuery" && String(call.params.text).includes("no longer open")));
