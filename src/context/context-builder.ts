@@ -3,7 +3,8 @@ import type { IterationRecord } from "../state/task-projection.js";
 import type { RuntimeConfig } from "../config/config-schemas.js";
 import type { ToolCatalogueEntry } from "../tools/tool-registry.js";
 import { fitItems, fitText, SUMMARY_SHARE, type TokenCounter } from "./fitting.js";
-import { observationsText, visibleControls, type ObservationsSummary } from "./observations.js";
+import { visibleControls } from "../utils/untrusted-text.js";
+import { observationsText, type ObservationsSummary } from "./observations.js";
 import { selectTools } from "./tool-selection.js";
 
 export { fitText, type TokenCounter } from "./fitting.js";

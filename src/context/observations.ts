@@ -1,8 +1,6 @@
 import type { IterationRecord } from "../state/task-projection.js";
 import { fitItems, fitText, SUMMARY_SHARE, type TokenCounter } from "./fitting.js";
-import { quotedOutput, visibleControls } from "../utils/untrusted-text.js";
-
-export { quotedOutput, visibleControls } from "../utils/untrusted-text.js";
+import { oneLine, quotedOutput, visibleControls } from "../utils/untrusted-text.js";
 
 /** A model's summary of the earliest decisions, standing in for them when they no longer fit. */
 export interface ObservationsSummary {
@@ -25,7 +23,7 @@ function shownArguments(iteration: IterationRecord, stepId: string): string {
 function whyOf(iteration: IterationRecord): string {
   const directive = iteration.directive;
   const why = directive.kind === "tool" ? directive.reason : directive.kind === "plan" ? directive.goal : "";
-  return why ? ` (${visibleControls(why.length > 200 ? `${why.slice(0, 200)}…` : why).replace(/\n/g, " ")})` : "";
+  return why ? ` (${oneLine(why.length > 200 ? `${why.slice(0, 200)}…` : why)})` : "";
 }
 
 /**
@@ -38,7 +36,7 @@ export function iterationText(iteration: IterationRecord, share: number, count: 
   const lines = iteration.steps.map((step) => {
     const succeeded = step.status === "succeeded";
     const judged = succeeded && step.verdict ? `, critic: ${step.verdict}` : "";
-    const outcome = succeeded ? `succeeded${judged}` : `${step.status}${step.error ? `: ${visibleControls(step.error).replace(/\n/g, " ")}` : ""}`;
+    const outcome = succeeded ? `succeeded${judged}` : `${step.status}${step.error ? `: ${oneLine(step.error)}` : ""}`;
     const body = fitText(step.output, share, count);
     truncated ||= body.truncated;
     const head = `- ${step.id} ${step.tool ?? "step"}${shownArguments(iteration, step.id)}: ${outcome}`;

@@ -172,8 +172,9 @@ function invalidToolArguments(context: ExecutorContext, directive: ExecutionDire
     const checked = tool.inputSchema.safeParse(withoutStepReferences(call.args));
     if (!checked.success) return { code: ErrorCode.ToolInputInvalid, message: `step ${call.id}: ${call.tool} does not take these arguments: ${checked.error.issues.map((issue) => `${issue.path.join(".") || "(arguments)"}: ${issue.message}`).join("; ")}` };
   }
-  // A plan that cannot be put in order (two steps of one id, a cycle, a step using its own output)
-  // is the compiler's to mend, like a wrong argument: it would otherwise end the task.
+  // A plan that cannot be put in order (two steps of one id, a cycle through their dependencies or
+  // references) is the compiler's to mend, like a wrong argument: it would otherwise end the task.
+  // A step using its own output is caught above: the reference dependencies leave that one out.
   if (directive.kind === "plan") {
     try {
       orderPlan(withReferenceDependencies(planFromDirective(directive)));
