@@ -238,8 +238,9 @@ describe("ducklm run at a terminal", () => {
     // `script` gives the CLI a real terminal; "y" answers the prompt.
     const result = spawnSync("script", ["-qec", `${process.execPath} ${join(root, "bin/ducklm.js")} run 'run \`cp tty-src.txt tty-copy.txt\`'`, "/dev/null"], {
       cwd: workspace,
-      // A terminal that takes colour, whatever the environment running the tests says (CI has no TERM).
-      env: { ...process.env, DUCKLM_HOME: home, DUCKLM_CONFIG: join(root, "config"), TERM: "xterm-256color", NO_COLOR: undefined },
+      // A terminal that takes colour, whatever the environment running the tests says: CI has no TERM, and
+      // sets CI, which makes Node report a two-colour terminal.
+      env: { ...process.env, DUCKLM_HOME: home, DUCKLM_CONFIG: join(root, "config"), TERM: "xterm-256color", NO_COLOR: undefined, CI: undefined, FORCE_COLOR: undefined, NODE_DISABLE_COLORS: undefined },
       input: "y\n",
       encoding: "utf8",
       timeout: 60_000,

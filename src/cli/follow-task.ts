@@ -35,9 +35,12 @@ export function createEventPrinter(json: boolean, write: (text: string) => void 
   };
 }
 
-/** Whether output may be coloured: a terminal, not NO_COLOR, not a dumb one. */
+/**
+ * Whether output may be coloured: a terminal that takes colour as Node judges it (TERM, FORCE_COLOR, CI), not NO_COLOR.
+ * styleText makes the same judgement, so asking it here keeps the two in step.
+ */
 export function colourAllowed(stream: NodeJS.WriteStream = process.stdout): boolean {
-  return stream.isTTY === true && !process.env.NO_COLOR && process.env.TERM !== "dumb";
+  return stream.isTTY === true && !process.env.NO_COLOR && process.env.TERM !== "dumb" && stream.hasColors?.() === true;
 }
 
 // How a task ended, and what waits for the person, stand out; the rest stays plain.
