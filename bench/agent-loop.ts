@@ -3,7 +3,8 @@
 // LangGraph.js's prebuilt ReAct agent (createReactAgent, a fake tool-calling model, SqliteSaver) in
 // the same run. Both store on a WAL SQLite file with synchronous=NORMAL.
 //
-// Rounds alternate which side goes first, so neither always runs on a warmer or cooler process.
+// Rounds alternate which side goes first, so neither always runs on a warmer or cooler process, and
+// follow one untimed round of each side.
 //
 // Run with --expose-gc (the npm script does): each timed run then starts on a collected heap.
 //
@@ -165,7 +166,7 @@ async function langGraphSetup(dir: string): Promise<Runner> {
   };
 }
 
-async function measure(setup: (dir: string) => Promise<Runner>): Promise<{ usPerDecision: number; perTask: Counts }> {
+async function measure(setup: (dir: string) => Promise<Runner>): Promise<{ usPerDecision: number; cpuUsPerDecision: number; perTask: Counts }> {
   const dir = mkdtempSync(join(tmpdir(), "ducklm-bench-loop-"));
   const runner = await setup(dir);
   try {
@@ -174,6 +175,8 @@ async function measure(setup: (dir: string) => Promise<Runner>): Promise<{ usPer
     // Each side starts its timed run on a collected heap, so neither pays for the other's garbage.
     globalThis.gc?.();
     const started = process.hrtime.bigint();
+    // CPU of the whole process, every thread: DuckLM's checkpoint worker counts against it.
+    const cpuBefore = process.cpuUsage();
     for (let i = 0; i < TASKS_PER_SHAPE; i += 1) {
       for (const shape of SHAPES) {
         const counts = await runner.run(shape, i);
@@ -183,9 +186,11 @@ async function measure(setup: (dir: string) => Promise<Runner>): Promise<{ usPer
       }
     }
     const elapsedUs = Number(process.hrtime.bigint() - started) / 1_000;
+    const cpu = process.cpuUsage(cpuBefore);
     const tasks = TASKS_PER_SHAPE * SHAPES.length;
     return {
       usPerDecision: elapsedUs / DECISIONS_PER_ROUND,
+      cpuUsPerDecision: (cpu.user + cpu.system) / DECISIONS_PER_ROUND,
       perTask: { modelCalls: totals.modelCalls / tasks, promptTokens: totals.promptTokens / tasks, generatedTokens: totals.generatedTokens / tasks },
     };
   } finally {
@@ -194,28 +199,40 @@ async function measure(setup: (dir: string) => Promise<Runner>): Promise<{ usPer
   }
 }
 
+// One untimed round of each side first: measured, DuckLM's first two rounds ran about 1.5× slower than
+// the rest (its code still being optimised after the per-round warm-up), which no server sees for long.
+if (values.only !== "langgraph") await measure(duckSetup);
+if (values.only !== "ducklm") await measure(langGraphSetup);
 const duck: number[] = [];
 const graph: number[] = [];
+const duckCpu: number[] = [];
+const graphCpu: number[] = [];
 let duckCounts: Counts | null = null;
 let graphCounts: Counts | null = null;
 for (let round = 0; round < ROUNDS; round += 1) {
   // --only lets a profiler look at one side alone.
-  const skipped = { usPerDecision: NaN, perTask: { modelCalls: NaN, promptTokens: NaN, generatedTokens: NaN } };
+  const skipped = { usPerDecision: NaN, cpuUsPerDecision: NaN, perTask: { modelCalls: NaN, promptTokens: NaN, generatedTokens: NaN } };
   const duckFirst = round % 2 === 0;
   const g0 = duckFirst || values.only === "ducklm" ? null : await measure(langGraphSetup);
   const d = values.only === "langgraph" ? skipped : await measure(duckSetup);
   const g = values.only === "ducklm" ? skipped : (g0 ?? (await measure(langGraphSetup)));
   duck.push(d.usPerDecision);
   graph.push(g.usPerDecision);
+  duckCpu.push(d.cpuUsPerDecision);
+  graphCpu.push(g.cpuUsPerDecision);
   duckCounts = d.perTask;
   graphCounts = g.perTask;
 }
 const ratio = median(duck) / median(graph);
+const cpuRatio = median(duckCpu) / median(graphCpu);
 const counts = (c: Counts) => `${c.modelCalls.toFixed(2)} model calls, ${c.promptTokens.toFixed(0)} prompt + ${c.generatedTokens.toFixed(0)} generated tokens per task`;
-console.log(`agent-loop: ${TASKS_PER_SHAPE} tasks of each of ${SHAPES.length} shapes (${SHAPES.map((shape) => shape.name).join("; ")}), ${ROUNDS} rounds (median), instant scripted models`);
-console.log(`  DuckLM                      ${median(duck).toFixed(0).padStart(7)} µs/decision   (rounds: ${duck.map((v) => v.toFixed(0)).join(", ")})`);
-console.log(`  LangGraph.js createReactAgent ${median(graph).toFixed(0).padStart(5)} µs/decision   (rounds: ${graph.map((v) => v.toFixed(0)).join(", ")})`);
+const spread = (values: number[]) => `${Math.min(...values).toFixed(0)}–${Math.max(...values).toFixed(0)}`;
+console.log(`agent-loop: ${TASKS_PER_SHAPE} tasks of each of ${SHAPES.length} shapes (${SHAPES.map((shape) => shape.name).join("; ")}), ${ROUNDS} rounds (median [min–max]), instant scripted models`);
+console.log("                                wall µs/decision      CPU µs/decision (all threads)");
+console.log(`  DuckLM                        ${median(duck).toFixed(0).padStart(6)} [${spread(duck)}]`.padEnd(54) + `${median(duckCpu).toFixed(0).padStart(6)} [${spread(duckCpu)}]`);
+console.log(`  LangGraph.js createReactAgent ${median(graph).toFixed(0).padStart(6)} [${spread(graph)}]`.padEnd(54) + `${median(graphCpu).toFixed(0).padStart(6)} [${spread(graphCpu)}]`);
 console.log(`  DuckLM: ${counts(duckCounts!)}`);
 console.log(`  LangGraph.js: ${counts(graphCounts!)}`);
 console.log("  DuckLM's calls per task: recall once, then draft + directive at each decision, and a critic per tool step (one tool, then answer: 1 + 2 + 1 + 2 = 6)");
-console.log(`  target: DuckLM's overhead per decision ≤ 0.200 of LangGraph.js's: ${ratio.toFixed(3)} — ${ratio <= 0.2 ? "met" : "NOT met"}`);
+console.log(`  target: DuckLM's overhead per decision ≤ 0.200 of LangGraph.js's, wall time: ${ratio.toFixed(3)} — ${ratio <= 0.2 ? "met" : "NOT met"}`);
+console.log(`  target: DuckLM's overhead per decision ≤ 0.200 of LangGraph.js's, CPU time: ${cpuRatio.toFixed(3)} — ${cpuRatio <= 0.2 ? "met" : "NOT met"}`);

@@ -255,11 +255,13 @@ function applyEvent(view, event, { live }) {
       break;
     }
     case "model-output-started":
+      view.streamed = false;
       if (p.purpose.startsWith("directive")) view.directive = "";
       // The thinker's and the coder's prose stream into view; JSON for the runtime does not.
       else if (PROSE_ROLES.has(p.role) && view.thinking.textContent) view.thinking.append("\n");
       break;
     case "model-output-delta":
+      view.streamed = true;
       if (p.purpose.startsWith("directive")) {
         // A directive that answers streams its answer as the model writes it.
         view.directive += p.text;
@@ -271,6 +273,12 @@ function applyEvent(view, event, { live }) {
         break;
       }
       if (!PROSE_ROLES.has(p.role)) break;
+      view.thinking.append(visible(p.text));
+      view.thinking.scrollTop = view.thinking.scrollHeight;
+      break;
+    case "model-output-completed":
+      // An output that came whole, within one gathering interval, has no deltas: its completion holds it.
+      if (view.streamed || p.purpose.startsWith("directive") || !PROSE_ROLES.has(p.role)) break;
       view.thinking.append(visible(p.text));
       view.thinking.scrollTop = view.thinking.scrollHeight;
       break;

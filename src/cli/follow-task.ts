@@ -29,6 +29,11 @@ export function createEventPrinter(json: boolean, write: (text: string) => void 
       write("\n");
       streaming = false;
       if (event.type === "model-output-completed") return;
+    } else if (event.type === "model-output-completed") {
+      // An output that came whole (within one gathering interval) has no deltas: its completion holds it.
+      const text = String(event.payload.text);
+      if (text !== "") write(`${safeForTerminal(text)}\n`);
+      return;
     }
     const line = format(event);
     if (line !== null) write(`${colourOf(safeForTerminal(line))}\n`);

@@ -121,6 +121,13 @@ export const RuntimeConfigSchema = z.strictObject({
   storage: z.strictObject({
     /** SQLite `synchronous`: NORMAL survives a process crash, FULL also a power loss. Defaults to NORMAL. */
     synchronous: z.enum(["NORMAL", "FULL"]).default("NORMAL"),
+    /**
+     * Streamed model text is recorded as one `model-output-delta` per this many milliseconds rather
+     * than one per chunk the model sends (a token, for a local model); 0 records every chunk. An
+     * output that ends within the first interval is recorded only by its `model-output-completed`.
+     * Defaults to 50.
+     */
+    stream_gather_ms: z.number().int().min(0).max(10_000).default(50),
   }).prefault({}),
   memory: z.strictObject({
     /** Distance of the vector index: `cosine` or `l2`. Defaults to `cosine`. */

@@ -92,6 +92,11 @@ function untilStopped(signal: AbortSignal, count: (text: string) => void, record
   };
 }
 
+/** A replay plays the chunks recorded, each at its recorded place, so it reports them as they come. */
+function gatherMsOf(context: ExecutorContext): number {
+  return context.recordedTurn ? 0 : context.config.runtime.storage.stream_gather_ms;
+}
+
 /** Characters per token past which output counts as running away (tokens are 3–4 characters of text). */
 const RUNAWAY_CHARS_PER_TOKEN = 8;
 
@@ -109,6 +114,7 @@ export function callModelText(context: ExecutorContext, taskId: string, spec: Mo
       (onDelta) => models.generateText({ ...spec, onDelta: untilStopped(callSignal, onText, onDelta), signal: callSignal }).catch(stopped),
       (text) => text,
       promptTokens,
+      gatherMsOf(context),
     ),
   );
 }
@@ -124,6 +130,7 @@ export function callModelJson<T>(context: ExecutorContext, taskId: string, spec:
       (onDelta) => models.generateJson({ ...spec, onDelta: untilStopped(callSignal, onText, onDelta), signal: callSignal }).catch(stopped),
       (result) => result.raw,
       promptTokens,
+      gatherMsOf(context),
     ),
   );
 }

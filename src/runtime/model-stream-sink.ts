@@ -18,9 +18,15 @@ function isStop(error: unknown): boolean {
 }
 
 /**
- * Runs one model call with its start, every chunk, and its end or failure reported to the sink, so the
+ * Runs one model call with its start, its text, and its end or failure reported to the sink, so the
  * whole exchange is in the task's events (and a replay needs no model). A stop (cancel, shutdown) is
  * not a failure of the model and is not reported as one.
+ *
+ * The text is reported gathered: what arrives within `gatherMs` goes to the sink as one delta. A local
+ * model sends a chunk per token, and a stored event per token would make the log grow with every
+ * token generated; gathered, it grows with the time the model takes. An output that ends within the
+ * first interval needs no delta at all: its completion carries the whole text. With `gatherMs` 0 every
+ * chunk is reported as it comes (a replay does that, the chunks it plays being the ones recorded).
  */
 export async function reportedModelCall<T>(
   sink: ModelStreamSink,
@@ -29,13 +35,39 @@ export async function reportedModelCall<T>(
   call: (onDelta: (text: string) => void) => Promise<T>,
   rawOf: (result: T) => string,
   promptTokens?: number,
+  gatherMs = 0,
 ): Promise<T> {
   sink.started(role, purpose, promptTokens);
+  let gathered = "";
+  let timer: ReturnType<typeof setTimeout> | null = null;
+  let reportedAny = false;
+  const report = () => {
+    if (timer) clearTimeout(timer);
+    timer = null;
+    if (gathered === "") return;
+    const text = gathered;
+    gathered = "";
+    reportedAny = true;
+    sink.delta(role, purpose, text);
+  };
+  const onDelta = (text: string) => {
+    if (gatherMs === 0) {
+      sink.delta(role, purpose, text);
+      return;
+    }
+    gathered += text;
+    timer ??= setTimeout(report, gatherMs);
+  };
   try {
-    const result = await call((text) => sink.delta(role, purpose, text));
+    const result = await call(onDelta);
+    // Text already streamed ends with the rest of it; text that never was is in the completion alone.
+    if (reportedAny) report();
+    else if (timer) clearTimeout(timer);
     sink.completed(role, purpose, rawOf(result));
     return result;
   } catch (error) {
+    // What the model wrote before it failed or was stopped is kept: it shows what went wrong.
+    report();
     if (!isStop(error)) sink.failed(role, purpose, describeError(error));
     throw error;
   }

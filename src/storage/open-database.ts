@@ -2,6 +2,7 @@ import Database from "better-sqlite3";
 import { dirname } from "node:path";
 import { DuckError, ErrorCode, storageErrorOf } from "../errors/duck-error.js";
 import { migrate } from "./migrations.js";
+import { startWalCheckpointer } from "./wal-checkpointer.js";
 import { ensurePrivateDir, ensurePrivateFile, makePrivate } from "./private-files.js";
 
 export type SqliteDatabase = Database.Database;
@@ -11,7 +12,8 @@ export interface OpenDatabaseOptions {
   synchronous?: "NORMAL" | "FULL";
   /**
    * How often the WAL is copied back into the database file, in ms. Defaults to 1000. Checkpoints run
-   * on this timer instead of inside commits (see docs/decisions/0003-wal-checkpoints-off-the-commit-path.md).
+   * on a worker thread at this interval instead of inside commits (see
+   * docs/decisions/0003-group-commit-and-wal-checkpoints.md and wal-checkpointer.ts).
    */
   checkpointIntervalMs?: number;
   /**
@@ -61,18 +63,12 @@ export function openDatabase(file: string, options: OpenDatabaseOptions = {}): D
     throw storageErrorOf(error, file) ?? error;
   }
   if (file !== ":memory:") for (const suffix of ["-wal", "-shm"]) makePrivate(`${file}${suffix}`);
-  const timer = setInterval(() => {
-    try {
-      db.pragma("wal_checkpoint(PASSIVE)");
-    } catch {
-      // A busy database skips one round; the next one catches up.
-    }
-  }, options.checkpointIntervalMs ?? 1_000);
-  timer.unref();
+  // An in-memory database has no WAL to copy back.
+  const checkpointer = file === ":memory:" ? null : startWalCheckpointer(db, file, options.checkpointIntervalMs ?? 1_000);
   return {
     db,
     close() {
-      clearInterval(timer);
+      checkpointer?.stop();
       if (!db.open) return;
       try {
         db.pragma("wal_checkpoint(TRUNCATE)");

@@ -203,7 +203,8 @@ describe("a role on an OpenAI-compatible server", () => {
       if (prompt.includes("Should long-term memory")) return { chunks: ['{"recall":false,"query":""}'] };
       return { chunks: ['{"kind":"respond",', '"answer":"ducks say quack"}'] };
     };
-    const runtime = createTestRuntime({ models });
+    // Every chunk the server streams is recorded as it comes (stream_gather_ms 0), so the deltas show the streaming.
+    const runtime = createTestRuntime({ models, runtime: { storage: { stream_gather_ms: 0 } } });
     try {
       const outcome = await runtime.loop.submit({ text: "what do ducks say?" }).done;
       expect(outcome.state).toBe("completed");

@@ -52,7 +52,8 @@ describe("RuntimeLoop with a scripted model", () => {
     expect(seqOf("step-started", "b")).toBeGreaterThan(seqOf("step-completed", "a"));
     expect(types(events)[0]).toBe("task-received");
     expect(types(events).at(-1)).toBe("task-completed");
-    expect(types(events)).toContain("model-output-delta");
+    // The scripted model answers at once: each output is recorded whole, by its completion.
+    expect(types(events)).toContain("model-output-completed");
     // Every step was judged by the (scripted) critic model, not the heuristic.
     expect(events.filter((event) => event.type === "critic-scored").map((event) => event.payload.source)).toEqual(["model", "model", "model"]);
     expect(runtime.store.getTask(handle.taskId)?.state).toBe("completed");

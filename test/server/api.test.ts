@@ -11,7 +11,8 @@ let server: TestServer;
 let directive: ExecutionDirective = { kind: "respond", answer: "hi" };
 beforeAll(async () => {
   const models = scriptedAgent({ directive: () => directive, draft: "Thinking about it.", verdict: () => "pass", streaming: { chunkSize: 4 } });
-  server = await startTestServer({ models, tools: [createEchoTool()] });
+  // Every chunk recorded as it comes (stream_gather_ms 0), so the live stream carries token chunks.
+  server = await startTestServer({ models, tools: [createEchoTool()], runtime: { storage: { stream_gather_ms: 0 } } });
 });
 afterAll(async () => {
   await server.close();
