@@ -17,3 +17,27 @@ describe("the CLI's account of a task", () => {
     expect(format(event("task-completed", { answer: "again" }))).toBe("✔ completed\n\nagain");
   });
 });
+
+describe("the CLI's transcript of model output", () => {
+  it("shows an output that came whole, without deltas, as it shows a streamed one", async () => {
+    const { createEventPrinter } = await import("./follow-task.js");
+    const transcript = (events: DuckEvent[]) => {
+      let written = "";
+      const print = createEventPrinter(false, (text) => (written += text));
+      for (const each of events) print(each);
+      return written;
+    };
+    const streamed = transcript([
+      event("model-output-started", { role: "thinker", purpose: "draft" }),
+      event("model-output-delta", { role: "thinker", purpose: "draft", text: "I will " }),
+      event("model-output-delta", { role: "thinker", purpose: "draft", text: "read it." }),
+      event("model-output-completed", { role: "thinker", purpose: "draft", text: "I will read it." }),
+    ]);
+    const whole = transcript([
+      event("model-output-started", { role: "thinker", purpose: "draft" }),
+      event("model-output-completed", { role: "thinker", purpose: "draft", text: "I will read it." }),
+    ]);
+    expect(streamed).toBe("  thinker (draft):\nI will read it.\n");
+    expect(whole).toBe(streamed);
+  });
+});
