@@ -1,4 +1,8 @@
 import { z } from "zod";
+import { PLAN_STEPS_CEILING } from "../contracts/directive.js";
+
+/** Most steps of one plan unless runtime.json says otherwise. */
+export const DEFAULT_MAX_PLAN_STEPS = 50;
 
 const PositiveMs = z.number().int().positive();
 
@@ -99,6 +103,8 @@ export const RuntimeConfigSchema = z.strictObject({
     max_running_tasks: z.number().int().positive().max(1024).nullable().default(null),
     /** Tasks waiting in line at most; a task submitted beyond it is refused (HTTP 429). Defaults to 100. */
     max_queued_tasks: z.number().int().nonnegative().max(100_000).default(100),
+    /** Most steps one plan may have; a longer one is sent back to the model to shorten. Defaults to 50. */
+    max_plan_steps: z.number().int().positive().max(PLAN_STEPS_CEILING).default(DEFAULT_MAX_PLAN_STEPS),
   }).prefault({}),
   /** Token budgets of the context sections. */
   context_budgets: z.strictObject({

@@ -22,6 +22,12 @@ export const CoderProposalSchema = z.object({
 });
 export type CoderProposal = z.infer<typeof CoderProposalSchema>;
 
+/**
+ * The most steps any plan may have. runtime.json `scheduler.max_plan_steps` (50 by default) sets the
+ * limit a task works under; this is the most it may be set to.
+ */
+export const PLAN_STEPS_CEILING = 1000;
+
 /** A tool name: any string, or, when the tools are known, exactly one of them (a grammar then enforces it). */
 function toolNameSchema(toolNames?: readonly string[]) {
   return toolNames && toolNames.length > 0 ? z.enum(toolNames as [string, ...string[]]) : z.string().min(1).max(200);
@@ -48,7 +54,7 @@ function createSchemas(toolNames?: readonly string[]) {
   const directive = z.discriminatedUnion("kind", [
     z.object({ kind: z.literal("respond"), answer: Text }),
     z.object({ kind: z.literal("tool"), tool: toolName, arguments: z.record(z.string(), z.unknown()).default({}), reason: z.string().max(2000).default("") }),
-    z.object({ kind: z.literal("plan"), goal: z.string().max(2000).default(""), steps: z.array(planStep).min(1).max(50) }),
+    z.object({ kind: z.literal("plan"), goal: z.string().max(2000).default(""), steps: z.array(planStep).min(1).max(PLAN_STEPS_CEILING) }),
     z.object({ kind: z.literal("coder"), coder: CoderSpecSchema }),
     z.object({ kind: z.literal("fail"), reason: Text }),
   ]);

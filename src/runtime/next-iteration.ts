@@ -1,3 +1,4 @@
+import { DEFAULT_MAX_PLAN_STEPS } from "../config/config-schemas.js";
 import { ErrorCode } from "../errors/duck-error.js";
 import type { TaskProjection } from "../state/task-projection.js";
 import type { ExecutorContext } from "./executor-context.js";
@@ -16,8 +17,10 @@ export function loopLimits(context: ExecutorContext): { loop?: { max_iterations:
 export function recordedSettings(context: ExecutorContext): { settings?: Record<string, unknown> } {
   if (!context.recordSettings) return {};
   const { timeouts, retry, recovery, agent, scheduler, context_budgets } = context.config.runtime;
-  // How many tasks run at once is no decision of the task's: only the steps' parallelism is recorded.
-  return { settings: { timeouts, retry, recovery, agent, scheduler: { max_parallel_steps: scheduler.max_parallel_steps }, context_budgets } };
+  // How many tasks run at once is no decision of the task's: only the steps' parallelism, and the plan
+  // length when it is not the default (a recording without it ran under the default), are recorded.
+  const planLength = scheduler.max_plan_steps !== DEFAULT_MAX_PLAN_STEPS ? { max_plan_steps: scheduler.max_plan_steps } : {};
+  return { settings: { timeouts, retry, recovery, agent, scheduler: { max_parallel_steps: scheduler.max_parallel_steps, ...planLength }, context_budgets } };
 }
 
 function outcomeOfSteps(projection: TaskProjection): string {

@@ -153,6 +153,13 @@ async function compileDirective(context: ExecutorContext, projection: TaskProjec
 function invalidToolArguments(context: ExecutorContext, directive: ExecutionDirective): { code: ErrorCodeName; message: string } | null {
   const calls = directive.kind === "tool" ? [{ id: "tool", tool: directive.tool, args: directive.arguments, depends_on: [] as string[] }] : directive.kind === "plan" ? directive.steps.flatMap((step) => (step.kind === "tool" ? [{ id: step.id, tool: step.tool, args: step.arguments, depends_on: step.depends_on }] : [])) : [];
   const planned = new Set(directive.kind === "plan" ? directive.steps.map((step) => step.id) : []);
+  const maxSteps = context.config.runtime.scheduler.max_plan_steps;
+  if (directive.kind === "plan" && directive.steps.length > maxSteps) {
+    return {
+      code: ErrorCode.PlanTooLong,
+      message: `the plan has ${directive.steps.length} steps, more than the ${maxSteps} runtime.json's scheduler.max_plan_steps allows; plan the first steps only, and decide the rest once you have seen their results`,
+    };
+  }
   for (const call of calls) {
     const tool = context.tools.get(call.tool);
     if (!tool) return { code: ErrorCode.ToolInputInvalid, message: `step ${call.id}: there is no tool named ${call.tool}; the tools are ${context.tools.names().join(", ")}` };

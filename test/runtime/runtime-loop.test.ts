@@ -173,6 +173,38 @@ describe("RuntimeLoop with a scripted model", () => {
     expect(retried[1]).toMatch(/two steps with id "s1"; give every step its own id/);
   });
 
+  it("sends a plan longer than scheduler.max_plan_steps back to the model, and runs a longer one that the limit allows", async () => {
+    const chain = (count: number) => ({
+      kind: "plan" as const,
+      goal: "",
+      steps: Array.from({ length: count }, (_, i) => ({ id: `s${i + 1}`, kind: "tool" as const, description: "", depends_on: i === 0 ? [] : [`s${i}`], tool: "echo", arguments: { text: `${i + 1}` } })),
+    });
+    const shortened = setup({ tools: [createEchoTool()], models: scriptedAgent({ directive: [chain(60), chain(3), { kind: "respond", answer: "done" }] }) });
+    const mended = await shortened.loop.submit({ text: "count to sixty" }).done;
+    expect(mended.state).toBe("completed");
+    const events = shortened.store.listEvents(mended.task_id);
+    const retried = events.filter((event) => event.type === "directive-retried").map((event) => String(event.payload.error));
+    expect(retried).toEqual([expect.stringMatching(/^the plan has 60 steps, more than the 50 runtime.json's scheduler.max_plan_steps allows/)]);
+    expect(events.filter((event) => event.type === "step-completed")).toHaveLength(3);
+
+    const refused = setup({ tools: [createEchoTool()], models: scriptedAgent({ directive: chain(60) }) });
+    const failed = await refused.loop.submit({ text: "count to sixty" }).done;
+    expect(failed.error?.code).toBe("DUCK_ERR_PLAN_TOO_LONG");
+
+    // 70 steps: about 7,000 characters of JSON, within what the bundled compiler's max_tokens lets it write.
+    const allowed = setup({ tools: [createEchoTool()], runtime: { scheduler: { max_plan_steps: 80 } }, models: scriptedAgent({ directive: [chain(70), { kind: "respond", answer: "done" }] }) });
+    const long = await allowed.loop.submit({ text: "count to seventy" }).done;
+    expect(long.error ?? null).toBeNull();
+    expect(long.state).toBe("completed");
+    const longEvents = allowed.store.listEvents(long.task_id);
+    expect(longEvents.filter((event) => event.type === "step-completed").map((event) => event.payload.step_id)).toEqual(Array.from({ length: 70 }, (_, i) => `s${i + 1}`));
+    // The limit it ran under is recorded, so its replay allows the same plan.
+    expect(longEvents.find((event) => event.type === "task-started")?.payload).toMatchObject({ settings: { scheduler: { max_plan_steps: 80 } } });
+    const { replayTask } = await import("../../src/replay/replay-task.js");
+    const report = await replayTask(longEvents, allowed.config);
+    expect(report.first_difference ?? null).toBeNull();
+  });
+
   it("fails a plan that depends on a missing step with a clear error", async () => {
     const directive: ExecutionDirective = {
       kind: "plan",
