@@ -2,8 +2,9 @@
 // size of the same thing, in the same run, and their ratio (target: within 1.5×).
 //
 // - plan steps: wall time and bytes written (events and snapshots) per step of a plan of 1, 10 and
-//   50 steps (the most a plan may have), through the whole runtime with an instant scripted model;
-//   the marginal cost of a step (what 50 steps cost beyond 10) against the 10-step plan's own.
+//   100 steps (scheduler.max_plan_steps raised to 100, and the compiler's max_tokens to what such a
+//   plan takes), through the whole runtime with an instant scripted model; the marginal cost of a
+//   step (what 100 steps cost beyond 10) against the 10-step plan's own.
 // - catch-up: a subscriber reading a task's stored events from the start, per event, at 1,000 and
 //   10,000 events.
 // - task listing: the newest 50 tasks, per listing, with 1,000 and 10,000 tasks stored.
@@ -13,11 +14,12 @@
 // Each figure is the median of 5 rounds.
 //
 //   npm run bench:scaling [-- --vectors 10000,100000] [--rounds 5]
-import { mkdtempSync, rmSync } from "node:fs";
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import type { ExecutionDirective } from "../src/contracts/index.js";
+import { BUNDLED_CONFIG_DIR } from "../src/config/load-config.js";
 import { VectorIndex } from "../src/memory/vector-index.js";
 import { seededRandom } from "../src/utils/seeded-random.js";
 import { scriptedAgent } from "../test/helpers/scripted-agent.js";
@@ -44,6 +46,16 @@ const show = (line: Line) => {
   lines.push(line);
 };
 
+/** The bundled config, but with a compiler allowed to write a 100-step plan (about 20,000 characters). */
+function configForLongPlans(dir: string): string {
+  const configDir = join(dir, "config");
+  cpSync(BUNDLED_CONFIG_DIR, configDir, { recursive: true });
+  const models = JSON.parse(readFileSync(join(configDir, "models.json"), "utf8")) as { roles: Record<string, { max_tokens: number }> };
+  models.roles.json_compiler!.max_tokens = 8192;
+  writeFileSync(join(configDir, "models.json"), JSON.stringify(models));
+  return configDir;
+}
+
 /** One runtime whose every task runs a plan of `steps` echo steps, then answers. */
 async function planRun(steps: number): Promise<{ ms: number; bytes: number }> {
   const dir = scratch();
@@ -55,9 +67,10 @@ async function planRun(steps: number): Promise<{ ms: number; bytes: number }> {
   const runtime = createTestRuntime({
     home: dir,
     workspace: dir,
+    configDir: configForLongPlans(dir),
     models: scriptedAgent({ directive: (_request, view) => (view.decision === 1 ? plan : { kind: "respond", answer: "done" }), streaming: { chunkSize: 1_000_000 } }),
     tools: [createEchoTool()],
-    runtime: { storage: { synchronous: "NORMAL" } },
+    runtime: { storage: { synchronous: "NORMAL" }, scheduler: { max_plan_steps: 100 } },
   });
   try {
     // Warm-up, then the timed tasks.
@@ -79,16 +92,16 @@ async function planRun(steps: number): Promise<{ ms: number; bytes: number }> {
 }
 
 async function planSteps(): Promise<void> {
-  const sizes = [1, 10, 50];
+  const sizes = [1, 10, 100];
   const runs = new Map<number, Array<{ ms: number; bytes: number }>>(sizes.map((size) => [size, []]));
   for (let round = 0; round < ROUNDS; round += 1) for (const size of round % 2 === 0 ? sizes : [...sizes].reverse()) runs.get(size)!.push(await planRun(size));
   const at = (size: number) => ({ ms: median(runs.get(size)!.map((run) => run.ms)), bytes: median(runs.get(size)!.map((run) => run.bytes)) });
-  for (const size of sizes) console.log(`  plan of ${size.toString().padStart(2)} steps: ${at(size).ms.toFixed(2)} ms and ${(at(size).bytes / 1024).toFixed(1)} KiB written per task (${(at(size).ms / size).toFixed(3)} ms, ${(at(size).bytes / size / 1024).toFixed(2)} KiB per step)`);
+  for (const size of sizes) console.log(`  plan of ${size.toString().padStart(3)} steps: ${at(size).ms.toFixed(2)} ms and ${(at(size).bytes / 1024).toFixed(1)} KiB written per task (${(at(size).ms / size).toFixed(3)} ms, ${(at(size).bytes / size / 1024).toFixed(2)} KiB per step)`);
   // A step's own cost: what the longer plan adds per step beyond the 10-step one, against the 10-step
   // plan's steps beyond the first.
   const marginal = (from: number, to: number, key: "ms" | "bytes") => (at(to)[key] - at(from)[key]) / (to - from);
-  show({ what: "plan step: wall time", unit: "ms/step", small: { size: 10, perUnit: marginal(1, 10, "ms") }, large: { size: 50, perUnit: marginal(10, 50, "ms") } });
-  show({ what: "plan step: bytes written", unit: "B/step", small: { size: 10, perUnit: marginal(1, 10, "bytes") }, large: { size: 50, perUnit: marginal(10, 50, "bytes") } });
+  show({ what: "plan step: wall time", unit: "ms/step", small: { size: 10, perUnit: marginal(1, 10, "ms") }, large: { size: 100, perUnit: marginal(10, 100, "ms") } });
+  show({ what: "plan step: bytes written", unit: "B/step", small: { size: 10, perUnit: marginal(1, 10, "bytes") }, large: { size: 100, perUnit: marginal(10, 100, "bytes") } });
 }
 
 async function catchUp(): Promise<void> {
