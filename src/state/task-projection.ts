@@ -343,10 +343,10 @@ export function upgradedProjection(stored: TaskProjection): TaskProjection {
 }
 
 /** Pure: the projection after one more event. The input is left untouched. */
-export function applyEvent(projection: TaskProjection, event: DuckEvent): TaskProjection {
+/** `at`: the event's time in ms, when the caller has it (parsing `event.time` again costs as much as the rest). */
+export function applyEvent(projection: TaskProjection, event: DuckEvent, at = Date.parse(event.time)): TaskProjection {
   const reducer = reducers[event.type] as Reducer<EventTypeName> | undefined;
   const next: TaskProjection = { ...projection };
-  const at = Date.parse(event.time);
   // The gap before a resume is time the task was not driven (the process had stopped).
   if (projection.state === "running" && projection.last_event_ms !== null && event.type !== "task-resumed") next.running_ms += Math.max(0, at - projection.last_event_ms);
   next.last_event_ms = at;

@@ -184,13 +184,15 @@ export class TaskStore {
   appendAll(taskId: string, pending: readonly PendingEvent[], options: AppendOptions = {}): TaskProjection {
     this.throwIfBroken();
     let projection = this.projection(taskId);
-    const time = this.clock().toISOString();
+    const now = this.clock();
+    const time = now.toISOString();
+    const at = now.getTime();
     const written: DuckEvent[] = [];
     const batch = this.openBatch();
     for (const { type, payload } of pending) {
       const event: DuckEvent = { task_id: taskId, seq: projection.seq + 1, type, time, payload: payload as Record<string, unknown> };
       this.appendGuard?.(event);
-      projection = applyEvent(projection, event);
+      projection = applyEvent(projection, event, at);
       written.push(event);
       const tail = this.tails.get(taskId);
       if (tail) tail.bytes += payloadJsonOf(event).length;
