@@ -146,9 +146,10 @@ async function compileDirective(context: ExecutorContext, projection: TaskProjec
 }
 
 /**
- * Why a directive's steps would be refused, or null when each would run: a tool that does not
- * exist, arguments it does not take (unknown ones included: they would be dropped silently), or a
- * step it depends on or takes output from that is not in the plan (a step of an earlier decision).
+ * Why a directive's steps would be refused, or null when each would run: more steps than
+ * `scheduler.max_plan_steps`, a tool that does not exist, arguments it does not take (unknown ones
+ * included: they would be dropped silently), or a step it depends on or takes output from that is
+ * not in the plan (a step of an earlier decision).
  */
 function invalidToolArguments(context: ExecutorContext, directive: ExecutionDirective): { code: ErrorCodeName; message: string } | null {
   const calls = directive.kind === "tool" ? [{ id: "tool", tool: directive.tool, args: directive.arguments, depends_on: [] as string[] }] : directive.kind === "plan" ? directive.steps.flatMap((step) => (step.kind === "tool" ? [{ id: step.id, tool: step.tool, args: step.arguments, depends_on: step.depends_on }] : [])) : [];

@@ -342,8 +342,10 @@ export function upgradedProjection(stored: TaskProjection): TaskProjection {
   };
 }
 
-/** Pure: the projection after one more event. The input is left untouched. */
-/** `at`: the event's time in ms, when the caller has it (parsing `event.time` again costs as much as the rest). */
+/**
+ * Pure: the projection after one more event. The input is left untouched. `at` is the event's time in
+ * ms, when the caller has it (parsing `event.time` again costs about as much as the rest).
+ */
 export function applyEvent(projection: TaskProjection, event: DuckEvent, at = Date.parse(event.time)): TaskProjection {
   const reducer = reducers[event.type] as Reducer<EventTypeName> | undefined;
   const next: TaskProjection = { ...projection };
