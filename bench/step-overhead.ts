@@ -21,6 +21,7 @@ import { SqliteSaver } from "@langchain/langgraph-checkpoint-sqlite";
 import { z } from "zod";
 import type { ExecutionDirective } from "../src/contracts/index.js";
 import { ScriptedModelProvider } from "../src/models/scripted-provider.js";
+import { sqliteOf } from "../src/storage/open-database.js";
 import { createTestRuntime } from "../test/helpers/test-runtime.js";
 import { createEchoTool, isDirectiveRequest } from "../test/helpers/test-tools.js";
 
@@ -57,7 +58,7 @@ async function duckSetup(dir: string, toolName: "echo" | "echo_effect") {
       const outcome = await runtime.loop.submit({ text: `echo task ${i}` }).done;
       if (outcome.state !== "completed") throw new Error(`DuckLM task ended ${outcome.state}`);
     },
-    describe: () => `${runtime.db.pragma("journal_mode", { simple: true })}, synchronous=${runtime.db.pragma("synchronous", { simple: true })}`,
+    describe: () => `${sqliteOf(runtime.db).pragma("journal_mode", { simple: true })}, synchronous=${sqliteOf(runtime.db).pragma("synchronous", { simple: true })}`,
     close: () => runtime.close(),
   };
 }

@@ -4,6 +4,7 @@ import { createServer, type Server } from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BUNDLED_CONFIG_DIR } from "../src/config/load-config.js";
+import { sqliteOf } from "../src/storage/open-database.js";
 import { SANDBOX_PROXY_PORT } from "../src/tools/network-proxy.js";
 import { createTestRuntime, makeTempDir, type TestRuntime } from "./helpers/test-runtime.js";
 
@@ -110,7 +111,7 @@ describe("a task cannot reach DuckLM's own state or its API", () => {
     expect(existsSync(join(configDir, "plugins", "evil.mjs"))).toBe(false);
     expect(readdirSync(join(workspace, ".git", "hooks")).filter((name) => !name.endsWith(".sample"))).toEqual([]);
     expect(runtime.approvals.list()).toEqual([]);
-    expect(runtime.db.pragma("integrity_check", { simple: true })).toBe("ok");
+    expect(sqliteOf(runtime.db).pragma("integrity_check", { simple: true })).toBe("ok");
   });
 
   it("cannot open a connection to DuckLM's API on loopback, with or without the network", async () => {

@@ -125,6 +125,17 @@ export const RuntimeConfigSchema = z.strictObject({
     file_read_max_bytes: z.number().int().positive().default(1_048_576),
   }).prefault({}),
   storage: z.strictObject({
+    /**
+     * Where tasks, events, memory and approvals are kept: `sqlite` (one file in the home, the default)
+     * or `postgres` (a PostgreSQL database that several DuckLM processes, on any machines, share).
+     */
+    backend: z.enum(["sqlite", "postgres"]).default("sqlite"),
+    /**
+     * With `backend: "postgres"`: the environment variable holding the connection string
+     * (postgresql://user:password@host:port/database). A variable, not the string, so that no password
+     * is written into runtime.json. Defaults to DUCKLM_POSTGRES_URL.
+     */
+    postgres_url_env: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "an environment variable name").default("DUCKLM_POSTGRES_URL"),
     /** SQLite `synchronous`: NORMAL survives a process crash, FULL also a power loss. Defaults to NORMAL. */
     synchronous: z.enum(["NORMAL", "FULL"]).default("NORMAL"),
     /**

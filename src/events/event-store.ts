@@ -1,7 +1,6 @@
-import type { Statement } from "better-sqlite3";
 import type { DuckEvent, EventTypeName } from "../contracts/index.js";
 import { BlobStore } from "../storage/blob-store.js";
-import type { SqliteDatabase } from "../storage/open-database.js";
+import type { SqlDatabase, SqlStatement } from "../storage/sql-database.js";
 import { payloadJsonOf } from "./event-json.js";
 
 interface EventRow {
@@ -33,13 +32,13 @@ function toEvent(row: EventRow, blobs: BlobStore): DuckEvent {
 
 /** Append-only event log. Callers wrap `insert` in the transaction that also changes task state. */
 export class EventStore {
-  private readonly insertStatement: Statement<[string, number, string, string, string]>;
-  private readonly byTaskStatement: Statement<[string, number, number]>;
-  private readonly recentStatement: Statement<[number]>;
-  private readonly lastSeqStatement: Statement<[string]>;
+  private readonly insertStatement: SqlStatement<[string, number, string, string, string]>;
+  private readonly byTaskStatement: SqlStatement<[string, number, number]>;
+  private readonly recentStatement: SqlStatement<[number]>;
+  private readonly lastSeqStatement: SqlStatement<[string]>;
 
   constructor(
-    private readonly db: SqliteDatabase,
+    private readonly db: SqlDatabase,
     private readonly blobs = new BlobStore(db),
   ) {
     this.insertStatement = db.prepare("INSERT INTO events (task_id, seq, type, time, payload) VALUES (?, ?, ?, ?, ?)");
@@ -47,7 +46,7 @@ export class EventStore {
       "SELECT task_id, seq, type, time, payload FROM events WHERE task_id = ? AND seq >= ? ORDER BY seq LIMIT ?",
     );
     this.recentStatement = db.prepare(
-      "SELECT task_id, seq, type, time, payload FROM (SELECT * FROM events ORDER BY id DESC LIMIT ?) ORDER BY id",
+      "SELECT task_id, seq, type, time, payload FROM (SELECT * FROM events ORDER BY id DESC LIMIT ?) AS newest ORDER BY id",
     );
     this.lastSeqStatement = db.prepare("SELECT COALESCE(MAX(seq), 0) AS seq FROM events WHERE task_id = ?");
   }

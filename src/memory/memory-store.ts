@@ -1,6 +1,5 @@
-import type { Statement } from "better-sqlite3";
 import type { MemoryEntry, MemoryHit, MemoryKind } from "../contracts/index.js";
-import type { SqliteDatabase } from "../storage/open-database.js";
+import { dialectOf, type SqlDatabase, type SqlStatement } from "../storage/sql-database.js";
 
 interface MemoryRow {
   id: number;
@@ -31,33 +30,37 @@ export function toFtsQuery(query: string): string | null {
 
 /** Long-term memory rows with their FTS5 keyword index (kept by triggers in the same transaction). */
 export class MemoryStore {
-  private readonly insertStatement: Statement;
-  private readonly getStatement: Statement<[number]>;
-  private readonly listStatement: Statement<[number]>;
-  private readonly searchStatement: Statement<[string, number]>;
-  private readonly deleteStatement: Statement<[number]>;
-  private readonly touchStatement: Statement<[string, number]>;
+  private readonly insertStatement: SqlStatement;
+  private readonly getStatement: SqlStatement<[number]>;
+  private readonly listStatement: SqlStatement<[number]>;
+  private readonly searchStatement: SqlStatement<[string, number]>;
+  private readonly deleteStatement: SqlStatement<[number]>;
+  private readonly touchStatement: SqlStatement<[string, number]>;
 
   constructor(
-    private readonly db: SqliteDatabase,
+    private readonly db: SqlDatabase,
     private readonly clock: () => Date = () => new Date(),
   ) {
     this.insertStatement = db.prepare(
-      "INSERT INTO memories (text, kind, source_task, created_at, embedding, embedding_model) VALUES (@text, @kind, @source_task, @created_at, @embedding, @embedding_model)",
+      "INSERT INTO memories (text, kind, source_task, created_at, embedding, embedding_model) VALUES (@text, @kind, @source_task, @created_at, @embedding, @embedding_model) RETURNING id",
     );
     this.getStatement = db.prepare(`SELECT ${COLUMNS} FROM memories WHERE id = ?`);
     this.listStatement = db.prepare(`SELECT ${COLUMNS} FROM memories ORDER BY created_at DESC, id DESC LIMIT ?`);
+    // Both give a rank where lower is better: FTS5's BM25 is negative, ts_rank is negated.
     this.searchStatement = db.prepare(
-      `SELECT ${COLUMNS.split(", ").map((column) => `m.${column}`).join(", ")}, bm25(memories_fts) AS rank FROM memories_fts
-       JOIN memories m ON m.id = memories_fts.rowid
-       WHERE memories_fts MATCH ? ORDER BY rank LIMIT ?`,
+      dialectOf(db) === "postgres"
+        ? `SELECT ${COLUMNS}, -ts_rank(search, query) AS rank FROM memories, websearch_to_tsquery('simple', ?) AS query
+            WHERE search @@ query ORDER BY rank, id LIMIT ?`
+        : `SELECT ${COLUMNS.split(", ").map((column) => `m.${column}`).join(", ")}, bm25(memories_fts) AS rank FROM memories_fts
+            JOIN memories m ON m.id = memories_fts.rowid
+            WHERE memories_fts MATCH ? ORDER BY rank LIMIT ?`,
     );
     this.deleteStatement = db.prepare("DELETE FROM memories WHERE id = ?");
     this.touchStatement = db.prepare("UPDATE memories SET last_used_at = ? WHERE id = ?");
   }
 
   insert(input: { text: string; kind: MemoryKind; source_task?: string | null; embedding?: Float32Array | null; embedding_model?: string | null }): MemoryEntry {
-    const info = this.insertStatement.run({
+    const inserted = this.insertStatement.get({
       text: input.text,
       kind: input.kind,
       source_task: input.source_task ?? null,
@@ -65,7 +68,7 @@ export class MemoryStore {
       embedding: input.embedding ? Buffer.from(input.embedding.buffer, input.embedding.byteOffset, input.embedding.byteLength) : null,
       embedding_model: input.embedding && input.embedding_model ? input.embedding_model : null,
     });
-    return this.get(Number(info.lastInsertRowid))!;
+    return this.get((inserted as { id: number }).id)!;
   }
 
   /** Raises an entry's weight (a near-duplicate was seen again) and marks it used. */
@@ -103,12 +106,12 @@ export class MemoryStore {
 
   /** What cleanup weighs: every entry's weight, age, use and size. */
   cleanupView(): Array<{ id: number; weight: number; pinned: boolean; created_at: string; last_used_at: string | null; bytes: number }> {
-    const rows = this.db.prepare("SELECT id, weight, pinned, created_at, last_used_at, length(CAST(text AS BLOB)) AS bytes FROM memories").all() as Array<{ id: number; weight: number; pinned: number; created_at: string; last_used_at: string | null; bytes: number }>;
+    const rows = this.db.prepare("SELECT id, weight, pinned, created_at, last_used_at, octet_length(text) AS bytes FROM memories").all() as Array<{ id: number; weight: number; pinned: number; created_at: string; last_used_at: string | null; bytes: number }>;
     return rows.map((row) => ({ ...row, pinned: row.pinned === 1 }));
   }
 
   stats(): { entries: number; pinned: number; bytes: number; with_embedding: number; by_kind: Record<string, number> } {
-    const totals = this.db.prepare("SELECT COUNT(*) AS entries, COALESCE(SUM(pinned), 0) AS pinned, COALESCE(SUM(length(CAST(text AS BLOB))), 0) AS bytes, COUNT(embedding) AS with_embedding FROM memories").get() as { entries: number; pinned: number; bytes: number; with_embedding: number };
+    const totals = this.db.prepare("SELECT COUNT(*) AS entries, COALESCE(SUM(pinned), 0) AS pinned, COALESCE(SUM(octet_length(text)), 0) AS bytes, COUNT(embedding) AS with_embedding FROM memories").get() as { entries: number; pinned: number; bytes: number; with_embedding: number };
     const kinds = this.db.prepare("SELECT kind, COUNT(*) AS n FROM memories GROUP BY kind").all() as Array<{ kind: string; n: number }>;
     return { ...totals, by_kind: Object.fromEntries(kinds.map((row) => [row.kind, row.n])) };
   }

@@ -1,6 +1,5 @@
-import type { Statement } from "better-sqlite3";
 import { randomUUID } from "node:crypto";
-import type { SqliteDatabase } from "../storage/open-database.js";
+import type { SqlDatabase, SqlStatement } from "../storage/sql-database.js";
 
 /** A remembered "allow always": one exact command in one working directory, until it expires or is revoked. */
 export interface Approval {
@@ -20,13 +19,13 @@ export function approvalKey(command: string): string {
 }
 
 export class ApprovalStore {
-  private readonly insert: Statement;
-  private readonly findActiveStatement: Statement<[string, string, string]>;
-  private readonly listStatement: Statement<[]>;
-  private readonly getStatement: Statement<[string]>;
-  private readonly revokeStatement: Statement<[string, string]>;
+  private readonly insert: SqlStatement;
+  private readonly findActiveStatement: SqlStatement<[string, string, string]>;
+  private readonly listStatement: SqlStatement<[]>;
+  private readonly getStatement: SqlStatement<[string]>;
+  private readonly revokeStatement: SqlStatement<[string, string]>;
 
-  constructor(db: SqliteDatabase, private readonly clock: () => Date = () => new Date()) {
+  constructor(db: SqlDatabase, private readonly clock: () => Date = () => new Date()) {
     this.insert = db.prepare(
       "INSERT INTO approvals (id, command, cwd, category, granted_by_task, created_at, expires_at) VALUES (@id, @command, @cwd, @category, @granted_by_task, @created_at, @expires_at)",
     );

@@ -6,8 +6,9 @@ import { BUNDLED_CONFIG_DIR, loadConfig, resolveConfigDir, resolveHomeDir } from
 import { MemoryService, type MemoryEmbedder } from "../memory/memory-service.js";
 import { isEmbeddingProvider, type ModelProvider } from "../models/model-provider.js";
 import { CommandClassifier } from "../permissions/command-classifier.js";
-import type { SqliteDatabase } from "../storage/open-database.js";
-import { openStores } from "../state/open-stores.js";
+import type { SqlDatabase } from "../storage/sql-database.js";
+import { openPostgresStores, openStores } from "../state/open-stores.js";
+import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import type { TaskLeases } from "../state/task-leases.js";
 import { ensurePrivateDir } from "../storage/private-files.js";
 import { realpathOfDeepestAncestor } from "../permissions/path-judge.js";
@@ -47,8 +48,13 @@ export interface CreateRuntimeOptions {
   logger?: Logger;
   /** Where tools work. Defaults to runtime.json's `workspace`, resolved from the current directory. */
   workspace?: string;
-  /** Database file; `:memory:` for throwaway runs. Defaults to `<home>/ducklm.sqlite3`. */
+  /**
+   * Database file; `:memory:` for throwaway runs. Defaults to `<home>/ducklm.sqlite3`, unless
+   * runtime.json's `storage.backend` is `postgres`; given, it is used whatever the backend says.
+   */
   databaseFile?: string;
+  /** Environment to read the PostgreSQL connection string from (`storage.postgres_url_env`). Defaults to process.env. */
+  env?: NodeJS.ProcessEnv;
   /** Extra tools (tests, plugins). */
   tools?: AnyToolDefinition[];
   /** A registry to use instead of the built-in tools (replay). */
@@ -82,7 +88,7 @@ export interface CreateRuntimeOptions {
 export interface Runtime {
   home: string;
   config: DuckConfig;
-  db: SqliteDatabase;
+  db: SqlDatabase;
   bus: EventBus;
   store: TaskStore;
   memory: MemoryService;
@@ -167,17 +173,29 @@ export function resolveWorkspace(config: DuckConfig, explicit?: string): string 
 }
 
 /** The composition root: the one place that wires concrete parts together. */
+/** The PostgreSQL connection string runtime.json points to, or a clear error when it is not set. */
+export function postgresUrlOf(config: DuckConfig, env: NodeJS.ProcessEnv): string {
+  const variable = config.runtime.storage.postgres_url_env;
+  const url = env[variable]?.trim();
+  if (!url) {
+    throw new DuckError(
+      ErrorCode.ConfigInvalid,
+      `runtime.json sets storage.backend to "postgres", but ${variable} is not set: export ${variable}=postgresql://user:password@host:5432/database (or name another variable in storage.postgres_url_env)`,
+    );
+  }
+  return url;
+}
+
 export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
   const home = resolveHomeDir(options.home);
   const config = options.config ?? loadConfig(resolveConfigDir(options.configDir));
   ensurePrivateDir(home);
   const logger = options.logger ?? createLogger({ file: join(home, "logs", "ducklm.log") });
-  const stores = openStores(options.databaseFile ?? join(home, "ducklm.sqlite3"), {
-    synchronous: config.runtime.storage.synchronous,
-    logger,
-    leaseTtlMs: config.runtime.task_leases.ttl_ms,
-    ...(options.clock ? { clock: options.clock } : {}),
-  });
+  const storeOptions = { logger, leaseTtlMs: config.runtime.task_leases.ttl_ms, ...(options.clock ? { clock: options.clock } : {}) };
+  const stores =
+    config.runtime.storage.backend === "postgres" && options.databaseFile === undefined
+      ? openPostgresStores(postgresUrlOf(config, options.env ?? process.env), { ...storeOptions, applicationName: `ducklm ${process.pid}` })
+      : openStores(options.databaseFile ?? join(home, "ducklm.sqlite3"), { ...storeOptions, synchronous: config.runtime.storage.synchronous });
   const { database, bus, tasks: store, memories: memoryStore, approvals, logins, leases } = stores;
   const db = database.db;
   const models = options.models ?? null;

@@ -1,6 +1,5 @@
-import type { Statement } from "better-sqlite3";
 import { createHash, randomBytes } from "node:crypto";
-import type { SqliteDatabase } from "../storage/open-database.js";
+import type { SqlDatabase, SqlStatement } from "../storage/sql-database.js";
 
 /** How long a printed login link works. */
 export const LOGIN_CODE_TTL_MS = 15 * 60 * 1000;
@@ -17,13 +16,13 @@ function hashOf(secret: string): string {
  * in DuckLM's home, which no task can read.
  */
 export class LoginStore {
-  private readonly insert: Statement<[string, string, string, string]>;
-  private readonly find: Statement<[string, string, string], { expires_at: string }>;
-  private readonly remove: Statement<[string]>;
-  private readonly touch: Statement<[string, string]>;
-  private readonly purge: Statement<[string]>;
+  private readonly insert: SqlStatement<[string, string, string, string]>;
+  private readonly find: SqlStatement<[string, string, string]>;
+  private readonly remove: SqlStatement<[string]>;
+  private readonly touch: SqlStatement<[string, string]>;
+  private readonly purge: SqlStatement<[string]>;
 
-  constructor(db: SqliteDatabase, private readonly clock: () => Date = () => new Date()) {
+  constructor(db: SqlDatabase, private readonly clock: () => Date = () => new Date()) {
     this.insert = db.prepare("INSERT INTO web_logins (hash, kind, created_at, expires_at) VALUES (?, ?, ?, ?)");
     this.find = db.prepare("SELECT expires_at FROM web_logins WHERE hash = ? AND kind = ? AND expires_at > ?");
     this.remove = db.prepare("DELETE FROM web_logins WHERE hash = ?");
@@ -57,7 +56,7 @@ export class LoginStore {
   checkSession(session: string): boolean {
     const hash = hashOf(session);
     const now = this.clock();
-    const found = this.find.get(hash, "session", now.toISOString());
+    const found = this.find.get(hash, "session", now.toISOString()) as { expires_at: string } | undefined;
     if (!found) return false;
     // Extended at most once an hour, so checking a session is a read, not a write.
     const extended = now.getTime() + SESSION_TTL_MS;

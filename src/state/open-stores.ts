@@ -4,6 +4,7 @@ import { EventStore } from "../events/event-store.js";
 import { MemoryStore } from "../memory/memory-store.js";
 import { ApprovalStore } from "../permissions/approval-store.js";
 import { openDatabase, type DuckDatabase, type OpenDatabaseOptions } from "../storage/open-database.js";
+import { openPostgresDatabase, type OpenPostgresOptions } from "../storage/postgres/open-postgres.js";
 import { LoginStore } from "./login-store.js";
 import { TaskLeases } from "./task-leases.js";
 import { TaskStore, type Clock } from "./task-store.js";
@@ -21,12 +22,27 @@ export interface DuckStores {
   leases: TaskLeases;
 }
 
+export interface StoreOptions {
+  logger: Logger;
+  clock?: Clock;
+  leaseTtlMs?: number;
+}
+
+/** Opens the SQLite database (a file, or `:memory:`) and the stores on it. */
+export function openStores(file: string, options: OpenDatabaseOptions & StoreOptions): DuckStores {
+  return storesOn(openDatabase(file, options.synchronous ? { synchronous: options.synchronous } : {}), options);
+}
+
+/** Connects to a PostgreSQL database (see docs/decisions/0010) and opens the same stores on it. */
+export function openPostgresStores(url: string, options: OpenPostgresOptions & StoreOptions): DuckStores {
+  return storesOn(openPostgresDatabase(url, options), options);
+}
+
 /**
- * Opens the database (a file, or `:memory:`) and the stores on it. The one place stores are made, so
- * that a second backend is a second implementation of this function, checked by the same store suite.
+ * The one place stores are made, on either backend: the same classes and SQL, checked by the same
+ * store suite (test/contracts).
  */
-export function openStores(file: string, options: OpenDatabaseOptions & { logger: Logger; clock?: Clock; leaseTtlMs?: number }): DuckStores {
-  const database = openDatabase(file, options.synchronous ? { synchronous: options.synchronous } : {});
+function storesOn(database: DuckDatabase, options: StoreOptions): DuckStores {
   const events = new EventStore(database.db);
   const bus = new EventBus((taskId, fromSeq, limit) => events.list(taskId, fromSeq, limit), options.logger);
   const tasks = new TaskStore(database.db, events, bus, options.clock);

@@ -1,7 +1,6 @@
-import type { Statement } from "better-sqlite3";
 import type { EventPayloads } from "../contracts/index.js";
 import { BlobStore } from "../storage/blob-store.js";
-import type { SqliteDatabase } from "../storage/open-database.js";
+import { dialectOf, type SqlDatabase, type SqlStatement } from "../storage/sql-database.js";
 
 /** A person's rating of one step, with the tool call it rated. */
 export interface StepRating {
@@ -24,22 +23,23 @@ const FRESH_MS = 5_000;
  * to feedback rows only.
  */
 export class StepRatings {
-  private readonly newest: Statement<[number]>;
+  private readonly newest: SqlStatement<[number]>;
   /** Ratings read lately, per tool: a critic call per step would otherwise query for each. */
   private readonly cached = new Map<string, { read: number; ratings: StepRating[] }>();
 
   constructor(
-    db: SqliteDatabase,
+    db: SqlDatabase,
     private readonly blobs = new BlobStore(db),
   ) {
+    const field = (column: string, name: string) => (dialectOf(db) === "postgres" ? `(${column}::jsonb ->> '${name}')` : `json_extract(${column}, '$.${name}')`);
     this.newest = db.prepare(
       `SELECT f.task_id AS task_id, f.payload AS feedback,
               (SELECT c.payload FROM events c
                 WHERE c.task_id = f.task_id AND c.type = 'tool-called'
-                  AND json_extract(c.payload, '$.step_id') = json_extract(f.payload, '$.step_id')
+                  AND ${field("c.payload", "step_id")} = ${field("f.payload", "step_id")}
                 ORDER BY c.seq DESC LIMIT 1) AS call
          FROM events f
-        WHERE f.type = 'feedback-received' AND json_extract(f.payload, '$.target') = 'step'
+        WHERE f.type = 'feedback-received' AND ${field("f.payload", "target")} = 'step'
         ORDER BY f.id DESC LIMIT ?`,
     );
   }

@@ -1,8 +1,7 @@
-import type { Statement, Transaction } from "better-sqlite3";
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
-import type { SqliteDatabase } from "../storage/open-database.js";
+import type { SqlDatabase, SqlStatement, SqlTransaction } from "../storage/sql-database.js";
 import { isProcessAlive } from "../utils/process-alive.js";
 
 /** Who holds a task: a process (CLI run, server, worker) identified by a random owner id, its PID and its host. */
@@ -40,20 +39,20 @@ export class TaskLeases {
   private readonly newClaims: string[] = [];
   /** Finished tasks whose lease rows go at the next renewal: nobody resumes a finished task, so no hurry. */
   private readonly finishedReleases = new Set<string>();
-  private readonly select: Statement<[string]>;
-  private readonly upsert: Statement;
-  private readonly remove: Statement<[string, string]>;
-  private readonly extend: Statement<[string, string]>;
-  private readonly expireNow: Statement<[string, string]>;
-  private readonly cancels: Statement<[string]>;
-  private readonly clearCancel: Statement<[string, string]>;
-  private readonly markCancel: Statement<[string, string]>;
-  private readonly unfinished: Statement<[]>;
-  private readonly forgetPruned: Statement<[]>;
-  private readonly acquireInTransaction: Transaction<(taskId: string) => LeaseAttempt>;
+  private readonly select: SqlStatement<[string]>;
+  private readonly upsert: SqlStatement;
+  private readonly remove: SqlStatement<[string, string]>;
+  private readonly extend: SqlStatement<[string, string]>;
+  private readonly expireNow: SqlStatement<[string, string]>;
+  private readonly cancels: SqlStatement<[string]>;
+  private readonly clearCancel: SqlStatement<[string, string]>;
+  private readonly markCancel: SqlStatement<[string, string]>;
+  private readonly unfinished: SqlStatement<[]>;
+  private readonly forgetPruned: SqlStatement<[]>;
+  private readonly acquireInTransaction: SqlTransaction<(taskId: string) => LeaseAttempt>;
 
   constructor(
-    private readonly db: SqliteDatabase,
+    private readonly db: SqlDatabase,
     private readonly options: { ttlMs: number; clock?: () => Date },
   ) {
     ownersInThisProcess.add(this.owner);

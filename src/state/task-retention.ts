@@ -2,7 +2,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { RuntimeConfig } from "../config/config-schemas.js";
 import { BlobStore } from "../storage/blob-store.js";
-import type { SqliteDatabase } from "../storage/open-database.js";
+import type { SqlDatabase } from "../storage/sql-database.js";
 
 export interface PruneOptions {
   /** Finished tasks last changed before this are pruned. */
@@ -32,7 +32,7 @@ export function pruneOptionsFrom(config: RuntimeConfig["retention"], home: strin
  * Removes finished tasks (completed, failed, cancelled) with their events and checkpoints, so storage
  * does not grow without bound; memory rows stay. Unfinished tasks are never touched.
  */
-export function pruneFinishedTasks(db: SqliteDatabase, options: PruneOptions): PruneResult {
+export function pruneFinishedTasks(db: SqlDatabase, options: PruneOptions): PruneResult {
   const finished = db
     .prepare("SELECT id, updated_at FROM tasks WHERE state IN ('completed', 'failed', 'cancelled') ORDER BY updated_at DESC, id")
     .all() as Array<{ id: string; updated_at: string }>;

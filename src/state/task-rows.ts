@@ -1,7 +1,6 @@
-import type { Statement } from "better-sqlite3";
 import type { Checkpoint, ConversationSummary, TaskState, TaskSummary } from "../contracts/index.js";
 import { BlobStore } from "../storage/blob-store.js";
-import type { SqliteDatabase } from "../storage/open-database.js";
+import type { SqlDatabase, SqlStatement } from "../storage/sql-database.js";
 import type { TaskProjection } from "./task-projection.js";
 
 /** A task row as first written, with the time of its `task-received`. */
@@ -31,22 +30,22 @@ interface TaskRow {
  * task at its latest milestone. Written only inside TaskStore's commits.
  */
 export class TaskRows {
-  private readonly insertTask: Statement;
-  private readonly updateTask: Statement;
-  private readonly upsertCheckpoint: Statement;
-  private readonly selectCheckpoint: Statement<[string]>;
-  private readonly selectTask: Statement<[string]>;
-  private readonly selectTasks: Statement<[number]>;
-  private readonly selectTasksByState: Statement<[string, number]>;
-  private readonly selectTasksAfter: Statement<[string, string, string, number]>;
-  private readonly selectTasksByStateAfter: Statement<[string, string, string, string, number]>;
-  private readonly selectSession: Statement<[string, string, number]>;
-  private readonly selectUnfinished: Statement<[]>;
-  private readonly selectConversations: Statement<[number]>;
-  private readonly selectSessionTasks: Statement<[string, number]>;
+  private readonly insertTask: SqlStatement;
+  private readonly updateTask: SqlStatement;
+  private readonly upsertCheckpoint: SqlStatement;
+  private readonly selectCheckpoint: SqlStatement<[string]>;
+  private readonly selectTask: SqlStatement<[string]>;
+  private readonly selectTasks: SqlStatement<[number]>;
+  private readonly selectTasksByState: SqlStatement<[string, number]>;
+  private readonly selectTasksAfter: SqlStatement<[string, string, string, number]>;
+  private readonly selectTasksByStateAfter: SqlStatement<[string, string, string, string, number]>;
+  private readonly selectSession: SqlStatement<[string, string, number]>;
+  private readonly selectUnfinished: SqlStatement<[]>;
+  private readonly selectConversations: SqlStatement<[number]>;
+  private readonly selectSessionTasks: SqlStatement<[string, number]>;
 
   constructor(
-    db: SqliteDatabase,
+    db: SqlDatabase,
     private readonly blobs = new BlobStore(db),
   ) {
     this.insertTask = db.prepare(
@@ -73,7 +72,7 @@ export class TaskRows {
     );
     // A task with no session is a conversation of its own.
     this.selectConversations = db.prepare(
-      `SELECT coalesce(session_id, id) AS conversation, session_id, COUNT(*) AS tasks, MIN(created_at) AS started_at, MAX(updated_at) AS updated_at
+      `SELECT coalesce(session_id, id) AS conversation, MAX(session_id) AS session_id, COUNT(*) AS tasks, MIN(created_at) AS started_at, MAX(updated_at) AS updated_at
          FROM tasks GROUP BY conversation ORDER BY updated_at DESC, conversation LIMIT ?`,
     );
     this.selectSessionTasks = db.prepare("SELECT * FROM tasks WHERE session_id = ? ORDER BY created_at, id LIMIT ?");

@@ -15,7 +15,7 @@ import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import type { EventBus } from "../events/event-bus.js";
 import { DAMAGED_PAYLOAD, type EventStore } from "../events/event-store.js";
 import { payloadJsonOf } from "../events/event-json.js";
-import type { SqliteDatabase } from "../storage/open-database.js";
+import { isUniqueViolation, type SqlDatabase } from "../storage/sql-database.js";
 import { applyEvent, initialProjection, projectEvents, upgradedProjection, type TaskProjection } from "./task-projection.js";
 import { pruneFinishedTasks, type PruneOptions, type PruneResult } from "./task-retention.js";
 import { StepRatings, type StepRating } from "./step-ratings.js";
@@ -122,7 +122,7 @@ export class TaskStore {
   private readonly stats: WriteStats = { commits: 0, events: 0, eventBytes: 0, checkpoints: 0, checkpointBytes: 0 };
 
   constructor(
-    private readonly db: SqliteDatabase,
+    private readonly db: SqlDatabase,
     private readonly events: EventStore,
     private readonly bus: EventBus,
     private readonly clock: Clock = () => new Date(),
@@ -479,7 +479,7 @@ export class TaskStore {
   /** A batch that did not commit: forget the projections it changed, so they reload from disk. */
   private fail(batch: Batch, error: unknown): never {
     for (const taskId of batch.rows.keys()) this.forgetUncommitted(taskId);
-    if ((error as { code?: string }).code === "SQLITE_CONSTRAINT_UNIQUE") throw new DuckError(ErrorCode.SeqConflict, "a task was changed by another writer", { cause: error });
+    if (isUniqueViolation(error)) throw new DuckError(ErrorCode.SeqConflict, "a task was changed by another writer", { cause: error });
     const message = `could not store events: ${(error as Error).message}`;
     this.failingSince = { since: this.failingSince?.since ?? this.clock().toISOString(), message };
     throw new DuckError(ErrorCode.StorageFailed, message, { cause: error });

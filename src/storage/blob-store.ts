@@ -1,7 +1,6 @@
-import type { Statement } from "better-sqlite3";
 import { createHash } from "node:crypto";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
-import type { SqliteDatabase } from "./open-database.js";
+import type { SqlDatabase, SqlStatement } from "./sql-database.js";
 
 /**
  * Strings at least this long are stored once, in the `blobs` table, and referred to by their hash
@@ -26,14 +25,14 @@ const HASHES_KEPT = 16;
  * inside the caller's transaction, so a reference never commits without its text.
  */
 export class BlobStore {
-  private readonly insertBlob: Statement<[string, string]>;
-  private readonly insertReference: Statement<[string, string]>;
-  private readonly selectBlob: Statement<[string]>;
+  private readonly insertBlob: SqlStatement<[string, string]>;
+  private readonly insertReference: SqlStatement<[string, string]>;
+  private readonly selectBlob: SqlStatement<[string]>;
   private readonly recentHashes = new Map<string, string>();
 
-  constructor(db: SqliteDatabase) {
-    this.insertBlob = db.prepare("INSERT OR IGNORE INTO blobs (hash, text) VALUES (?, ?)");
-    this.insertReference = db.prepare("INSERT OR IGNORE INTO blob_refs (task_id, hash) VALUES (?, ?)");
+  constructor(db: SqlDatabase) {
+    this.insertBlob = db.prepare("INSERT INTO blobs (hash, text) VALUES (?, ?) ON CONFLICT DO NOTHING");
+    this.insertReference = db.prepare("INSERT INTO blob_refs (task_id, hash) VALUES (?, ?) ON CONFLICT DO NOTHING");
     this.selectBlob = db.prepare("SELECT text FROM blobs WHERE hash = ?");
   }
 

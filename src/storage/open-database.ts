@@ -2,6 +2,7 @@ import Database from "better-sqlite3";
 import { dirname } from "node:path";
 import { DuckError, ErrorCode, storageErrorOf } from "../errors/duck-error.js";
 import { migrate } from "./migrations.js";
+import { dialectOf, type SqlDatabase, type SqlDialect } from "./sql-database.js";
 import { startWalCheckpointer } from "./wal-checkpointer.js";
 import { ensurePrivateDir, ensurePrivateFile, makePrivate } from "./private-files.js";
 
@@ -26,14 +27,30 @@ export interface OpenDatabaseOptions {
 /** 16,384 pages of 4 KiB: the WAL stays under about 64 MiB however busy the process. */
 export const WAL_BACKSTOP_PAGES = 16_384;
 
+/** The database the stores are on, whichever backend holds it. */
 export interface DuckDatabase {
+  db: SqlDatabase;
+  dialect: SqlDialect;
+  /** Where it is, for messages and /health: a file path, or a PostgreSQL server without its password. */
+  location: string;
+  close(): void;
+}
+
+export interface SqliteDuckDatabase extends DuckDatabase {
   db: SqliteDatabase;
+  dialect: "sqlite";
   /** Stops the checkpoint timer, folds the WAL back into the file and closes the connection. */
   close(): void;
 }
 
+/** The SQLite connection under `db`, for what only SQLite has (pragmas, integrity checks, repair). */
+export function sqliteOf(db: SqlDatabase): SqliteDatabase {
+  if (dialectOf(db) !== "sqlite") throw new DuckError(ErrorCode.InvalidInput, "this needs DuckLM's SQLite database; the configured store is PostgreSQL");
+  return db as SqliteDatabase;
+}
+
 /** Opens (creating if needed) the one DuckLM database file, or `:memory:`, and applies migrations. */
-export function openDatabase(file: string, options: OpenDatabaseOptions = {}): DuckDatabase {
+export function openDatabase(file: string, options: OpenDatabaseOptions = {}): SqliteDuckDatabase {
   let db: SqliteDatabase;
   try {
     if (file !== ":memory:") {
@@ -67,6 +84,8 @@ export function openDatabase(file: string, options: OpenDatabaseOptions = {}): D
   const checkpointer = file === ":memory:" ? null : startWalCheckpointer(db, file, options.checkpointIntervalMs ?? 1_000);
   return {
     db,
+    dialect: "sqlite",
+    location: file,
     close() {
       checkpointer?.stop();
       if (!db.open) return;

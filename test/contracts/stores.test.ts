@@ -1,6 +1,8 @@
 import { join } from "node:path";
 import pino from "pino";
-import { openStores, type DuckStores } from "../../src/state/open-stores.js";
+import { afterAll, beforeAll } from "vitest";
+import { openPostgresStores, openStores, type DuckStores } from "../../src/state/open-stores.js";
+import { startTestPostgres, type TestPostgres } from "../helpers/postgres-server.js";
 import { makeTempDir } from "../helpers/test-runtime.js";
 import { describeStoreContract, type StoreBackend } from "./store-contract.js";
 
@@ -28,3 +30,27 @@ function backendOn(name: string, durable: boolean, file: () => string): StoreBac
 
 describeStoreContract(backendOn("SQLite file", true, () => join(makeTempDir("ducklm-stores-"), "ducklm.sqlite3")));
 describeStoreContract(backendOn("SQLite :memory:", false, () => ":memory:"));
+
+let postgres: TestPostgres;
+beforeAll(async () => {
+  postgres = await startTestPostgres();
+}, 60_000);
+afterAll(() => postgres?.stop());
+
+describeStoreContract({
+  name: "PostgreSQL",
+  durable: true,
+  open(clock) {
+    const url = postgres.createDatabase();
+    let current: DuckStores = openPostgresStores(url, { logger, clock });
+    return {
+      stores: current,
+      close: () => current.database.close(),
+      reopen() {
+        current.database.close();
+        current = openPostgresStores(url, { logger, clock });
+        return current;
+      },
+    };
+  },
+});

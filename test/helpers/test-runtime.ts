@@ -20,6 +20,8 @@ export interface TestRuntimeOptions {
   configDir?: string;
   /** How commands are started, instead of what runtime.json chooses. */
   sandbox?: ShellSandbox;
+  /** Where the PostgreSQL connection string is read from, with `runtime: { storage: { backend: "postgres" } }`. */
+  env?: NodeJS.ProcessEnv;
 }
 
 export interface TestRuntime extends Runtime {
@@ -63,6 +65,7 @@ export function createTestRuntime(options: TestRuntimeOptions = {}): TestRuntime
     ...(options.tools ? { tools: options.tools } : {}),
     ...(options.databaseFile ? { databaseFile: options.databaseFile } : {}),
     ...(options.sandbox ? { sandbox: options.sandbox } : {}),
+    ...(options.env ? { env: options.env } : {}),
   });
   return {
     ...runtime,

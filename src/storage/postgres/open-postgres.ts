@@ -1,0 +1,46 @@
+import { DuckError, ErrorCode } from "../../errors/duck-error.js";
+import type { DuckDatabase } from "../open-database.js";
+import { PostgresDatabase } from "./postgres-database.js";
+import { migratePostgres } from "./postgres-schema.js";
+import { PostgresError } from "./sync-postgres.js";
+
+export interface PostgresDuckDatabase extends DuckDatabase {
+  db: PostgresDatabase;
+  dialect: "postgres";
+}
+
+export interface OpenPostgresOptions {
+  /** Shown in pg_stat_activity, so an operator can tell DuckLM's connections apart. */
+  applicationName?: string;
+  timeoutMs?: number;
+}
+
+/** A connection string without its password: what messages and /health may show. */
+export function redactedUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password) parsed.password = "***";
+    return parsed.toString();
+  } catch {
+    return "(a PostgreSQL connection string that is not a URL)";
+  }
+}
+
+/** Connects to the PostgreSQL database at `url` and brings its schema up to date. */
+export function openPostgresDatabase(url: string, options: OpenPostgresOptions = {}): PostgresDuckDatabase {
+  const location = redactedUrl(url);
+  let db: PostgresDatabase;
+  try {
+    db = new PostgresDatabase(url, options);
+  } catch (error) {
+    throw new DuckError(ErrorCode.StorageFailed, `cannot connect to PostgreSQL at ${location}: ${(error as Error).message}; check that the server runs and that the connection string is right`, { cause: error });
+  }
+  try {
+    migratePostgres(db);
+  } catch (error) {
+    db.close();
+    const why = error instanceof PostgresError ? error.message : String((error as Error).message ?? error);
+    throw new DuckError(ErrorCode.StorageFailed, `cannot bring DuckLM's tables up to date in PostgreSQL at ${location}: ${why}; the database user needs the right to create tables`, { cause: error });
+  }
+  return { db, dialect: "postgres", location, close: () => db.close() };
+}

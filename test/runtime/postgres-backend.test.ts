@@ -1,0 +1,85 @@
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { projectEvents } from "../../src/state/task-projection.js";
+import { SyncPostgres } from "../../src/storage/postgres/sync-postgres.js";
+import { startTestPostgres, type TestPostgres } from "../helpers/postgres-server.js";
+import { createTestRuntime, makeTempDir, useTestRuntimes } from "../helpers/test-runtime.js";
+
+const setup = useTestRuntimes(afterEach);
+const onPostgres = { storage: { backend: "postgres" } };
+
+let postgres: TestPostgres;
+beforeAll(async () => {
+  postgres = await startTestPostgres();
+}, 60_000);
+afterAll(() => postgres?.stop());
+
+/** A runtime whose tasks, events and memory live in `url`'s database. */
+const runtimeOn = (url: string, options: { home?: string; workspace?: string } = {}) => setup({ ...options, runtime: onPostgres, env: { DUCKLM_POSTGRES_URL: url } });
+
+describe("the runtime on PostgreSQL (storage.backend: postgres)", () => {
+  it("runs a task whose events, task row and memory are in PostgreSQL, and no SQLite file is made", async () => {
+    const url = postgres.createDatabase();
+    const home = makeTempDir();
+    const runtime = runtimeOn(url, { home });
+    writeFileSync(join(runtime.workspace, "notes.md"), "# Notes\nducks and geese\n");
+    const handle = runtime.loop.submit({ text: "read file notes.md" });
+    const outcome = await handle.done;
+    expect(outcome.error).toBeNull();
+    expect(outcome.state).toBe("completed");
+    expect(outcome.answer).toContain("ducks and geese");
+    expect((await runtime.loop.submit({ text: "remember that the staging server is called heron" }).done).state).toBe("completed");
+    expect(existsSync(join(home, "ducklm.sqlite3"))).toBe(false);
+
+    // Read back by a connection of its own: what is in the server, not what the runtime keeps in memory.
+    const reader = new SyncPostgres(url);
+    try {
+      const seqs = reader.query("SELECT seq FROM events WHERE task_id = $1 ORDER BY seq", [handle.taskId]).rows.map((row) => row.seq);
+      expect(seqs).toEqual(seqs.map((_, index) => index + 1));
+      expect(reader.query("SELECT state FROM tasks WHERE id = $1", [handle.taskId]).rows).toEqual([{ state: "completed" }]);
+      expect(reader.query("SELECT text FROM memories").rows.map((row) => row.text)).toEqual([expect.stringContaining("heron")]);
+    } finally {
+      reader.close();
+    }
+    expect(projectEvents(runtime.store.listEvents(handle.taskId))).toEqual(runtime.store.projection(handle.taskId));
+    const recalled = await runtime.loop.submit({ text: "what do you remember about staging?" }).done;
+    expect(recalled.answer).toContain("the staging server is called heron");
+  });
+
+  it("keeps a task paused for permission across a restart, and finishes it when allowed afterwards", async () => {
+    const url = postgres.createDatabase();
+    const home = makeTempDir();
+    const workspace = makeTempDir("ducklm-ws-");
+    const first = createTestRuntime({ home, workspace, runtime: onPostgres, env: { DUCKLM_POSTGRES_URL: url } });
+    const handle = first.loop.submit({ text: "run `awk 'BEGIN{print \"resumed\"}' > after-restart.txt`" });
+    const paused = await handle.done;
+    expect(paused.state).toBe("awaiting_permission");
+    await first.close();
+
+    const second = runtimeOn(url, { home, workspace });
+    expect(second.store.getTask(handle.taskId)?.state).toBe("awaiting_permission");
+    const outcome = await second.loop.resolvePermission(handle.taskId, paused.pending_permissions[0]!.request_id, "allow_always").done;
+    expect(outcome.state).toBe("completed");
+    expect(readFileSync(join(workspace, "after-restart.txt"), "utf8")).toBe("resumed\n");
+    expect(second.approvals.list().map((approval) => approval.command)).toHaveLength(1);
+    const seqs = second.store.listEvents(handle.taskId).map((event) => event.seq);
+    expect(seqs).toEqual(seqs.map((_, index) => index + 1));
+  });
+
+  it("refuses to start without the connection string, saying which variable to set", () => {
+    expect(() => createTestRuntime({ runtime: onPostgres, env: {} })).toThrow(/storage\.backend to "postgres", but DUCKLM_POSTGRES_URL is not set/);
+  });
+
+  it("says which server it could not reach, without the password", () => {
+    const unreachable = postgres.url("postgres").replace(/:\d+\//, ":1/").replace("ducklm@", "ducklm:hunter2@");
+    let message = "";
+    try {
+      createTestRuntime({ runtime: onPostgres, env: { DUCKLM_POSTGRES_URL: unreachable } });
+    } catch (error) {
+      message = (error as Error).message;
+    }
+    expect(message).toMatch(/cannot connect to PostgreSQL at postgresql:\/\/ducklm:\*\*\*@127\.0\.0\.1:1\/postgres/);
+    expect(message).not.toContain("hunter2");
+  });
+});
