@@ -5,6 +5,7 @@ import { describe, expect, it } from "vitest";
 import type { DuckEvent } from "../../src/contracts/index.js";
 import { DuckError } from "../../src/errors/duck-error.js";
 import type { DuckStores } from "../../src/state/open-stores.js";
+import { TaskLeases } from "../../src/state/task-leases.js";
 import { projectEvents } from "../../src/state/task-projection.js";
 
 /**
@@ -20,7 +21,7 @@ export interface StoreBackend {
    * Opens every store on a fresh database, reading the time from `clock`. `reopen` closes it and opens
    * the same database again; `close` closes whichever is open.
    */
-  open(clock: () => Date): { stores: DuckStores; close(): void; reopen(): DuckStores };
+  open(clock: () => Date): { stores: DuckStores; close(): void; reopen(): DuckStores; second?: () => DuckStores };
 }
 
 /** A clock tests move by hand. */
@@ -257,6 +258,109 @@ export function describeStoreContract(backend: StoreBackend): void {
         expect(tasks.getTask(lookalike.task_id)?.answer).toBe(forged[0]);
         expect(tasks.listEvents(lookalike.task_id).at(-1)?.payload).toEqual({ answer: forged[0], notes: forged });
         expect(tasks.listTasks().map((task) => task.answer).sort()).toEqual([forged[0], output].sort());
+      }),
+    );
+
+    it(
+      "gives a task's lease to one holder at a time, passes a cancel to it, and lets another take over once it is gone",
+      withStores(({ tasks, leases }, clock, opened) => {
+        const other = new TaskLeases((opened.second?.() ?? opened.stores).database.db, { ttlMs: 10_000, clock: clock.now });
+        const task = tasks.createTask({ text: "hold me", workspace: "/w" }, { durable: true });
+        expect(leases.acquire(task.task_id)).toEqual({ acquired: true });
+        const refused = other.acquire(task.task_id);
+        expect(refused).toMatchObject({ acquired: false, holder: { owner: leases.owner, pid: process.pid } });
+        expect(other.orphans()).toEqual([]);
+        expect(other.requestCancel(task.task_id, "stop it")).toBe(true);
+        expect(leases.renew()).toEqual([{ taskId: task.task_id, reason: "stop it" }]);
+        expect(leases.renew()).toEqual([]);
+        leases.release(task.task_id);
+        expect(other.orphans()).toEqual([task.task_id]);
+        expect(other.acquire(task.task_id)).toEqual({ acquired: true });
+        expect(leases.acquire(task.task_id)).toMatchObject({ acquired: false, holder: { owner: other.owner } });
+        // A holder that stops renewing loses the task once its lease runs out.
+        clock.advance(10_001);
+        expect(leases.acquire(task.task_id)).toEqual({ acquired: true });
+        other.close();
+      }),
+    );
+
+    it.runIf(backend.durable)(
+      "refuses a second writer's event at a number already taken, and keeps the first writer's",
+      withStores(({ tasks }, _clock, opened) => {
+        const task = tasks.createTask({ text: "contested", workspace: "/w" }, { durable: true });
+        const rival = opened.second!();
+        expect(rival.tasks.projection(task.task_id).seq).toBe(1);
+        tasks.append(task.task_id, "task-started", {}, { durable: true });
+        expect(codeOf(() => rival.tasks.append(task.task_id, "task-cancelled", { reason: "rival" } as never, { durable: true }))).toBe("DUCK_ERR_SEQ_CONFLICT");
+        expect(tasks.listEvents(task.task_id).map((event) => event.type)).toEqual(["task-received", "task-started"]);
+        expect(rival.tasks.listEvents(task.task_id).map((event) => event.type)).toEqual(["task-received", "task-started"]);
+      }),
+    );
+
+    it(
+      "lists conversations, the newest events of all tasks, and tasks page after page",
+      withStores(({ tasks }, clock) => {
+        const ids: string[] = [];
+        for (const [index, session] of ["s1", "s1", null, "s2"].entries()) {
+          const task = tasks.createTask({ text: `task ${index}`, workspace: "/w", session_id: session ?? undefined });
+          tasks.append(task.task_id, "task-completed", { answer: `answer ${index}` });
+          ids.push(task.task_id);
+          clock.advance(1000);
+        }
+        tasks.flush();
+        const conversations = tasks.listConversations(10);
+        expect(conversations.map((conversation) => [conversation.id, conversation.session_id, conversation.tasks, conversation.title, conversation.latest_task_id])).toEqual([
+          ["s2", "s2", 1, "task 3", ids[3]],
+          [ids[2], null, 1, "task 2", ids[2]],
+          ["s1", "s1", 2, "task 0", ids[1]],
+        ]);
+        expect(tasks.recentEvents(3).map((event) => [event.task_id, event.type])).toEqual([
+          [ids[2], "task-completed"],
+          [ids[3], "task-received"],
+          [ids[3], "task-completed"],
+        ]);
+        const firstPage = tasks.listTasks({ limit: 3 });
+        expect(firstPage.map((task) => task.id)).toEqual([ids[3], ids[2], ids[1]]);
+        const last = firstPage.at(-1)!;
+        expect(tasks.listTasks({ limit: 3, after: { created_at: last.created_at, id: last.id } }).map((task) => task.id)).toEqual([ids[0]]);
+        expect(tasks.listTasks({ state: "completed", limit: 1, after: { created_at: last.created_at, id: last.id } }).map((task) => task.id)).toEqual([ids[0]]);
+      }),
+    );
+
+    it(
+      "reads back people's ratings of steps with the tool call each rated",
+      withStores(({ tasks }) => {
+        const task = tasks.createTask({ text: "rate me", workspace: "/w" });
+        tasks.append(task.task_id, "tool-called", { step_id: "s1", attempt: 1, call: { tool: "file_read", arguments: { path: "a.md" } }, effect: "read-only" });
+        tasks.append(task.task_id, "tool-called", { step_id: "s2", attempt: 1, call: { tool: "shell_exec", arguments: { command: "ls" } }, effect: "side-effecting" });
+        tasks.append(task.task_id, "feedback-received", { target: "step", step_id: "s2", rating: "down", comment: "wrong folder", by: "user" });
+        tasks.append(task.task_id, "feedback-received", { target: "answer", step_id: null, rating: "up", comment: "", by: "user" }, { durable: true });
+        expect(tasks.stepRatings("shell_exec", 5)).toEqual([{ task_id: task.task_id, step_id: "s2", tool: "shell_exec", arguments: { command: "ls" }, rating: "down", comment: "wrong folder" }]);
+        expect(tasks.stepRatings("file_read", 5)).toEqual([]);
+      }),
+    );
+
+    it(
+      "keeps memory embeddings exactly, and counts entries and UTF-8 bytes for cleanup",
+      withStores(({ memories }) => {
+        const vector = new Float32Array([0.25, -1.5, 3.0e-8, 1]);
+        const embedded = memories.insert({ text: "Gänse mögen Brot", kind: "fact", embedding: vector, embedding_model: "tiny" });
+        const plain = memories.insert({ text: "ducks", kind: "note" });
+        expect(memories.embeddings("tiny")).toEqual([{ id: embedded.id, vector }]);
+        expect(memories.idsWithEmbedding("tiny")).toEqual([embedded.id]);
+        expect(memories.idsWithEmbedding("other")).toEqual([]);
+        memories.setEmbedding(plain.id, new Float32Array([1, 2]), "tiny");
+        expect(memories.idsWithEmbedding("tiny")).toEqual([embedded.id, plain.id]);
+        expect(memories.stats()).toEqual({ entries: 2, pinned: 0, bytes: 18 + 5, with_embedding: 2, by_kind: { fact: 1, note: 1 } });
+        memories.setWeight(plain.id, 0.5);
+        expect(memories.cleanupView().map((row) => [row.id, row.weight, row.bytes, row.pinned])).toEqual(
+          expect.arrayContaining([
+            [embedded.id, 1, 18, false],
+            [plain.id, 0.5, 5, false],
+          ]),
+        );
+        expect(memories.findExact("ducks")?.id).toBe(plain.id);
+        expect(memories.list(1).map((entry) => entry.id)).toEqual([plain.id]);
       }),
     );
 

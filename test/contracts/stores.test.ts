@@ -15,14 +15,19 @@ function backendOn(name: string, durable: boolean, file: () => string): StoreBac
     open(clock) {
       const path = file();
       let current: DuckStores = openStores(path, { logger, clock });
+      const others: DuckStores[] = [];
       return {
         stores: current,
-        close: () => current.database.close(),
+        close: () => {
+          for (const other of others) other.database.close();
+          current.database.close();
+        },
         reopen() {
           current.database.close();
           current = openStores(path, { logger, clock });
           return current;
         },
+        ...(durable ? { second: () => others[others.push(openStores(path, { logger, clock })) - 1]! } : {}),
       };
     },
   };
@@ -43,14 +48,19 @@ describeStoreContract({
   open(clock) {
     const url = postgres.createDatabase();
     let current: DuckStores = openPostgresStores(url, { logger, clock });
+    const others: DuckStores[] = [];
     return {
       stores: current,
-      close: () => current.database.close(),
+      close: () => {
+        for (const other of others) other.database.close();
+        current.database.close();
+      },
       reopen() {
         current.database.close();
         current = openPostgresStores(url, { logger, clock });
         return current;
       },
+      second: () => others[others.push(openPostgresStores(url, { logger, clock })) - 1]!,
     };
   },
 });
