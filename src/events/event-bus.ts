@@ -102,6 +102,29 @@ export class EventBus {
     }
   }
 
+  /**
+   * Another process committed events `from`…`to` of a task (a PostgreSQL notice): each subscriber to
+   * it reads what it has not had yet from storage, in order. A subscriber still catching up reads
+   * them on its next page anyway.
+   */
+  committedElsewhere(taskId: string, from: number, to: number): void {
+    const forTask = this.byTask.get(taskId);
+    if (!forTask) return;
+    for (const subscription of [...forTask]) {
+      if (subscription.catchingUp || subscription.closed) continue;
+      const delivered = subscription.delivered.get(taskId);
+      const start = delivered === undefined ? from : delivered + 1;
+      if (start > to) continue;
+      subscription.catchingUp = true;
+      this.catchUp(subscription, taskId, start);
+    }
+  }
+
+  /** Tasks with subscribers here: after notices may have been missed, each is read again (committedElsewhere). */
+  subscribedTasks(): string[] {
+    return [...this.byTask.keys()];
+  }
+
   subscriberCount(taskId: string): number {
     return this.byTask.get(taskId)?.size ?? 0;
   }

@@ -8,6 +8,7 @@ import { isEmbeddingProvider, type ModelProvider } from "../models/model-provide
 import { CommandClassifier } from "../permissions/command-classifier.js";
 import type { SqlDatabase } from "../storage/sql-database.js";
 import { openPostgresStores, openStores } from "../state/open-stores.js";
+import { listenForCommits } from "../storage/postgres/commit-notices.js";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import type { TaskLeases } from "../state/task-leases.js";
 import { ensurePrivateDir } from "../storage/private-files.js";
@@ -192,11 +193,31 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
   ensurePrivateDir(home);
   const logger = options.logger ?? createLogger({ file: join(home, "logs", "ducklm.log") });
   const storeOptions = { logger, leaseTtlMs: config.runtime.task_leases.ttl_ms, ...(options.clock ? { clock: options.clock } : {}) };
-  const stores =
-    config.runtime.storage.backend === "postgres" && options.databaseFile === undefined
-      ? openPostgresStores(postgresUrlOf(config, options.env ?? process.env), { ...storeOptions, applicationName: `ducklm ${process.pid}` })
-      : openStores(options.databaseFile ?? join(home, "ducklm.sqlite3"), { ...storeOptions, synchronous: config.runtime.storage.synchronous });
+  const postgresUrl = config.runtime.storage.backend === "postgres" && options.databaseFile === undefined ? postgresUrlOf(config, options.env ?? process.env) : null;
+  const stores = postgresUrl
+    ? openPostgresStores(postgresUrl, { ...storeOptions, applicationName: `ducklm ${process.pid}` })
+    : openStores(options.databaseFile ?? join(home, "ducklm.sqlite3"), { ...storeOptions, synchronous: config.runtime.storage.synchronous });
   const { database, bus, tasks: store, memories: memoryStore, approvals, logins, leases } = stores;
+  // On a shared PostgreSQL database, events other processes commit reach the subscribers here too.
+  const commitListener = postgresUrl
+    ? listenForCommits(
+        postgresUrl,
+        leases.owner,
+        {
+          committed(taskId, from, to) {
+            store.forgetIfChangedElsewhere(taskId);
+            bus.committedElsewhere(taskId, from, to);
+          },
+          missed() {
+            for (const taskId of bus.subscribedTasks()) {
+              store.forgetIfChangedElsewhere(taskId);
+              bus.committedElsewhere(taskId, Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER);
+            }
+          },
+        },
+        logger,
+      )
+    : null;
   const db = database.db;
   const models = options.models ?? null;
   const embedder: MemoryEmbedder | null =
@@ -224,6 +245,8 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
       }
     }
     await memory.open();
+    // Tasks start once other processes' commits are heard, so that none a subscriber here waits for is missed.
+    await commitListener?.listening;
   })();
   // A failure here is reported by `ready()`; tasks see it too, through the loop.
   ready.catch(() => undefined);
@@ -326,6 +349,7 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
       memory.close();
       await sandbox.dispose();
       await models?.dispose();
+      await commitListener?.close();
       database.close();
     },
   };

@@ -4,6 +4,7 @@ import { EventStore } from "../events/event-store.js";
 import { MemoryStore } from "../memory/memory-store.js";
 import { ApprovalStore } from "../permissions/approval-store.js";
 import { openDatabase, type DuckDatabase, type OpenDatabaseOptions } from "../storage/open-database.js";
+import { notifyCommits } from "../storage/postgres/commit-notices.js";
 import { openPostgresDatabase, type OpenPostgresOptions } from "../storage/postgres/open-postgres.js";
 import { LoginStore } from "./login-store.js";
 import { TaskLeases } from "./task-leases.js";
@@ -48,6 +49,8 @@ function storesOn(database: DuckDatabase, options: StoreOptions): DuckStores {
   const tasks = new TaskStore(database.db, events, bus, options.clock);
   const leases = new TaskLeases(database.db, { ttlMs: options.leaseTtlMs ?? 30_000, ...(options.clock ? { clock: options.clock } : {}) });
   tasks.alsoInEachCommit(() => leases.writeNewClaims());
+  // Other processes on the same PostgreSQL database hear of each commit (see commit-notices.ts).
+  if (database.dialect === "postgres") tasks.alsoWithEachCommitsEvents(notifyCommits(database.db, leases.owner));
   return {
     database,
     events,

@@ -43,6 +43,13 @@ const CHECKPOINTED: ReadonlySet<EventTypeName> = new Set<EventTypeName>([
 
 export type Clock = () => Date;
 
+/** The events of one task in one commit: seqs `from` to `to`. */
+export interface CommittedRange {
+  taskId: string;
+  from: number;
+  to: number;
+}
+
 /**
  * A running task's snapshot is rewritten only once the events since the last one carry at least as
  * many bytes as that snapshot (and at least this many): snapshot bytes never exceed event bytes, so
@@ -111,6 +118,8 @@ export class TaskStore {
   commitGuard: (() => void) | null = null;
   /** Writes of other stores that ride along in every commit (the leases of tasks created here). */
   private readonly companionWrites: Array<() => void> = [];
+  /** Told, inside each commit, which events of which tasks it holds (PostgreSQL tells other processes). */
+  private readonly commitObservers: Array<(ranges: CommittedRange[]) => void> = [];
   /** Since when commits have been failing (a full disk, a read-only file), or null while they succeed. */
   private failingSince: { since: string; message: string } | null = null;
   private readonly rows: TaskRows;
@@ -439,6 +448,11 @@ export class TaskStore {
     this.companionWrites.push(write);
   }
 
+  /** Adds a write that runs inside every commit with the seq range of each task's events in it. */
+  alsoWithEachCommitsEvents(write: (ranges: CommittedRange[]) => void): void {
+    this.commitObservers.push(write);
+  }
+
   private writeBatch(batch: Batch): void {
     this.commitGuard?.();
     for (const task of batch.created) this.rows.insert(task);
@@ -449,6 +463,15 @@ export class TaskStore {
     }
     this.stats.events += batch.events.length;
     this.stats.commits += 1;
+    if (this.commitObservers.length > 0 && batch.events.length > 0) {
+      const ranges = new Map<string, CommittedRange>();
+      for (const event of batch.events) {
+        const range = ranges.get(event.task_id);
+        if (range) range.to = event.seq;
+        else ranges.set(event.task_id, { taskId: event.task_id, from: event.seq, to: event.seq });
+      }
+      for (const observe of this.commitObservers) observe([...ranges.values()]);
+    }
     for (const [taskId, time] of batch.rows) {
       const projection = this.projections.get(taskId)!;
       this.rows.update(projection, time);

@@ -1,5 +1,10 @@
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { setTimeout as delay } from "node:timers/promises";
+import { z } from "zod";
+import type { DuckEvent, ExecutionDirective } from "../../src/contracts/index.js";
+import { defineTool } from "../../src/tools/tool-definition.js";
+import { scriptedAgent } from "../helpers/scripted-agent.js";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { projectEvents } from "../../src/state/task-projection.js";
 import { SyncPostgres } from "../../src/storage/postgres/sync-postgres.js";
@@ -16,7 +21,25 @@ beforeAll(async () => {
 afterAll(() => postgres?.stop());
 
 /** A runtime whose tasks, events and memory live in `url`'s database. */
-const runtimeOn = (url: string, options: { home?: string; workspace?: string } = {}) => setup({ ...options, runtime: onPostgres, env: { DUCKLM_POSTGRES_URL: url } });
+const runtimeOn = (url: string, options: Parameters<typeof setup>[0] = {}) => setup({ ...options, runtime: onPostgres, env: { DUCKLM_POSTGRES_URL: url } });
+
+/** A step that takes a while, so that a task's events keep coming while another process watches. */
+const pause = defineTool({
+  name: "pause",
+  description: "Waits, then says so.",
+  inputSchema: z.object({ ms: z.number() }),
+  effect: "read-only",
+  async execute(input, context) {
+    await delay(input.ms, undefined, { signal: context.signal });
+    return { ok: true, output: `paused ${input.ms} ms` };
+  },
+});
+
+const threePauses: ExecutionDirective = {
+  kind: "plan",
+  goal: "",
+  steps: ["a", "b", "c"].map((id, index) => ({ id, kind: "tool" as const, description: "", depends_on: index === 0 ? [] : [["a", "b", "c"][index - 1]!], tool: "pause", arguments: { ms: 150 } })),
+};
 
 describe("the runtime on PostgreSQL (storage.backend: postgres)", () => {
   it("runs a task whose events, task row and memory are in PostgreSQL, and no SQLite file is made", async () => {
@@ -65,6 +88,54 @@ describe("the runtime on PostgreSQL (storage.backend: postgres)", () => {
     expect(second.approvals.list().map((approval) => approval.command)).toHaveLength(1);
     const seqs = second.store.listEvents(handle.taskId).map((event) => event.seq);
     expect(seqs).toEqual(seqs.map((_, index) => index + 1));
+  });
+
+  it("streams a task run by one process to a subscriber of another, gap-free and in order, live", async () => {
+    const url = postgres.createDatabase();
+    const driver = runtimeOn(url, { models: scriptedAgent({ directive: threePauses, draft: null, verdict: () => "pass" }), tools: [pause] });
+    const watcher = runtimeOn(url, { tools: [pause] });
+    const handle = driver.loop.submit({ text: "pause three times" });
+    driver.store.flush();
+    const seen: DuckEvent[] = [];
+    const finished = new Promise<void>((resolve) => {
+      watcher.bus.subscribe(handle.taskId, (event) => {
+        seen.push(event);
+        if (event.type === "task-completed" || event.type === "task-failed") resolve();
+      }, { fromSeq: 1 });
+    });
+    // Subscribed while the first commit is all there is: the rest can only come live, from the other process.
+    expect(seen.map((event) => event.type)).toEqual(["task-received"]);
+    await Promise.race([finished, delay(20_000).then(() => { throw new Error(`the watcher saw only ${seen.map((event) => event.type).join(", ")}`); })]);
+    const outcome = await handle.done;
+    expect(outcome.state).toBe("completed");
+    const stored = driver.store.listEvents(handle.taskId);
+    expect(seen.map((event) => event.seq)).toEqual(stored.map((event) => event.seq));
+    expect(seen.map((event) => event.type)).toEqual(stored.map((event) => event.type));
+    expect(seen.filter((event) => event.type === "step-completed")).toHaveLength(3);
+    // What the watcher says of the task follows the other process's commits, not what it read first.
+    expect(watcher.store.projection(handle.taskId).state).toBe("completed");
+  });
+
+  it("lets a second process answer a permission the first asked for, and the first sees the task finish", async () => {
+    const url = postgres.createDatabase();
+    const workspace = makeTempDir("ducklm-ws-");
+    const first = runtimeOn(url, { workspace });
+    const second = runtimeOn(url, { workspace });
+    const handle = first.loop.submit({ text: "run `awk 'BEGIN{print \"answered elsewhere\"}' > answered.txt`" });
+    const paused = await handle.done;
+    expect(paused.state).toBe("awaiting_permission");
+    const seenByFirst: string[] = [];
+    const done = new Promise<void>((resolve) => first.bus.subscribe(handle.taskId, (event) => {
+      seenByFirst.push(event.type);
+      if (event.type === "task-completed") resolve();
+    }));
+    const outcome = await second.loop.resolvePermission(handle.taskId, paused.pending_permissions[0]!.request_id, "allow").done;
+    expect(outcome.state).toBe("completed");
+    await Promise.race([done, delay(10_000)]);
+    expect(seenByFirst, seenByFirst.join(",")).toContain("permission-resolved");
+    expect(seenByFirst.at(-1)).toBe("task-completed");
+    expect(readFileSync(join(workspace, "answered.txt"), "utf8")).toBe("answered elsewhere\n");
+    expect(first.store.getTask(handle.taskId)?.state).toBe("completed");
   });
 
   it("refuses to start without the connection string, saying which variable to set", () => {
