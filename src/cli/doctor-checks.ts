@@ -6,7 +6,8 @@ import { loadConfig, resolveConfigDir, resolveHomeDir } from "../config/load-con
 import { modelsDirectory } from "../models/create-model-provider.js";
 import { resolveRoles } from "../models/model-roles.js";
 import { CommandClassifier } from "../permissions/command-classifier.js";
-import { pluginFolders, protectedPathsFor, BUILTIN_TOOL_NAMES, resolveWorkspace } from "../runtime/create-runtime.js";
+import { pluginFolders, postgresUrlOf, protectedPathsFor, BUILTIN_TOOL_NAMES, resolveWorkspace } from "../runtime/create-runtime.js";
+import { inspectPostgres } from "../storage/postgres/open-postgres.js";
 import { ensurePrivateDir } from "../storage/private-files.js";
 import { createLogger } from "../runtime/logger.js";
 import { checkDatabaseIntegrity } from "../storage/database-check.js";
@@ -49,6 +50,13 @@ export async function doctorCommand(globals: GlobalOptions): Promise<number> {
     return report(lines);
   }
   await check("database", () => {
+    if (config.runtime.storage.backend === "postgres") {
+      const found = inspectPostgres(postgresUrlOf(config, process.env));
+      const where = `PostgreSQL ${found.serverVersion} at ${found.location}`;
+      if (found.schemaVersion === 0) return ["warn", `${where}: no DuckLM tables yet; the first \`ducklm serve\` or \`ducklm run\` creates them`];
+      if (found.schemaVersion > found.newestVersion) return ["fail", `${where}: schema version ${found.schemaVersion} is newer than this DuckLM knows (${found.newestVersion}); upgrade DuckLM`];
+      return [found.schemaVersion === found.newestVersion ? "ok" : "warn", `${where}, schema version ${found.schemaVersion} of ${found.newestVersion}${found.schemaVersion < found.newestVersion ? " (brought up to date at the next start)" : ""}`];
+    }
     const integrity = checkDatabaseIntegrity(join(home, "ducklm.sqlite3"), { synchronous: config.runtime.storage.synchronous });
     return integrity === "ok" ? ["ok", `integrity ok, synchronous=${config.runtime.storage.synchronous}`] : ["fail", `integrity_check: ${integrity}`];
   });

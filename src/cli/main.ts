@@ -5,6 +5,7 @@ import { registerConfig } from "./commands/config.js";
 import { registerDb } from "./commands/db.js";
 import { registerDoctor } from "./commands/doctor.js";
 import { registerMemory } from "./commands/memory.js";
+import { registerMigrate } from "./commands/migrate.js";
 import { registerModels } from "./commands/models.js";
 import { registerPermissions } from "./commands/permissions.js";
 import { registerReplay } from "./commands/replay.js";
@@ -27,7 +28,7 @@ export function buildProgram(): Command {
     .showHelpAfterError()
     // Before the subcommands are added, so that they inherit it: every usage error exits 2.
     .exitOverride();
-  for (const register of [registerRun, registerChat, registerTasks, registerServe, registerTelegram, registerReplay, registerDoctor, registerConfig, registerDb, registerMemory, registerPermissions, registerModels]) register(program);
+  for (const register of [registerRun, registerChat, registerTasks, registerServe, registerTelegram, registerReplay, registerDoctor, registerConfig, registerDb, registerMigrate, registerMemory, registerPermissions, registerModels]) register(program);
   return program;
 }
 

@@ -91,7 +91,7 @@ export async function withDuckLM(globals: GlobalOptions, action: (ducklm: DuckLM
 export async function withTaskStore(globals: GlobalOptions, action: (store: TaskStore) => number): Promise<void> {
   let close: (() => void) | null = null;
   try {
-    const [{ loadConfig, resolveConfigDir, resolveHomeDir }, { openStores }, { createLogger }, { ensurePrivateDir }] = await Promise.all([
+    const [{ loadConfig, resolveConfigDir, resolveHomeDir }, { openPostgresStores, openStores }, { createLogger }, { ensurePrivateDir }] = await Promise.all([
       import("../config/load-config.js"),
       import("../state/open-stores.js"),
       import("../runtime/logger.js"),
@@ -100,7 +100,11 @@ export async function withTaskStore(globals: GlobalOptions, action: (store: Task
     const home = resolveHomeDir(globals.home);
     const config = loadConfig(resolveConfigDir(globals.config));
     ensurePrivateDir(home);
-    const stores = openStores(join(home, "ducklm.sqlite3"), { synchronous: config.runtime.storage.synchronous, logger: createLogger({ file: join(home, "logs", "ducklm.log") }), leaseTtlMs: config.runtime.task_leases.ttl_ms });
+    const storeOptions = { logger: createLogger({ file: join(home, "logs", "ducklm.log") }), leaseTtlMs: config.runtime.task_leases.ttl_ms };
+    const stores =
+      config.runtime.storage.backend === "postgres"
+        ? openPostgresStores((await import("../runtime/postgres-url.js")).postgresUrlOf(config, process.env), storeOptions)
+        : openStores(join(home, "ducklm.sqlite3"), { ...storeOptions, synchronous: config.runtime.storage.synchronous });
     close = () => stores.database.close();
     process.exitCode = action(stores.tasks);
   } catch (error) {

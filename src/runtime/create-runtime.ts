@@ -6,10 +6,12 @@ import { BUNDLED_CONFIG_DIR, loadConfig, resolveConfigDir, resolveHomeDir } from
 import { MemoryService, type MemoryEmbedder } from "../memory/memory-service.js";
 import { isEmbeddingProvider, type ModelProvider } from "../models/model-provider.js";
 import { CommandClassifier } from "../permissions/command-classifier.js";
-import type { SqlDatabase } from "../storage/sql-database.js";
+import type { SqlDatabase, SqlDialect } from "../storage/sql-database.js";
 import { openPostgresStores, openStores } from "../state/open-stores.js";
 import { listenForCommits } from "../storage/postgres/commit-notices.js";
-import { DuckError, ErrorCode } from "../errors/duck-error.js";
+import { postgresUrlOf } from "./postgres-url.js";
+
+export { postgresUrlOf };
 import type { TaskLeases } from "../state/task-leases.js";
 import { ensurePrivateDir } from "../storage/private-files.js";
 import { realpathOfDeepestAncestor } from "../permissions/path-judge.js";
@@ -90,6 +92,8 @@ export interface Runtime {
   home: string;
   config: DuckConfig;
   db: SqlDatabase;
+  /** Which store holds this runtime's data, and where (a PostgreSQL location never carries its password). */
+  storage: { backend: SqlDialect; location: string };
   bus: EventBus;
   store: TaskStore;
   memory: MemoryService;
@@ -174,19 +178,6 @@ export function resolveWorkspace(config: DuckConfig, explicit?: string): string 
 }
 
 /** The composition root: the one place that wires concrete parts together. */
-/** The PostgreSQL connection string runtime.json points to, or a clear error when it is not set. */
-export function postgresUrlOf(config: DuckConfig, env: NodeJS.ProcessEnv): string {
-  const variable = config.runtime.storage.postgres_url_env;
-  const url = env[variable]?.trim();
-  if (!url) {
-    throw new DuckError(
-      ErrorCode.ConfigInvalid,
-      `runtime.json sets storage.backend to "postgres", but ${variable} is not set: export ${variable}=postgresql://user:password@host:5432/database (or name another variable in storage.postgres_url_env)`,
-    );
-  }
-  return url;
-}
-
 export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
   const home = resolveHomeDir(options.home);
   const config = options.config ?? loadConfig(resolveConfigDir(options.configDir));
@@ -303,6 +294,7 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
     home,
     config,
     db,
+    storage: { backend: database.dialect, location: database.location },
     bus,
     store,
     memory,

@@ -1,3 +1,4 @@
+import { hostname } from "node:os";
 import type { Logger } from "pino";
 import type { DuckConfig } from "../config/config-schemas.js";
 import type { ConversationSummary, DuckEvent, EventPayloads, EventTypeName, MemoryEntry, MemoryHit, MemoryKind, PreApproval, TaskState, TaskSummary } from "../contracts/index.js";
@@ -35,8 +36,15 @@ export interface TaskView extends TaskOutcome {
 export interface RuntimeStatus {
   tools: string[];
   sandbox: { confined: boolean; note: string; warning: string | null };
-  /** Whether the store takes writes; while it does not (a full disk), since when and why. */
-  storage: { ok: true } | { ok: false; failing_since: string; message: string };
+  /**
+   * Whether the store takes writes (while it does not, a full disk say, since when and why), and which
+   * store it is: SQLite (its file) or PostgreSQL (its server and database, without a password).
+   */
+  storage: ({ ok: true } | { ok: false; failing_since: string; message: string }) & { backend: "sqlite" | "postgres"; location: string };
+  /** This process as a driver of tasks: its lease owner id (which /tasks and other workers' leases name), PID and host. */
+  worker: { id: string; pid: number; host: string };
+  /** Tasks this process runs now, and those waiting in its line. */
+  tasks: { running: number; queued: number };
 }
 
 /**
@@ -189,7 +197,13 @@ export function ducklmOf(runtime: Runtime): DuckLM {
     status: () => ({
       tools: runtime.tools.names(),
       sandbox: { confined: runtime.sandbox.kind === "bwrap", note: runtime.sandbox.note, warning: runtime.sandboxWarning },
-      storage: ((failing) => (failing ? { ok: false as const, failing_since: failing.since, message: failing.message } : { ok: true as const }))(store.writeHealth()),
+      storage: {
+        ...((failing) => (failing ? { ok: false as const, failing_since: failing.since, message: failing.message } : { ok: true as const }))(store.writeHealth()),
+        backend: runtime.storage.backend,
+        location: runtime.storage.location,
+      },
+      worker: { id: runtime.leases.owner, pid: process.pid, host: hostname() },
+      tasks: loop.load(),
     }),
   };
 }

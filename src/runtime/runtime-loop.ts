@@ -293,6 +293,11 @@ export class RuntimeLoop {
     return this.active.has(taskId);
   }
 
+  /** Tasks this process runs now, and those waiting in its line. */
+  load(): { running: number; queued: number } {
+    return { running: this.active.size, queued: this.line.size };
+  }
+
   /**
    * Stops driving every task without ending it: their state stays as their events left it, and the
    * next start resumes them (a command killed half-way counts as "outcome unknown").

@@ -29,6 +29,14 @@ async function call(method: string, path: string, body?: unknown, headers: Recor
 }
 
 describe("the HTTP API", () => {
+  it("says in /health which store it uses, which worker answers and how many tasks it runs, but not where the data is", async () => {
+    const health = (await fetch(`${server.url}/health`).then((response) => response.json())) as Record<string, unknown>;
+    expect(health.storage).toEqual({ ok: true, backend: "sqlite" });
+    expect(health.worker).toEqual({ id: server.ducklm.status().worker.id, pid: process.pid, host: expect.any(String) });
+    expect(health.tasks).toEqual({ running: expect.any(Number), queued: expect.any(Number) });
+    expect(JSON.stringify(health)).not.toContain(server.ducklm.home);
+  });
+
   it("pages through tasks with a cursor, newest first, without gaps or repeats", async () => {
     directive = { kind: "respond", answer: "paged" };
     for (let i = 0; i < 7; i += 1) await call("POST", "/chat", { text: `page me ${i}`, wait: true });

@@ -8,8 +8,10 @@ import type { RouteOptions } from "./route-options.js";
 export const statusRoutes: FastifyPluginAsyncZod<RouteOptions> = async (app, { ducklm, stream }) => {
   app.get("/health", { schema: { summary: "Liveness and what is available" } }, async () => {
     const status = ducklm.status();
+    // Where the data is (a file path, a database server) is not for callers without a token.
+    const { location: _location, ...storage } = status.storage;
     // Degraded while the store refuses writes (a full disk): tasks wait and are driven again.
-    return { status: status.storage.ok ? "ok" : "degraded", version: "0.1.0", uptime_s: Math.round(process.uptime()), tools: status.tools, sandbox: status.sandbox, storage: status.storage };
+    return { status: status.storage.ok ? "ok" : "degraded", version: "0.1.0", uptime_s: Math.round(process.uptime()), tools: status.tools, sandbox: status.sandbox, storage, worker: status.worker, tasks: status.tasks };
   });
   app.get("/approvals", { schema: { summary: "Remembered approvals" } }, async () => ({ approvals: ducklm.approvals.list() }));
   app.delete("/approvals/:id", { schema: { summary: "Revoke a remembered approval", params: TaskIdParamsSchema } }, async (request) => {

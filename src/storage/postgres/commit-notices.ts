@@ -1,4 +1,4 @@
-import pg from "pg";
+import type pg from "pg";
 import type { Logger } from "pino";
 import type { CommittedRange } from "../../state/task-store.js";
 import type { SqlDatabase } from "../sql-database.js";
@@ -57,7 +57,10 @@ export function listenForCommits(url: string, origin: string, handlers: CommitHa
   });
 
   const connect = async () => {
-    const next = new pg.Client({ connectionString: url, application_name: `ducklm ${process.pid} listener` });
+    // Loaded here: a process on SQLite never loads the driver.
+    const { default: driver } = await import("pg");
+    if (closed) return;
+    const next = new driver.Client({ connectionString: url, application_name: `ducklm ${process.pid} listener` });
     client = next;
     next.on("notification", (message) => {
       if (message.channel !== COMMIT_CHANNEL || !message.payload) return;

@@ -1,7 +1,7 @@
 import { DuckError, ErrorCode } from "../../errors/duck-error.js";
 import type { DuckDatabase } from "../open-database.js";
 import { PostgresDatabase } from "./postgres-database.js";
-import { migratePostgres } from "./postgres-schema.js";
+import { migratePostgres, NEWEST_POSTGRES_VERSION, schemaVersionOf } from "./postgres-schema.js";
 import { PostgresError } from "./sync-postgres.js";
 
 export interface PostgresDuckDatabase extends DuckDatabase {
@@ -23,6 +23,24 @@ export function redactedUrl(url: string): string {
     return parsed.toString();
   } catch {
     return "(a PostgreSQL connection string that is not a URL)";
+  }
+}
+
+/** What `ducklm doctor` reports of a PostgreSQL database: the server, and how far DuckLM's schema is. */
+export function inspectPostgres(url: string): { location: string; serverVersion: string; schemaVersion: number; newestVersion: number } {
+  const location = redactedUrl(url);
+  let db: PostgresDatabase;
+  try {
+    db = new PostgresDatabase(url, { timeoutMs: 10_000 });
+  } catch (error) {
+    throw new DuckError(ErrorCode.StorageFailed, `cannot connect to PostgreSQL at ${location}: ${(error as Error).message}`, { cause: error });
+  }
+  try {
+    const serverVersion = String(db.query({ sql: "SHOW server_version", params: [] }).rows[0]?.server_version ?? "unknown");
+    const hasSchema = db.query({ sql: "SELECT to_regclass('ducklm_schema') IS NOT NULL AS present", params: [] }).rows[0]?.present === true;
+    return { location, serverVersion, schemaVersion: hasSchema ? schemaVersionOf(db) : 0, newestVersion: NEWEST_POSTGRES_VERSION };
+  } finally {
+    db.close();
   }
 }
 
