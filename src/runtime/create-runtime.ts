@@ -264,9 +264,14 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
     directiveSchema: tools.names().length > 0 ? createExecutionDirectiveSchema(tools.names()) : ExecutionDirectiveSchema,
     ...(options.recordedTurn ? { recordedTurn: options.recordedTurn } : {}),
   };
-  const loop = new RuntimeLoop(context, { workspace, ready, leases, ...(options.admission ? { admission: options.admission } : {}) });
   let closed = false;
   let adoptOrphans = false;
+  // Workers on one PostgreSQL database (servers, which adopt orphans) share their lines of waiting tasks.
+  const sharedLine = {
+    enabled: () => adoptOrphans && database.dialect === "postgres" && !closed,
+    watch: (taskId: string, onEvent: () => void) => bus.subscribe(taskId, () => onEvent()),
+  };
+  const loop = new RuntimeLoop(context, { workspace, ready, leases, sharedLine, ...(options.admission ? { admission: options.admission } : {}) });
   const adopt = () => {
     if (config.runtime.resume !== "auto") return;
     for (const taskId of leases.orphans()) {
@@ -285,6 +290,10 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
     try {
       for (const { taskId, reason } of leases.renew()) loop.cancel(taskId, reason);
       if (adoptOrphans) adopt();
+      if (sharedLine.enabled()) {
+        loop.takenElsewhere(leases.takenElsewhere());
+        loop.claimShared();
+      }
     } catch (error) {
       logger.warn({ err: error }, "could not renew task leases");
     }

@@ -35,6 +35,12 @@ export interface RuntimeLoopOptions {
    * run"; a replay follows its recording, and lets the task in (`admit`) where the recording did.
    */
   admission?: (taskId: string) => "run" | "queue";
+  /**
+   * Workers sharing one PostgreSQL database share their lines: a task waiting here may be taken by a
+   * worker with a free place, and this one takes what others offer when its own line is empty.
+   * `watch` follows a task another worker drives (its events reach this process's bus).
+   */
+  sharedLine?: { enabled: () => boolean; watch: (taskId: string, onEvent: () => void) => () => void };
 }
 
 export interface TaskHandle {
@@ -159,14 +165,70 @@ export class RuntimeLoop {
       this.line.take(taskId);
       throw error;
     }
+    if (this.options.sharedLine?.enabled()) this.options.leases.offer(taskId);
     options.signal?.addEventListener("abort", () => void (this.line.get(taskId) && this.cancel(taskId, "cancelled while it waited to run")), { once: true });
     return entry.done;
   }
 
-  /** Lets tasks in, fairly between conversations (see WaitingLine), while places are free. */
+  /**
+   * Lets tasks in, fairly between conversations (see WaitingLine), while places are free; with a
+   * shared line, a task another worker took meanwhile is followed there instead, and places still
+   * free once this line is empty go to tasks other workers offer.
+   */
   private admitWaiting(): void {
     if (this.options.admission) return;
-    for (let next = this.line.next(this.active.keys()); next !== undefined && this.active.size < this.maxRunning(); next = this.line.next(this.active.keys())) this.admit(next);
+    for (let next = this.line.next(this.active.keys()); next !== undefined && this.active.size < this.maxRunning(); next = this.line.next(this.active.keys())) {
+      if (this.options.leases.takeBack(next)) this.admit(next);
+      else this.takenElsewhere([next]);
+    }
+    this.claimShared();
+  }
+
+  /** Takes tasks other workers offer, for the places free here (none while this line has tasks of its own). */
+  claimShared(): void {
+    if (!this.options.sharedLine?.enabled() || this.line.size > 0) return;
+    const free = this.maxRunning() - this.active.size;
+    if (free <= 0) return;
+    let claimed: string[];
+    try {
+      claimed = this.options.leases.claimOffered(free);
+    } catch (error) {
+      this.context.logger.warn({ err: error }, "could not take tasks other workers offered");
+      return;
+    }
+    for (const taskId of claimed) {
+      this.context.store.forgetIfChangedElsewhere(taskId);
+      this.drive(taskId).catch((error: unknown) => this.context.logger.warn({ err: error, task_id: taskId }, "a task taken from another worker's line failed to run"));
+    }
+  }
+
+  /**
+   * Tasks of this line that another worker took: whoever waits for one here learns its outcome when
+   * that worker's events say it stopped (finished, or waiting for a person).
+   */
+  takenElsewhere(taskIds: readonly string[]): void {
+    for (const taskId of taskIds) {
+      const entry = this.line.take(taskId);
+      if (!entry) continue;
+      entry.begin(this.outcomeElsewhere(taskId));
+    }
+  }
+
+  private outcomeElsewhere(taskId: string): Promise<TaskOutcome> {
+    const { store } = this.context;
+    return new Promise((resolve) => {
+      let stop: (() => void) | null = null;
+      const check = () => {
+        const projection = store.projection(taskId);
+        if (projection.state === "received" || projection.state === "queued" || projection.state === "running") return false;
+        stop?.();
+        resolve(outcomeOf(projection));
+        return true;
+      };
+      store.forgetIfChangedElsewhere(taskId);
+      if (check()) return;
+      stop = this.options.sharedLine?.watch(taskId, check) ?? null;
+    });
   }
 
   private start(taskId: string, options: SubmitOptions): Promise<TaskOutcome> {
@@ -237,9 +299,14 @@ export class RuntimeLoop {
       running.controller.abort(new DuckError(ErrorCode.Cancelled, reason));
       return "cancelled";
     }
-    const waiting = this.line.take(taskId);
+    const waiting = this.line.get(taskId);
     if (waiting) {
-      waiting.begin(Promise.resolve(this.cancelNotDriven(taskId, reason)));
+      // A task another worker took from this line meanwhile is that worker's to cancel.
+      if (!this.options.leases.takeBack(taskId)) {
+        this.takenElsewhere([taskId]);
+        return this.options.leases.requestCancel(taskId, reason) ? "asked-owner" : this.cancel(taskId, reason);
+      }
+      this.line.take(taskId)!.begin(Promise.resolve(this.cancelNotDriven(taskId, reason)));
       return "cancelled";
     }
     if (this.options.leases.requestCancel(taskId, reason)) return "asked-owner";

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
-import type { SqlDatabase, SqlStatement, SqlTransaction } from "../storage/sql-database.js";
+import { dialectOf, type SqlDatabase, type SqlStatement, type SqlTransaction } from "../storage/sql-database.js";
 import { isProcessAlive } from "../utils/process-alive.js";
 
 /** Who holds a task: a process (CLI run, server, worker) identified by a random owner id, its PID and its host. */
@@ -39,6 +39,15 @@ export class TaskLeases {
   private readonly newClaims: string[] = [];
   /** Finished tasks whose lease rows go at the next renewal: nobody resumes a finished task, so no hurry. */
   private readonly finishedReleases = new Set<string>();
+  /** Held tasks waiting in this process's line that another worker may take (`offer`). */
+  private readonly offered = new Set<string>();
+  /** Offers not committed yet: written with the next commit, like new claims. */
+  private readonly pendingOffers = new Set<string>();
+  private readonly markOffered: SqlStatement<[string, string]>;
+  private readonly withdrawOffer: SqlStatement<[string, string]>;
+  private readonly offersStill: SqlStatement<[string]>;
+  private readonly offersElsewhere: SqlStatement<[string, number]>;
+  private readonly takeOffer: SqlStatement;
   private readonly select: SqlStatement<[string]>;
   private readonly upsert: SqlStatement;
   private readonly remove: SqlStatement<[string, string]>;
@@ -61,7 +70,20 @@ export class TaskLeases {
       `INSERT INTO task_leases (task_id, owner, pid, host, acquired_at, expires_at, cancel_requested)
        VALUES (@task_id, @owner, @pid, @host, @now, @expires_at, NULL)
        ON CONFLICT(task_id) DO UPDATE SET owner = excluded.owner, pid = excluded.pid, host = excluded.host,
-         acquired_at = excluded.acquired_at, expires_at = excluded.expires_at`,
+         acquired_at = excluded.acquired_at, expires_at = excluded.expires_at, offered = 0`,
+    );
+    this.markOffered = db.prepare("UPDATE task_leases SET offered = 1 WHERE task_id = ? AND owner = ?");
+    this.withdrawOffer = db.prepare("UPDATE task_leases SET offered = 0 WHERE task_id = ? AND owner = ? AND offered = 1");
+    this.offersStill = db.prepare("SELECT task_id FROM task_leases WHERE owner = ? AND offered = 1");
+    // Oldest first, as they were received; on PostgreSQL, rows another worker is taking at this moment are skipped, not waited for.
+    this.offersElsewhere = db.prepare(
+      `SELECT l.task_id AS task_id, l.owner AS owner FROM task_leases l
+         JOIN tasks t ON t.id = l.task_id JOIN events e ON e.task_id = l.task_id AND e.seq = 1
+        WHERE l.offered = 1 AND l.owner != ? AND t.state = 'queued' ORDER BY e.id LIMIT ?${dialectOf(db) === "postgres" ? " FOR UPDATE OF l SKIP LOCKED" : ""}`,
+    );
+    this.takeOffer = db.prepare(
+      `UPDATE task_leases SET owner = @owner, pid = @pid, host = @host, acquired_at = @now, expires_at = @expires_at, offered = 0
+        WHERE task_id = @task_id AND owner = @previous AND offered = 1`,
     );
     // A row with a cancel nobody has carried out yet stays, run out, for whoever takes the task on next.
     this.remove = db.prepare("DELETE FROM task_leases WHERE task_id = ? AND owner = ? AND cancel_requested IS NULL");
@@ -116,13 +138,72 @@ export class TaskLeases {
     this.newClaims.push(taskId);
   }
 
-  /** Writes the leases of tasks claimed since the last commit; runs inside the TaskStore's transaction. */
+  /** Writes the leases of tasks claimed, and the offers made, since the last commit; runs inside the TaskStore's transaction. */
   writeNewClaims(): void {
-    if (this.newClaims.length === 0) return;
-    const now = this.now();
-    for (const taskId of this.newClaims.splice(0)) {
-      if (this.held.has(taskId)) this.upsert.run({ task_id: taskId, owner: this.owner, pid: process.pid, host: this.host, now: now.toISOString(), expires_at: this.expiry(now) });
+    if (this.newClaims.length > 0) {
+      const now = this.now();
+      for (const taskId of this.newClaims.splice(0)) {
+        if (this.held.has(taskId)) this.upsert.run({ task_id: taskId, owner: this.owner, pid: process.pid, host: this.host, now: now.toISOString(), expires_at: this.expiry(now) });
+      }
     }
+    for (const taskId of this.pendingOffers) this.markOffered.run(taskId, this.owner);
+    this.pendingOffers.clear();
+  }
+
+  /**
+   * Lets other workers take a held task that waits in this process's line (`claimOffered`). The
+   * lease stays this process's, renewed, so nobody resumes the task as left behind; the offer is
+   * written with the task's next commit.
+   */
+  offer(taskId: string): void {
+    if (!this.held.has(taskId)) return;
+    this.offered.add(taskId);
+    this.pendingOffers.add(taskId);
+  }
+
+  /**
+   * Withdraws the offer before this process drives the task itself: true when the task is still this
+   * process's, false when another worker took it meanwhile (then it is no longer held here).
+   */
+  takeBack(taskId: string): boolean {
+    if (!this.offered.delete(taskId)) return this.held.has(taskId);
+    if (this.pendingOffers.delete(taskId)) return true;
+    const kept = this.db.transaction(() => this.withdrawOffer.run(taskId, this.owner).changes === 1)();
+    if (!kept) this.held.delete(taskId);
+    return kept;
+  }
+
+  /** Offered tasks of this process that another worker has taken since the last look; they are no longer held here. */
+  takenElsewhere(): string[] {
+    const committed = [...this.offered].filter((taskId) => !this.pendingOffers.has(taskId));
+    if (committed.length === 0) return [];
+    const still = new Set((this.offersStill.all(this.owner) as Array<{ task_id: string }>).map((row) => row.task_id));
+    const taken = committed.filter((taskId) => !still.has(taskId));
+    for (const taskId of taken) {
+      this.offered.delete(taskId);
+      this.held.delete(taskId);
+    }
+    return taken;
+  }
+
+  /**
+   * Takes up to `limit` tasks that other workers offered from their lines, oldest first, and holds
+   * them here. Each is taken by one worker only: the row changes owner only while it is still offered
+   * by the worker that offered it.
+   */
+  claimOffered(limit: number): string[] {
+    if (limit <= 0) return [];
+    return this.db.transaction(() => {
+      const now = this.now();
+      const claimed: string[] = [];
+      for (const row of this.offersElsewhere.all(this.owner, limit) as Array<{ task_id: string; owner: string }>) {
+        const taken = this.takeOffer.run({ task_id: row.task_id, owner: this.owner, pid: process.pid, host: this.host, now: now.toISOString(), expires_at: this.expiry(now), previous: row.owner });
+        if (taken.changes !== 1) continue;
+        this.held.add(row.task_id);
+        claimed.push(row.task_id);
+      }
+      return claimed;
+    })();
   }
 
   /**
@@ -130,6 +211,8 @@ export class TaskLeases {
    * ended — then its row is removed at the next renewal rather than by a commit of its own.
    */
   release(taskId: string, options: { finished?: boolean } = {}): void {
+    this.offered.delete(taskId);
+    this.pendingOffers.delete(taskId);
     if (!this.held.delete(taskId)) return;
     if (options.finished) this.finishedReleases.add(taskId);
     else this.dropRow(taskId);
@@ -146,8 +229,8 @@ export class TaskLeases {
   }
 
   /** Tasks this process holds, and finished ones whose rows await the next renewal. */
-  get footprint(): { held: number; releasing: number } {
-    return { held: this.held.size, releasing: this.finishedReleases.size };
+  get footprint(): { held: number; releasing: number; offered: number } {
+    return { held: this.held.size, releasing: this.finishedReleases.size, offered: this.offered.size };
   }
 
   /** The live holder of a task other than this process, or null when nobody else drives it. */
@@ -200,6 +283,8 @@ export class TaskLeases {
       this.dropRow(taskId);
     }
     this.finishedReleases.clear();
+    this.offered.clear();
+    this.pendingOffers.clear();
     ownersInThisProcess.delete(this.owner);
   }
 

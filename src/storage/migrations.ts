@@ -156,6 +156,13 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; description: string; s
       CREATE INDEX tasks_by_created ON tasks(created_at DESC, id);
     `,
   },
+  {
+    version: 10,
+    description: "offered task leases: a task waiting in one worker's line that another worker may take",
+    sql: `
+      ALTER TABLE task_leases ADD COLUMN offered INTEGER NOT NULL DEFAULT 0;
+    `,
+  },
 ];
 
 export function migrate(db: Database): number {

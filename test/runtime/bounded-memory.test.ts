@@ -23,7 +23,7 @@ describe("memory held per task", () => {
     expect(runtime.store.cachedProjections).toBeLessThanOrEqual(256);
     expect(runtime.store.listTasks({ limit: 1000 })).toHaveLength(TASKS);
     expect(runtime.bus.footprint()).toEqual({ tasksWithSubscribers: 0, everyTaskMarks: 0 });
-    expect(runtime.leases.footprint).toEqual({ held: 0, releasing: 0 });
+    expect(runtime.leases.footprint).toEqual({ held: 0, releasing: 0, offered: 0 });
     expect(runtime.db.prepare("SELECT count(*) AS n FROM task_leases").get()).toEqual({ n: 0 });
     stopLog();
   }, 120_000);

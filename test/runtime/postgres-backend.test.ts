@@ -21,7 +21,7 @@ beforeAll(async () => {
 afterAll(() => postgres?.stop());
 
 /** A runtime whose tasks, events and memory live in `url`'s database. */
-const runtimeOn = (url: string, options: Parameters<typeof setup>[0] = {}) => setup({ ...options, runtime: onPostgres, env: { DUCKLM_POSTGRES_URL: url } });
+const runtimeOn = (url: string, options: Parameters<typeof setup>[0] = {}) => setup({ ...options, runtime: { ...options.runtime, ...onPostgres }, env: { DUCKLM_POSTGRES_URL: url } });
 
 /** A step that takes a while, so that a task's events keep coming while another process watches. */
 const pause = defineTool({
@@ -136,6 +136,48 @@ describe("the runtime on PostgreSQL (storage.backend: postgres)", () => {
     expect(seenByFirst.at(-1)).toBe("task-completed");
     expect(readFileSync(join(workspace, "answered.txt"), "utf8")).toBe("answered elsewhere\n");
     expect(first.store.getTask(handle.taskId)?.state).toBe("completed");
+  });
+
+  it("shares the line of waiting tasks between workers: a free worker takes what a busy one offers, each task runs once", async () => {
+    const url = postgres.createDatabase();
+    const ran: Array<{ worker: string; task: string; start: number; end: number }> = [];
+    const worker = async (name: string) => {
+      const logged = defineTool({
+        name: "pause",
+        description: "Waits, then says so.",
+        inputSchema: z.object({ ms: z.number() }),
+        effect: "read-only",
+        async execute(input, context) {
+          const start = Date.now();
+          await delay(input.ms, undefined, { signal: context.signal });
+          ran.push({ worker: name, task: context.taskId, start, end: Date.now() });
+          return { ok: true, output: `paused ${input.ms} ms on ${name}` };
+        },
+      });
+      const directive: ExecutionDirective = { kind: "tool", tool: "pause", arguments: { ms: 300 }, reason: "" };
+      const runtime = runtimeOn(url, { models: scriptedAgent({ directive, draft: null, verdict: () => "pass" }), tools: [logged], runtime: { scheduler: { max_running_tasks: 1 }, task_leases: { ttl_ms: 3_000 } } });
+      await runtime.start({ adoptOrphans: true });
+      return runtime;
+    };
+    const busy = await worker("busy");
+    const free = await worker("free");
+    const handles = Array.from({ length: 6 }, (_, index) => busy.loop.submit({ text: `pause ${index}` }));
+    const outcomes = await Promise.race([Promise.all(handles.map((handle) => handle.done)), delay(30_000).then(() => { throw new Error(`not all finished: ${JSON.stringify(ran)}`); })]);
+    expect(outcomes.map((outcome) => outcome.state)).toEqual(handles.map(() => "completed"));
+    // Every task ran exactly once, and the free worker took some of them.
+    expect(ran.map((entry) => entry.task).sort()).toEqual(handles.map((handle) => handle.taskId).sort());
+    expect(ran.filter((entry) => entry.worker === "free").length).toBeGreaterThan(0);
+    expect(ran.filter((entry) => entry.worker === "busy").length).toBeGreaterThan(0);
+    // Neither ran more than its one place at a time.
+    for (const name of ["busy", "free"]) {
+      const own = ran.filter((entry) => entry.worker === name).sort((a, b) => a.start - b.start);
+      for (let i = 1; i < own.length; i += 1) expect(own[i]!.start).toBeGreaterThanOrEqual(own[i - 1]!.end);
+    }
+    for (const handle of handles) {
+      const seqs = busy.store.listEvents(handle.taskId).map((event) => event.seq);
+      expect(seqs).toEqual(seqs.map((_, index) => index + 1));
+      expect(busy.store.listEvents(handle.taskId).filter((event) => event.type === "task-dequeued").length).toBeLessThanOrEqual(1);
+    }
   });
 
   it("refuses to start without the connection string, saying which variable to set", () => {

@@ -108,6 +108,14 @@ export const POSTGRES_MIGRATIONS: ReadonlyArray<{ version: number; description: 
       CREATE INDEX task_leases_by_owner ON task_leases (owner);
     `,
   },
+  {
+    version: 2,
+    description: "offered task leases: a task waiting in one worker's line that another worker may take (SQLite migration 10)",
+    sql: `
+      ALTER TABLE task_leases ADD COLUMN offered INTEGER NOT NULL DEFAULT 0;
+      CREATE INDEX task_leases_offered ON task_leases (task_id) WHERE offered = 1;
+    `,
+  },
 ];
 
 /** Any constant: migrations of several processes starting at once run one after another under it. */
