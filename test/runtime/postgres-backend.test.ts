@@ -168,6 +168,8 @@ describe("the runtime on PostgreSQL (storage.backend: postgres)", () => {
     expect(ran.map((entry) => entry.task).sort()).toEqual(handles.map((handle) => handle.taskId).sort());
     expect(ran.filter((entry) => entry.worker === "free").length).toBeGreaterThan(0);
     expect(ran.filter((entry) => entry.worker === "busy").length).toBeGreaterThan(0);
+    expect(free.loop.load()).toEqual({ running: 0, queued: 0 });
+    expect(busy.loop.load()).toEqual({ running: 0, queued: 0 });
     // Neither ran more than its one place at a time.
     for (const name of ["busy", "free"]) {
       const own = ran.filter((entry) => entry.worker === name).sort((a, b) => a.start - b.start);
