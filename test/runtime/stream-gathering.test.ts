@@ -58,14 +58,23 @@ describe("streamed model text is recorded gathered, not a row per chunk", () => 
     const models = scriptedAgent({ directive: { kind: "respond", answer: "ducks" }, draft: DRAFT.repeat(20), streaming: { chunkSize: 4, chunkDelayMs: 5 } });
     const runtime = setup({ models, runtime: { storage: { stream_gather_ms: 1_000 } } });
     const handle = runtime.loop.submit({ text: "tell me about ducks" });
-    // Cancelled mid-draft, well inside the first gathering interval.
+    // Cancelled mid-draft, well inside the first gathering interval: 150 ms after the draft began.
+    await new Promise<void>((resolve) => {
+      const stop = runtime.bus.subscribe(handle.taskId, (event) => {
+        if (event.type !== "model-output-started" || event.payload.purpose !== "draft") return;
+        stop();
+        resolve();
+      }, { fromSeq: 1 });
+    });
     await new Promise((resolve) => setTimeout(resolve, 150));
     runtime.loop.cancel(handle.taskId);
     const outcome = await handle.done;
     expect(outcome.state).toBe("cancelled");
     const { deltas } = draftRecord(runtime, outcome.task_id);
     expect(deltas.length).toBe(1);
-    expect(deltas[0]!.length).toBeGreaterThan(8);
+    // At least the first chunk, however busy the machine; never the whole draft.
+    expect(deltas[0]!.length).toBeGreaterThanOrEqual(4);
+    expect(deltas[0]!.length).toBeLessThan(DRAFT.length * 20);
     expect(DRAFT.repeat(20).startsWith(deltas[0]!)).toBe(true);
   });
 });

@@ -1,0 +1,141 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { readdirSync, readFileSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { setTimeout as delay } from "node:timers/promises";
+import pino from "pino";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { DuckEvent } from "../src/contracts/index.js";
+import { replayTask } from "../src/replay/replay-task.js";
+import { openPostgresStores } from "../src/state/open-stores.js";
+import { projectEvents } from "../src/state/task-projection.js";
+import { seededRandom } from "../src/utils/seeded-random.js";
+import { startTestPostgres, type TestPostgres } from "./helpers/postgres-server.js";
+import { makeTempDir, testConfig } from "./helpers/test-runtime.js";
+
+const tsxLoader = import.meta.resolve("tsx");
+const WORKERS = 3;
+const KILLS = Number(process.env.DUCKLM_WORKER_CRASH_KILLS ?? 30);
+
+let postgres: TestPostgres;
+beforeAll(async () => {
+  postgres = await startTestPostgres();
+}, 60_000);
+afterAll(() => postgres?.stop());
+
+interface Worker {
+  child: ChildProcess;
+  resumed: Promise<void>;
+  exited: Promise<{ killed: boolean; stderr: string }>;
+}
+
+/** Starts a worker; every event it reports committed is added to `acked`. */
+function startWorker(url: string, args: string[], acked: Array<[string, number]>): Worker {
+  const child = spawn(process.execPath, ["--import", tsxLoader, "test/fixtures/worker-crash-child.ts", ...args], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, DUCKLM_POSTGRES_URL: url } });
+  let buffer = "";
+  let stderr = "";
+  let markResumed: () => void = () => undefined;
+  const resumed = new Promise<void>((resolve) => (markResumed = resolve));
+  child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+  child.stdout!.on("data", (chunk: Buffer) => {
+    buffer += chunk.toString();
+    const lines = buffer.split("\n");
+    buffer = lines.pop() ?? "";
+    for (const line of lines) {
+      if (line.startsWith("ack ")) {
+        const [, task, seq] = line.split(" ");
+        acked.push([task!, Number(seq)]);
+      } else if (line === "resumed") markResumed();
+    }
+  });
+  const exited = new Promise<{ killed: boolean; stderr: string }>((resolve) => child.on("exit", (_code, signal) => resolve({ killed: signal === "SIGKILL", stderr })));
+  return { child, resumed, exited };
+}
+
+describe("crash harness with several workers on one PostgreSQL database", () => {
+  it(
+    `keeps every acknowledged event and each task's log gap-free, takes over what killed workers left, and never repeats an effect unasked (${WORKERS} workers, ${KILLS} kills)`,
+    async () => {
+      const url = postgres.createDatabase();
+      // The same kill moments and victims on every run of the suite.
+      const random = seededRandom(17_2026);
+      const workspace = makeTempDir("ducklm-wcrash-ws-");
+      const markers = makeTempDir("ducklm-wcrash-markers-");
+      const homes = Array.from({ length: WORKERS }, () => makeTempDir("ducklm-wcrash-home-"));
+      const acked: Array<[string, number]> = [];
+      let started = 0;
+      const launch = (slot: number) => startWorker(url, [homes[slot]!, workspace, markers, `w${slot}-${started++}`], acked);
+      const workers = homes.map((_, slot) => launch(slot));
+      try {
+        for (let kill = 0; kill < KILLS; kill += 1) {
+          const slot = Math.floor(random() * WORKERS);
+          const victim = workers[slot]!;
+          await Promise.race([victim.resumed, victim.exited]);
+          await delay(50 + Math.floor(random() * 400));
+          victim.child.kill("SIGKILL");
+          const ended = await victim.exited;
+          expect(ended.killed, `kill ${kill}: the worker had stopped by itself: ${ended.stderr}`).toBe(true);
+          workers[slot] = launch(slot);
+        }
+        for (const worker of workers) worker.child.kill("SIGKILL");
+        await Promise.all(workers.map((worker) => worker.exited));
+        // One last worker finishes whatever the kills left.
+        const finisher = startWorker(url, [homes[0]!, workspace, markers, "final", "--finish"], acked);
+        const finished = await finisher.exited;
+        expect(finished.killed).toBe(false);
+        expect(finisher.child.exitCode, finished.stderr).toBe(0);
+
+        const stores = openPostgresStores(url, { logger: pino({ level: "silent" }) });
+        try {
+          const db = stores.database.db;
+          const stored = new Set((db.prepare("SELECT task_id || ' ' || seq AS k FROM events").all() as Array<{ k: string }>).map((row) => row.k));
+          expect(acked.filter(([task, seq]) => !stored.has(`${task} ${seq}`))).toEqual([]);
+          const gaps = db.prepare("SELECT task_id FROM events GROUP BY task_id HAVING MIN(seq) <> 1 OR MAX(seq) <> COUNT(*)").all();
+          expect(gaps).toEqual([]);
+          const states = db.prepare("SELECT state, COUNT(*) AS n FROM tasks GROUP BY state").all() as Array<{ state: string; n: number }>;
+          expect(states.filter((row) => !["completed", "failed"].includes(row.state))).toEqual([]);
+          const outOfStep = db.prepare("SELECT t.id FROM tasks t WHERE t.last_seq <> (SELECT MAX(seq) FROM events e WHERE e.task_id = t.id)").all();
+          expect(outOfStep).toEqual([]);
+          const taskIds = (db.prepare("SELECT id FROM tasks ORDER BY id").all() as Array<{ id: string }>).map((row) => row.id);
+          const byTask = new Map<string, DuckEvent[]>(taskIds.map((id) => [id, stores.tasks.listEvents(id)]));
+          for (const [taskId, log] of byTask) expect(stores.tasks.loadProjection(taskId), taskId).toEqual(projectEvents(log));
+
+          // A marker written twice means the step ran twice: only after the user was asked about it.
+          let repeated = 0;
+          for (const file of readdirSync(markers)) {
+            const runs = readFileSync(join(markers, file), "utf8").trim().split("\n").length;
+            if (runs < 2) continue;
+            repeated += 1;
+            const [taskId, stepId] = file.split("--") as [string, string];
+            const log = byTask.get(taskId) ?? [];
+            const asked = log.filter((event) => event.type === "permission-requested" && event.payload.step_id === stepId && String(event.payload.reason).includes("outcome is unknown"));
+            const answered = log.filter((event) => event.type === "permission-resolved" && event.payload.step_id === stepId && event.payload.decision === "allow");
+            expect(asked.length, `${file} ran ${runs} times`).toBeGreaterThanOrEqual(runs - 1);
+            expect(answered.length, `${file} ran ${runs} times`).toBeGreaterThanOrEqual(runs - 1);
+          }
+          const unknownOutcome = [...byTask.values()].flat().filter((event) => event.type === "permission-requested" && String(event.payload.reason).includes("outcome is unknown"));
+          expect(unknownOutcome.filter((event) => (event.payload.call as { tool: string }).tool === "echo")).toEqual([]);
+
+          // Every task, whichever workers drove it, replays to the same events.
+          const config = testConfig();
+          const differing: string[] = [];
+          for (const [taskId, log] of byTask) {
+            const report = await replayTask(log, config);
+            if (!report.matches) differing.push(`${taskId}: ${JSON.stringify(report.first_difference).slice(0, 500)}`);
+          }
+          expect(differing).toEqual([]);
+          // Tasks changed hands: some were resumed by a worker other than the one that took them in.
+          const takenOver = [...byTask.values()].filter((log) => log.some((event) => event.type === "task-resumed")).length;
+          expect(byTask.size).toBeGreaterThanOrEqual(KILLS);
+          expect(takenOver).toBeGreaterThan(0);
+          console.log(`worker crash harness: ${WORKERS} workers, ${KILLS} kills, ${byTask.size} tasks (${takenOver} taken over), ${acked.length} acknowledged events, ${unknownOutcome.length} "outcome unknown" question(s); ${repeated} step(s) repeated after asking`);
+        } finally {
+          stores.database.close();
+        }
+      } finally {
+        for (const worker of workers) worker.child.kill("SIGKILL");
+        for (const dir of [workspace, markers, ...homes]) rmSync(dir, { recursive: true, force: true });
+      }
+    },
+    600_000,
+  );
+});
