@@ -9,7 +9,7 @@ import { CommandClassifier } from "../permissions/command-classifier.js";
 import type { SqlDatabase, SqlDialect } from "../storage/sql-database.js";
 import { openPostgresStores, openStores } from "../state/open-stores.js";
 import { listenForCommits } from "../storage/postgres/commit-notices.js";
-import { postgresUrlOf } from "./postgres-url.js";
+import { postgresSocketDirs, postgresUrlOf } from "./postgres-url.js";
 
 export { postgresUrlOf };
 import type { TaskLeases } from "../state/task-leases.js";
@@ -243,7 +243,11 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
   ready.catch(() => undefined);
   const { sandbox, warning } = options.sandbox
     ? { sandbox: options.sandbox, warning: null }
-    : chooseShellSandbox(config.runtime.sandbox.mode, { hiddenPaths: [...protectedPaths, ...config.runtime.sandbox.hide.map((path) => path.replace(/^~(?=\/|$)/, homedir()))], allowPrivateNetwork: config.runtime.sandbox.private_network, logger });
+    : chooseShellSandbox(config.runtime.sandbox.mode, {
+        hiddenPaths: [...protectedPaths, ...config.runtime.sandbox.hide.map((path) => path.replace(/^~(?=\/|$)/, homedir())), ...(postgresUrl ? postgresSocketDirs(postgresUrl, options.env ?? process.env) : [])],
+        allowPrivateNetwork: config.runtime.sandbox.private_network,
+        logger,
+      });
   if (warning) logger.warn(warning);
   const context: ExecutorContext = {
     store,

@@ -48,21 +48,29 @@ async function freePort(): Promise<number> {
 
 let databases = 0;
 
-export async function startTestPostgres(): Promise<TestPostgres> {
+export interface TestPostgresOptions {
+  /** Another folder the server puts its Unix socket in, besides its own temporary one (made postgres's when run as root). */
+  socketDir?: string;
+}
+
+export async function startTestPostgres(options: TestPostgresOptions = {}): Promise<TestPostgres> {
   const bin = serverBinDir();
   const dir = mkdtempSync(join(tmpdir(), "ducklm-pg-"));
   const data = join(dir, "data");
   const port = await freePort();
   // PostgreSQL refuses to run as root: as root, the cluster belongs to the postgres user.
   const asRoot = userInfo().uid === 0;
-  if (asRoot) chownSync(dir, Number(execFileSync("id", ["-u", "postgres"], { encoding: "utf8" }).trim()), Number(execFileSync("id", ["-g", "postgres"], { encoding: "utf8" }).trim()));
+  if (asRoot) {
+    const [uid, gid] = [Number(execFileSync("id", ["-u", "postgres"], { encoding: "utf8" }).trim()), Number(execFileSync("id", ["-g", "postgres"], { encoding: "utf8" }).trim())];
+    for (const folder of [dir, ...(options.socketDir ? [options.socketDir] : [])]) chownSync(folder, uid, gid);
+  }
   const run = (program: string, args: string[], options: ExecFileSyncOptions = {}) => {
     const command = asRoot ? ["runuser", ["-u", "postgres", "--", join(bin, program), ...args]] as const : [join(bin, program), args] as const;
     return execFileSync(command[0], command[1], { stdio: ["ignore", "pipe", "pipe"], ...options });
   };
   run("initdb", ["-D", data, "-U", "ducklm", "--auth=trust", "-E", "UTF8", "--locale=C.UTF-8", "--no-sync", "--no-instructions"]);
   // Durability settings off: these tests kill DuckLM's processes, never the server, and run faster so.
-  const settings = `-p ${port} -c listen_addresses=127.0.0.1 -k ${dir} -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200`;
+  const settings = `-p ${port} -c listen_addresses=127.0.0.1 -k ${[dir, ...(options.socketDir ? [options.socketDir] : [])].join(",")} -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200`;
   run("pg_ctl", ["-D", data, "-o", settings, "-l", join(dir, "server.log"), "-w", "-t", "60", "start"]);
   let stopped = false;
   const stop = () => {

@@ -22,7 +22,8 @@ export function redactedUrl(url: string): string {
     if (parsed.password) parsed.password = "***";
     return parsed.toString();
   } catch {
-    return "(a PostgreSQL connection string that is not a URL)";
+    // postgresql://user@/db?host=/socket/dir, or key=value pairs: pg reads them, WHATWG URL does not.
+    return url.replace(/(\/\/[^/:@\s]*:)[^@\s]*@/, "$1***@").replace(/(password=)\S+/gi, "$1***");
   }
 }
 
