@@ -1,6 +1,5 @@
 import { execFileSync, spawnSync } from "node:child_process";
 import { chmodSync, mkdtempSync, rmSync } from "node:fs";
-import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestPostgres, type TestPostgres } from "./helpers/postgres-server.js";
 import { createTestRuntime, type TestRuntime } from "./helpers/test-runtime.js";
