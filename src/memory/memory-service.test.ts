@@ -56,6 +56,26 @@ async function close(service: MemoryService) {
 }
 
 describe("MemoryService", () => {
+  it("takes into its vector index what another process on the same database remembered or forgot", async () => {
+    const home = makeTempDir();
+    const writer = await open(home);
+    // A connection of its own to the same file and an index file of its own, as another process has.
+    const database = openDatabase(join(home, "ducklm.sqlite3"));
+    const shared = new MemoryService(new MemoryStore(database.db), fakeEmbedder(), memoryConfig, logger, join(makeTempDir(), "memory.hnsw"));
+    await shared.open();
+    opened.push({ database, service: shared });
+    const { entry } = await writer.remember("the duck swims in the pond", "fact", null);
+    expect(shared.index!.has(entry.id)).toBe(false);
+    const hits = await shared.recall("ducks like ponds", 3);
+    expect(hits.map((hit) => [hit.entry.id, hit.matched_by])).toEqual([[entry.id, ["vector"]]]);
+    expect(shared.index!.has(entry.id)).toBe(true);
+    expect(writer.forget(entry.id)).toBe(true);
+    expect(shared.catchUp(Date.now() + 5_000)).toEqual({ added: 0, removed: 1 });
+    expect(shared.index!.has(entry.id)).toBe(false);
+    // In step, the next look reads one count and changes nothing.
+    expect(shared.catchUp(Date.now() + 10_000)).toEqual({ added: 0, removed: 0 });
+  });
+
   it("recalls by keyword without an embedding model", async () => {
     const memory = await open(makeTempDir(), null);
     await memory.remember("the duck swims in the pond", "fact", null);

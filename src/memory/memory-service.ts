@@ -8,6 +8,9 @@ import { VectorIndex } from "./vector-index.js";
 /** Reciprocal-rank fusion constant: the usual 60 keeps one list's top hit from drowning the other. */
 export const RRF_K = 60;
 
+/** How often recall looks whether other processes changed the rows the vector index is built from. */
+const CATCH_UP_EVERY_MS = 1_000;
+
 export interface RecallFilter {
   kinds?: readonly MemoryKind[];
   /** Only entries created within this many days. */
@@ -34,6 +37,7 @@ export interface MemoryEmbedder {
 export class MemoryService {
   index: VectorIndex | null = null;
   private dirty = false;
+  private lastCatchUp = 0;
 
   constructor(
     readonly store: MemoryStore,
@@ -60,6 +64,42 @@ export class MemoryService {
 
   get vectorSearch(): boolean {
     return this.index !== null;
+  }
+
+  /**
+   * Brings the vector index into step with the rows, which another process may have changed since
+   * (a `ducklm memory` command beside the server, or another worker on a shared PostgreSQL database):
+   * adds what they embedded and drops what they deleted. A cheap count is read first, at most once a
+   * second; the ids are read only when it differs.
+   */
+  catchUp(now = Date.now()): { added: number; removed: number } {
+    const none = { added: 0, removed: 0 };
+    if (!this.index || !this.embedder || now - this.lastCatchUp < CATCH_UP_EVERY_MS) return none;
+    this.lastCatchUp = now;
+    const index = this.index;
+    const model = this.embedder.model;
+    const summary = this.store.embeddingSummary(model);
+    const labels = index.labels();
+    let highest: number | null = null;
+    for (const id of labels) if (highest === null || id > highest) highest = id;
+    if (summary.count === index.size && summary.max_id === highest) return none;
+    const stored = new Set(this.store.idsWithEmbedding(model));
+    const gone = labels.filter((id) => !stored.has(id));
+    for (const id of gone) index.remove(id);
+    const missing = new Set([...stored].filter((id) => !index.has(id)));
+    let added = 0;
+    if (missing.size > 0) {
+      for (const row of this.store.embeddings(model)) {
+        if (!missing.has(row.id) || row.vector.length !== index.dimension) continue;
+        index.add(row.id, row.vector);
+        added += 1;
+      }
+    }
+    if (added > 0 || gone.length > 0) {
+      this.dirty = true;
+      this.persistSoon();
+    }
+    return { added, removed: gone.length };
   }
 
   /** Runs cleanup now and then every `cleanup_interval_hours`. */
@@ -99,6 +139,7 @@ export class MemoryService {
     const exact = this.store.findExact(text);
     if (exact) return { action: "reinforce", text, kind, existing: exact, similarity: 1 };
     const [embedding] = await this.embed([text]);
+    this.catchUp();
     if (embedding && this.index) {
       // The nearest few, not only the nearest: the closest may be a different fact said alike.
       for (const near of this.index.search(embedding, NEAR_DUPLICATE_CANDIDATES)) {
@@ -138,6 +179,7 @@ export class MemoryService {
    */
   async recall(query: string, k: number, filter: RecallFilter = {}): Promise<MemoryHit[]> {
     const pool = Math.max(k * 4, 20);
+    this.catchUp();
     const keyword = this.store.search(query, pool);
     let vector: Array<{ id: number; distance: number }> = [];
     if (this.index && this.index.size > 0) {

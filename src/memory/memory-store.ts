@@ -100,6 +100,11 @@ export class MemoryStore {
     return rows.map((row) => ({ id: row.id, vector: new Float32Array(row.embedding.buffer.slice(row.embedding.byteOffset, row.embedding.byteOffset + row.embedding.byteLength)) }));
   }
 
+  /** How many rows have an embedding of `model`, and the highest id among them: a cheap test of whether the index is in step. */
+  embeddingSummary(model: string): { count: number; max_id: number | null } {
+    return this.db.prepare("SELECT COUNT(*) AS count, MAX(id) AS max_id FROM memories WHERE embedding IS NOT NULL AND embedding_model = ?").get(model) as { count: number; max_id: number | null };
+  }
+
   idsWithEmbedding(model: string): number[] {
     return (this.db.prepare("SELECT id FROM memories WHERE embedding IS NOT NULL AND embedding_model = ? ORDER BY id").all(model) as Array<{ id: number }>).map((row) => row.id);
   }

@@ -56,6 +56,11 @@ export class VectorIndex {
     return this.ids.has(id);
   }
 
+  /** The ids in the index, in no particular order. */
+  labels(): number[] {
+    return [...this.ids];
+  }
+
   /** Loads the saved index when it matches `expected`; returns false when it must be rebuilt. */
   load(expected: { ids: readonly number[] }): boolean {
     if (!this.file || !existsSync(this.file) || !existsSync(`${this.file}.json`)) return false;
