@@ -24,6 +24,8 @@ const FRESH_MS = 5_000;
  */
 export class StepRatings {
   private readonly newest: SqlStatement<[number]>;
+  private readonly callsOf: SqlStatement<[unknown]>;
+  private readonly dialect: "sqlite" | "postgres";
   /** Ratings read lately, per tool: a critic call per step would otherwise query for each. */
   private readonly cached = new Map<string, { read: number; ratings: StepRating[] }>();
 
@@ -31,16 +33,13 @@ export class StepRatings {
     db: SqlDatabase,
     private readonly blobs = new BlobStore(db),
   ) {
-    const field = (column: string, name: string) => (dialectOf(db) === "postgres" ? `(${column}::jsonb ->> '${name}')` : `json_extract(${column}, '$.${name}')`);
-    this.newest = db.prepare(
-      `SELECT f.task_id AS task_id, f.payload AS feedback,
-              (SELECT c.payload FROM events c
-                WHERE c.task_id = f.task_id AND c.type = 'tool-called'
-                  AND ${field("c.payload", "step_id")} = ${field("f.payload", "step_id")}
-                ORDER BY c.seq DESC LIMIT 1) AS call
-         FROM events f
-        WHERE f.type = 'feedback-received' AND ${field("f.payload", "target")} = 'step'
-        ORDER BY f.id DESC LIMIT ?`,
+    // The JSON is read here, not by the database: PostgreSQL's jsonb refuses the \u0000 that stored
+    // payloads may hold (a long text's reference, a NUL a tool was given), and one such row would fail
+    // the read for every step.
+    this.dialect = dialectOf(db);
+    this.newest = db.prepare("SELECT task_id, payload FROM events WHERE type = 'feedback-received' ORDER BY id DESC LIMIT ?");
+    this.callsOf = db.prepare(
+      `SELECT task_id, payload FROM events WHERE type = 'tool-called' AND ${this.dialect === "postgres" ? "task_id = ANY(?::text[])" : "task_id IN (SELECT value FROM json_each(?))"} ORDER BY seq DESC`,
     );
   }
 
@@ -52,7 +51,13 @@ export class StepRatings {
     const key = `${limit}|${tool}`;
     const hit = this.cached.get(key);
     if (hit && now - hit.read < FRESH_MS) return hit.ratings;
-    const ratings = this.read(tool, limit);
+    let ratings: StepRating[];
+    try {
+      ratings = this.read(tool, limit);
+    } catch {
+      // Ratings only calibrate the critic: a read that fails leaves a step to be judged without them.
+      return hit?.ratings ?? [];
+    }
     this.cached.set(key, { read: now, ratings });
     return ratings;
   }
@@ -62,19 +67,32 @@ export class StepRatings {
   }
 
   private read(tool: string, limit: number): StepRating[] {
-    const found: StepRating[] = [];
-    for (const row of this.newest.all(SCANNED) as Array<{ task_id: string; feedback: string; call: string | null }>) {
-      if (!row.call) continue;
-      let feedback: EventPayloads["feedback-received"];
-      let called: EventPayloads["tool-called"];
+    // A damaged row is `db check`'s to report; the critic does without that rating.
+    const parse = <T>(json: string): T | null => {
       try {
-        feedback = this.blobs.unpack(row.feedback) as EventPayloads["feedback-received"];
-        called = this.blobs.unpack(row.call) as EventPayloads["tool-called"];
+        return this.blobs.unpack(json) as T;
       } catch {
-        continue; // A damaged row is `db check`'s to report; the critic does without that rating.
+        return null;
       }
-      if (called.call.tool !== tool) continue;
-      found.push({ task_id: row.task_id, step_id: called.step_id, tool, arguments: called.call.arguments, rating: feedback.rating, comment: feedback.comment });
+    };
+    const ratings = (this.newest.all(SCANNED) as Array<{ task_id: string; payload: string }>).flatMap((row) => {
+      const feedback = parse<EventPayloads["feedback-received"]>(row.payload);
+      return feedback?.target === "step" && feedback.step_id ? [{ task_id: row.task_id, step_id: feedback.step_id, feedback }] : [];
+    });
+    if (ratings.length === 0) return [];
+    const tasks = [...new Set(ratings.map((rating) => rating.task_id))];
+    // Each step's latest call: the rows come newest first, so the first seen for a step is kept.
+    const calls = new Map<string, EventPayloads["tool-called"]>();
+    for (const row of this.callsOf.all(this.dialect === "postgres" ? tasks : JSON.stringify(tasks)) as Array<{ task_id: string; payload: string }>) {
+      const called = parse<EventPayloads["tool-called"]>(row.payload);
+      const key = called ? `${row.task_id}|${called.step_id}` : null;
+      if (called && key && !calls.has(key)) calls.set(key, called);
+    }
+    const found: StepRating[] = [];
+    for (const { task_id, step_id, feedback } of ratings) {
+      const called = calls.get(`${task_id}|${step_id}`);
+      if (!called || called.call.tool !== tool) continue;
+      found.push({ task_id, step_id, tool, arguments: called.call.arguments, rating: feedback.rating, comment: feedback.comment });
       if (found.length >= limit) break;
     }
     return found;

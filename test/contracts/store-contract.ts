@@ -337,6 +337,13 @@ export function describeStoreContract(backend: StoreBackend): void {
         tasks.append(task.task_id, "feedback-received", { target: "answer", step_id: null, rating: "up", comment: "", by: "user" }, { durable: true });
         expect(tasks.stepRatings("shell_exec", 5)).toEqual([{ task_id: task.task_id, step_id: "s2", tool: "shell_exec", arguments: { command: "ls" }, rating: "down", comment: "wrong folder" }]);
         expect(tasks.stepRatings("file_read", 5)).toEqual([]);
+        // A call whose arguments hold a NUL and a long text (stored once, by reference) is rated like any other.
+        const planted = { path: "b.md", content: `a\u0000b${"x".repeat(9_000)}` };
+        const other = tasks.createTask({ text: "write a big file", workspace: "/w" });
+        tasks.append(other.task_id, "tool-called", { step_id: "w1", attempt: 1, call: { tool: "file_write", arguments: planted }, effect: "side-effecting" });
+        tasks.append(other.task_id, "feedback-received", { target: "step", step_id: "w1", rating: "up", comment: "good", by: "user" }, { durable: true });
+        expect(tasks.stepRatings("file_write", 5)).toEqual([{ task_id: other.task_id, step_id: "w1", tool: "file_write", arguments: planted, rating: "up", comment: "good" }]);
+        expect(tasks.stepRatings("shell_exec", 5)).toHaveLength(1);
       }),
     );
 
