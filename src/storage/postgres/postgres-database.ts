@@ -26,7 +26,9 @@ interface Deferred {
 
 export class PostgresDatabase implements SqlDatabase {
   readonly [POSTGRES_DIALECT] = true;
-  private readonly connection: SyncPostgres;
+  private connection: SyncPostgres;
+  /** The first error of the open transaction: reported at its end even if the caller caught it, since PostgreSQL rolls it all back. */
+  private transactionError: unknown = null;
   private readonly translations = new Map<string, Translated>();
   private queue: Deferred[] = [];
   /** Nesting depth of transactions: 0 outside, 1 in a transaction, more in savepoints. */
@@ -34,7 +36,10 @@ export class PostgresDatabase implements SqlDatabase {
   /** Whether BEGIN reached the server: a transaction whose statements never left needs no ROLLBACK. */
   private begun = false;
 
-  constructor(url: string, options: SyncPostgresOptions = {}) {
+  constructor(
+    private readonly url: string,
+    private readonly options: SyncPostgresOptions = {},
+  ) {
     this.connection = new SyncPostgres(url, options);
   }
 
@@ -91,14 +96,18 @@ export class PostgresDatabase implements SqlDatabase {
     if (this.depth > 0) return this.inSavepoint(work, args);
     this.depth = 1;
     this.begun = false;
+    this.transactionError = null;
     this.defer("BEGIN");
     // SQLite lets one writer at a time begin an immediate transaction; this lock does the same across
     // every process on the database, held until the transaction ends.
     if (immediate) this.defer("SELECT pg_advisory_xact_lock(7271163)");
     try {
       const result = work(...args) as ReturnType<Work>;
-      this.defer("COMMIT");
+      if (this.transactionError) throw this.transactionError;
+      const commit: Deferred = { statement: { sql: "COMMIT", params: [] }, result: null };
+      this.queue.push(commit);
       this.flush();
+      if (commit.result?.command === "ROLLBACK") throw new DuckError(ErrorCode.StorageFailed, "PostgreSQL rolled the transaction back: one of its statements failed");
       return result;
     } catch (error) {
       this.queue = [];
@@ -113,6 +122,7 @@ export class PostgresDatabase implements SqlDatabase {
     } finally {
       this.depth = 0;
       this.begun = false;
+      this.transactionError = null;
     }
   }
 
@@ -125,7 +135,9 @@ export class PostgresDatabase implements SqlDatabase {
       this.defer(`RELEASE SAVEPOINT ${name}`);
       return result;
     } catch (error) {
-      // Writes of this savepoint that never left are dropped with it; those that did are rolled back.
+      // Writes of this savepoint that never left are dropped with it; those that did are rolled back,
+      // and the transaction is sound again.
+      this.transactionError = null;
       this.defer(`ROLLBACK TO SAVEPOINT ${name}`);
       this.defer(`RELEASE SAVEPOINT ${name}`);
       throw error;
@@ -146,8 +158,16 @@ export class PostgresDatabase implements SqlDatabase {
   private send(statements: PgStatement[]): PgResult[] {
     const waiting = this.queue;
     this.queue = [];
+    // A connection that was lost is replaced between transactions; inside one, the transaction is lost with it.
+    if (!this.connection.open && this.depth === 0) this.connection = new SyncPostgres(this.url, this.options);
     if (waiting.length > 0 && this.depth > 0) this.begun = true;
-    const results = this.connection.run([...waiting.map((deferred) => deferred.statement), ...statements]);
+    let results: PgResult[];
+    try {
+      results = this.connection.run([...waiting.map((deferred) => deferred.statement), ...statements]);
+    } catch (error) {
+      if (this.depth > 0) this.transactionError ??= error;
+      throw error;
+    }
     waiting.forEach((deferred, index) => (deferred.result = results[index]!));
     const answered = results.slice(waiting.length);
     for (const result of answered) for (const row of result.rows) for (const key in row) if (typeof row[key] === "string") row[key] = fromStoredText(row[key]);

@@ -21,6 +21,8 @@ export interface PgResult {
   rows: Array<Record<string, unknown>>;
   /** Rows written (INSERT, UPDATE, DELETE) or returned. */
   rowCount: number;
+  /** The command tag: a COMMIT the server turned into a rollback answers ROLLBACK. */
+  command: string | null;
 }
 
 /** What PostgreSQL said when a statement failed, kept as fields because an Error does not cross threads whole. */
@@ -43,7 +45,8 @@ export interface SyncPostgresOptions {
   applicationName?: string;
 }
 
-type Reply = { results: PgResult[] } | { error: { message: string; code?: string; detail?: string } };
+/** `fatal`: the connection itself is gone (the server restarted, the network dropped it); nothing more can go through it. */
+type Reply = { results: PgResult[] } | { error: { message: string; code?: string; detail?: string }; fatal?: boolean };
 
 // The worker's program. It keeps one client, prepares each distinct statement once on the server,
 // and sends each batch pipelined: every statement goes out at once, in order, and the answers come
@@ -64,7 +67,13 @@ const types = {
 const client = new pg.Client({ connectionString: workerData.url, application_name: workerData.applicationName, types, pipeline: true });
 let broken = null;
 client.on("error", (error) => { broken = error; });
-const connected = client.connect().catch((error) => { broken = error; });
+client.on("end", () => { broken ??= new Error("the connection to PostgreSQL was closed"); });
+// A lock another worker holds too long is an error after 10 s, not a stall; and a session of a process
+// that froze inside a transaction is ended by the server after a minute, so its locks go with it.
+const connected = client
+  .connect()
+  .then(() => client.query("SET lock_timeout = '10s'; SET idle_in_transaction_session_timeout = '60s'"))
+  .catch((error) => { broken = error; });
 const names = new Map();
 function nameOf(sql) {
   let name = names.get(sql);
@@ -87,7 +96,7 @@ port.on("message", async (message) => {
     return;
   }
   await connected;
-  if (broken) return answer({ error: { message: broken.message, code: broken.code } });
+  if (broken) return answer({ error: { message: broken.message, code: broken.code }, fatal: true });
   // Statements without values (BEGIN, COMMIT, a migration) go as simple queries; the rest are prepared once.
   const settled = await Promise.allSettled(
     message.map((statement) => client.query(statement.params.length === 0 ? statement.sql : { name: nameOf(statement.sql), text: statement.sql, values: statement.params })),
@@ -95,9 +104,9 @@ port.on("message", async (message) => {
   const failed = settled.find((outcome) => outcome.status === "rejected");
   if (failed) {
     const error = failed.reason;
-    return answer({ error: { message: error.message, code: error.code, detail: error.detail } });
+    return answer({ error: { message: error.message, code: error.code, detail: error.detail }, fatal: broken !== null });
   }
-  answer({ results: settled.map(({ value }) => ({ rows: value.rows ?? [], rowCount: value.rowCount ?? 0 })) });
+  answer({ results: settled.map(({ value }) => ({ rows: value.rows ?? [], rowCount: value.rowCount ?? 0, command: value.command ?? null })) });
 });
 `;
 
@@ -126,6 +135,10 @@ export class SyncPostgres {
     });
     // The connection is ended by close(); the thread alone never keeps the process alive.
     this.worker.unref();
+    // A thread that dies (out of memory) leaves the next round trip to time out; it must not also take the process down.
+    this.worker.on("error", () => {
+      this.closed = true;
+    });
     // Fails here, with the server's own words, when it cannot be reached or refuses the login.
     try {
       this.run([{ sql: "SELECT 1", params: [] }]);
@@ -140,13 +153,21 @@ export class SyncPostgres {
   run(statements: readonly PgStatement[]): PgResult[] {
     if (this.closed) throw new DuckError(ErrorCode.StorageFailed, "the PostgreSQL connection is closed");
     const reply = this.roundTrip(statements);
-    if ("error" in reply) throw new PostgresError(reply.error.message, reply.error.code, reply.error.detail);
+    if ("error" in reply) {
+      if (reply.fatal) this.close();
+      throw new PostgresError(reply.error.message, reply.error.code, reply.error.detail);
+    }
     for (const result of reply.results) for (const row of result.rows) reviveBuffers(row);
     return reply.results;
   }
 
   query(sql: string, params: readonly unknown[] = []): PgResult {
     return this.run([{ sql, params }])[0]!;
+  }
+
+  /** False once the connection is gone (closed, timed out, dropped by the server): a new one is needed. */
+  get open(): boolean {
+    return !this.closed;
   }
 
   close(): void {
