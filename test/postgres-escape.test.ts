@@ -23,14 +23,21 @@ beforeAll(async () => {
   chmodSync(socketDir, 0o755);
   url = postgres.createDatabase();
   database = new URL(url).pathname.slice(1);
+  // Over TCP, under a variable name of the user's choosing: the socket folder is named nowhere in it,
+  // so only the server itself can say where its sockets are; and nothing in the value looks secret,
+  // so only its name keeps it from commands. Another credential rides in a query parameter.
+  process.env.DATABASE_URL = `postgresql://ducklm@127.0.0.1:${new URL(url).port}/${database}`;
+  process.env.REPORTING_DB = `postgresql://reporter@db.example/reports?password=hunter2`;
   runtime = createTestRuntime({
-    runtime: { storage: { backend: "postgres" }, sandbox: { mode: bwrap ? "bwrap" : "auto" }, retry: { max_step_retries: 0 } },
-    env: { DUCKLM_POSTGRES_URL: `postgresql://ducklm@/${database}?host=${encodeURIComponent(socketDir)}&port=${new URL(postgres.url()).port}` },
+    runtime: { storage: { backend: "postgres", postgres_url_env: "DATABASE_URL" }, sandbox: { mode: bwrap ? "bwrap" : "auto" }, retry: { max_step_retries: 0 } },
+    env: process.env,
   });
   await runtime.ready();
 }, 60_000);
 
 afterAll(async () => {
+  delete process.env.DATABASE_URL;
+  delete process.env.REPORTING_DB;
   await runtime?.dispose();
   postgres?.stop();
   rmSync(socketDir, { recursive: true, force: true });
@@ -63,7 +70,8 @@ describe.runIf(bwrap)("a task on a runtime whose store is PostgreSQL", () => {
     const byDefaultSockets = await attempt("ls -a /run/postgresql /var/run/postgresql 2>&1");
     expect(byDefaultSockets).not.toContain(".s.PGSQL");
     const byEnvironment = await attempt("env");
-    expect(byEnvironment).not.toContain(socketDir);
+    expect(byEnvironment).not.toContain("hunter2");
+    expect(byEnvironment).not.toContain("DATABASE_URL");
     expect(runtime.approvals.list()).toEqual([]);
     expect(execFileSync("psql", ["-h", socketDir, "-p", port, "-U", "ducklm", "-d", database, "-Atc", "SELECT COUNT(*) FROM approvals"], { encoding: "utf8" }).trim()).toBe("0");
   });

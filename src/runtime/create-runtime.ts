@@ -9,7 +9,9 @@ import { CommandClassifier } from "../permissions/command-classifier.js";
 import type { SqlDatabase, SqlDialect } from "../storage/sql-database.js";
 import { openPostgresStores, openStores } from "../state/open-stores.js";
 import { listenForCommits } from "../storage/postgres/commit-notices.js";
-import { postgresSocketDirs, postgresUrlOf } from "./postgres-url.js";
+import { serverSocketDirs } from "../storage/postgres/open-postgres.js";
+import { OWN_SECRET_VARIABLES } from "../tools/builtin/shell-exec.js";
+import { postgresPrivatePaths, postgresUrlOf } from "./postgres-url.js";
 
 export { postgresUrlOf };
 import type { TaskLeases } from "../state/task-leases.js";
@@ -189,6 +191,7 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
     ? openPostgresStores(postgresUrl, { ...storeOptions, applicationName: `ducklm ${process.pid}` })
     : openStores(options.databaseFile ?? join(home, "ducklm.sqlite3"), { ...storeOptions, synchronous: config.runtime.storage.synchronous });
   const { database, bus, tasks: store, memories: memoryStore, approvals, logins, leases } = stores;
+  if (postgresUrl) OWN_SECRET_VARIABLES.add(config.runtime.storage.postgres_url_env);
   // On a shared PostgreSQL database, events other processes commit reach the subscribers here too.
   const commitListener = postgresUrl
     ? listenForCommits(
@@ -244,7 +247,7 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
   const { sandbox, warning } = options.sandbox
     ? { sandbox: options.sandbox, warning: null }
     : chooseShellSandbox(config.runtime.sandbox.mode, {
-        hiddenPaths: [...protectedPaths, ...config.runtime.sandbox.hide.map((path) => path.replace(/^~(?=\/|$)/, homedir())), ...(postgresUrl ? postgresSocketDirs(postgresUrl, options.env ?? process.env) : [])],
+        hiddenPaths: [...protectedPaths, ...config.runtime.sandbox.hide.map((path) => path.replace(/^~(?=\/|$)/, homedir())), ...(postgresUrl ? postgresPrivatePaths(postgresUrl, options.env ?? process.env, serverSocketDirs(database.db)) : [])],
         allowPrivateNetwork: config.runtime.sandbox.private_network,
         logger,
       });

@@ -18,22 +18,33 @@ export function postgresUrlOf(config: DuckConfig, env: NodeJS.ProcessEnv): strin
 const DEFAULT_SOCKET_DIRS = ["/run/postgresql", "/var/run/postgresql"];
 
 /**
- * The folders where DuckLM's PostgreSQL server may listen on a Unix socket: the one the connection
- * string (or PGHOST) names, and the usual ones. A local server trusts a socket peer of the same user,
- * so a shell command that reached one could write approvals straight into DuckLM's tables: these are
- * hidden from commands, as the SQLite file is.
+ * What of DuckLM's PostgreSQL connection a shell command must not reach: the folders where its server
+ * may listen on a Unix socket (the one the connection string or PGHOST names, the ones the server
+ * says it uses, and the usual ones) and the files pg reads credentials from (the password file, TLS
+ * keys). A local server trusts a socket peer of the same user, so a command that reached one could
+ * write approvals straight into DuckLM's tables: these are hidden from commands, as the SQLite file is.
  */
-export function postgresSocketDirs(url: string, env: NodeJS.ProcessEnv): string[] {
-  const dirs = new Set(DEFAULT_SOCKET_DIRS);
-  const named: Array<string | null | undefined> = [env.PGHOST];
+export function postgresPrivatePaths(url: string, env: NodeJS.ProcessEnv, serverSocketDirs: readonly string[] = []): string[] {
+  const paths = new Set([...DEFAULT_SOCKET_DIRS, ...serverSocketDirs]);
+  const named: Array<string | null | undefined> = [env.PGHOST, env.PGPASSFILE, env.PGSSLKEY, env.PGSSLCERT, env.PGSSLROOTCERT];
+  if (env.HOME) named.push(`${env.HOME}/.pgpass`);
+  const parameters = ["host", "sslkey", "sslcert", "sslrootcert", "passfile"];
+  if (url.startsWith("/")) {
+    // "/socket/dir database": pg reads a string that starts with a slash as a socket folder.
+    named.push(url.split(/\s+/)[0]);
+  } else if (url.startsWith("socket:")) {
+    named.push(decodeURIComponent(url.slice("socket:".length).replace(/^\/\/[^/]*/, "").split("?")[0] ?? ""));
+  }
   try {
     const parsed = new URL(url);
-    named.push(parsed.searchParams.get("host"), decodeURIComponent(parsed.hostname));
+    named.push(decodeURIComponent(parsed.hostname), ...parameters.map((name) => parsed.searchParams.get(name)));
   } catch {
     // Not a WHATWG URL (postgresql://user@/db?host=/path, or key=value pairs), which pg reads all the same.
-    const host = /[?&]host=([^&\s]+)/.exec(url)?.[1] ?? /(?:^|\s)host=(\S+)/.exec(url)?.[1];
-    if (host) named.push(decodeURIComponent(host));
+    for (const name of parameters) {
+      const value = new RegExp(`[?&]${name}=([^&\\s]+)`).exec(url)?.[1] ?? new RegExp(`(?:^|\\s)${name}=(\\S+)`).exec(url)?.[1];
+      if (value) named.push(decodeURIComponent(value));
+    }
   }
-  for (const host of named) if (host?.startsWith("/")) dirs.add(host);
-  return [...dirs];
+  for (const path of named) if (path?.startsWith("/")) paths.add(path);
+  return [...paths];
 }

@@ -22,6 +22,8 @@ export type { PermissionAnswer } from "./task-requests.js";
 
 /** What a refused submission is told to wait before trying again. */
 const QUEUE_FULL_RETRY_AFTER_S = 5;
+/** How often a waiter for a task another worker took looks at its state, besides hearing its events. */
+const OUTCOME_ELSEWHERE_POLL_MS = 2_000;
 
 export interface RuntimeLoopOptions {
   /** Where tools work when a task names no workspace. */
@@ -178,7 +180,15 @@ export class RuntimeLoop {
   private admitWaiting(): void {
     if (this.options.admission) return;
     for (let next = this.line.next(this.active.keys()); next !== undefined && this.active.size < this.maxRunning(); next = this.line.next(this.active.keys())) {
-      if (this.options.leases.takeBack(next)) this.admit(next);
+      let kept: boolean;
+      try {
+        kept = this.options.leases.takeBack(next);
+      } catch (error) {
+        // The store cannot say whose the task is now: it waits, and the next place or renewal tries again.
+        this.context.logger.warn({ err: error, task_id: next }, "could not withdraw a waiting task's offer");
+        return;
+      }
+      if (kept) this.admit(next);
       else this.takenElsewhere([next]);
     }
     this.claimShared();
@@ -218,16 +228,26 @@ export class RuntimeLoop {
     const { store } = this.context;
     return new Promise((resolve) => {
       let stop: (() => void) | null = null;
+      let poll: ReturnType<typeof setInterval> | null = null;
       const check = () => {
-        const projection = store.projection(taskId);
+        let projection;
+        try {
+          store.forgetIfChangedElsewhere(taskId);
+          projection = store.projection(taskId);
+        } catch {
+          return false; // The store is out of reach for now: the next event or look tries again.
+        }
         if (projection.state === "received" || projection.state === "queued" || projection.state === "running") return false;
         stop?.();
+        if (poll) clearInterval(poll);
         resolve(outcomeOf(projection));
         return true;
       };
-      store.forgetIfChangedElsewhere(taskId);
       if (check()) return;
       stop = this.options.sharedLine?.watch(taskId, check) ?? null;
+      // Notices are hints: one lost while a connection was down would leave the waiter waiting, so it also looks now and then.
+      poll = setInterval(check, OUTCOME_ELSEWHERE_POLL_MS);
+      poll.unref();
     });
   }
 

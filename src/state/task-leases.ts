@@ -45,7 +45,8 @@ export class TaskLeases {
   private readonly pendingOffers = new Set<string>();
   private readonly markOffered: SqlStatement<[string, string]>;
   private readonly withdrawOffer: SqlStatement<[string, string]>;
-  private readonly offersStill: SqlStatement<[string]>;
+  private readonly ownerOf: SqlStatement<[string]>;
+  private readonly ownRows: SqlStatement<[string]>;
   private readonly offersElsewhere: SqlStatement<[string, number]>;
   private readonly takeOffer: SqlStatement;
   private readonly select: SqlStatement<[string]>;
@@ -74,7 +75,8 @@ export class TaskLeases {
     );
     this.markOffered = db.prepare("UPDATE task_leases SET offered = 1 WHERE task_id = ? AND owner = ?");
     this.withdrawOffer = db.prepare("UPDATE task_leases SET offered = 0 WHERE task_id = ? AND owner = ? AND offered = 1");
-    this.offersStill = db.prepare("SELECT task_id FROM task_leases WHERE owner = ? AND offered = 1");
+    this.ownerOf = db.prepare("SELECT owner FROM task_leases WHERE task_id = ?");
+    this.ownRows = db.prepare("SELECT task_id FROM task_leases WHERE owner = ?");
     // Oldest first, as they were received; on PostgreSQL, rows another worker is taking at this moment are skipped, not waited for.
     this.offersElsewhere = db.prepare(
       `SELECT l.task_id AS task_id, l.owner AS owner FROM task_leases l
@@ -168,7 +170,9 @@ export class TaskLeases {
   takeBack(taskId: string): boolean {
     if (!this.offered.delete(taskId)) return this.held.has(taskId);
     if (this.pendingOffers.delete(taskId)) return true;
-    const kept = this.db.transaction(() => this.withdrawOffer.run(taskId, this.owner).changes === 1)();
+    // Still this process's unless its row names another owner: an offer whose commit failed was never
+    // written, and leaves the row as it was.
+    const kept = this.db.transaction(() => this.withdrawOffer.run(taskId, this.owner).changes === 1 || (this.ownerOf.get(taskId) as { owner: string } | undefined)?.owner === this.owner)();
     if (!kept) this.held.delete(taskId);
     return kept;
   }
@@ -177,7 +181,8 @@ export class TaskLeases {
   takenElsewhere(): string[] {
     const committed = [...this.offered].filter((taskId) => !this.pendingOffers.has(taskId));
     if (committed.length === 0) return [];
-    const still = new Set((this.offersStill.all(this.owner) as Array<{ task_id: string }>).map((row) => row.task_id));
+    // Taken means owned by another: a row still this process's is its, offered or not.
+    const still = new Set((this.ownRows.all(this.owner) as Array<{ task_id: string }>).map((row) => row.task_id));
     const taken = committed.filter((taskId) => !still.has(taskId));
     for (const taskId of taken) {
       this.offered.delete(taskId);
@@ -193,6 +198,8 @@ export class TaskLeases {
    */
   claimOffered(limit: number): string[] {
     if (limit <= 0) return [];
+    // Immediate, as `acquire` is: a task whose offering worker died may be adopted by one worker and
+    // claimed by another at the same moment; serialised, the second sees the first's row.
     return this.db.transaction(() => {
       const now = this.now();
       const claimed: string[] = [];
@@ -203,7 +210,7 @@ export class TaskLeases {
         claimed.push(row.task_id);
       }
       return claimed;
-    })();
+    }).immediate();
   }
 
   /**

@@ -1,5 +1,6 @@
 import { DuckError, ErrorCode } from "../../errors/duck-error.js";
 import type { DuckDatabase } from "../open-database.js";
+import type { SqlDatabase } from "../sql-database.js";
 import { PostgresDatabase } from "./postgres-database.js";
 import { migratePostgres, NEWEST_POSTGRES_VERSION, schemaVersionOf } from "./postgres-schema.js";
 import { PostgresError } from "./sync-postgres.js";
@@ -15,11 +16,23 @@ export interface OpenPostgresOptions {
   timeoutMs?: number;
 }
 
+/** The folders the server keeps its Unix sockets in (empty when it does not say): hidden from commands. */
+export function serverSocketDirs(db: SqlDatabase): string[] {
+  if (!(db instanceof PostgresDatabase)) return [];
+  try {
+    const value = String(db.query({ sql: "SHOW unix_socket_directories", params: [] }).rows[0]?.unix_socket_directories ?? "");
+    return value.split(",").map((dir) => dir.trim()).filter((dir) => dir.startsWith("/"));
+  } catch {
+    return [];
+  }
+}
+
 /** A connection string without its password: what messages and /health may show. */
 export function redactedUrl(url: string): string {
   try {
     const parsed = new URL(url);
     if (parsed.password) parsed.password = "***";
+    for (const name of ["password", "sslpassword"]) if (parsed.searchParams.has(name)) parsed.searchParams.set(name, "***");
     return parsed.toString();
   } catch {
     // postgresql://user@/db?host=/socket/dir, or key=value pairs: pg reads them, WHATWG URL does not.

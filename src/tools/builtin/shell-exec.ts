@@ -10,8 +10,13 @@ export const ShellExecInputSchema = z.object({
 
 // Names whose values are credentials in common setups; they never reach a command the model wrote.
 const SECRET_ENV = /(TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|API_KEY|APIKEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIAL|SESSION|COOKIE|AUTH|_KEY$|^KEY$)/i;
-// Values that carry a password whatever their name (`postgres://user:pw@host/db`).
-const SECRET_VALUE = /:\/\/[^/@\s:]+:[^/@\s]+@/;
+// Values that carry a password whatever their name (`postgres://user:pw@host/db`, `…?password=pw`, `password=pw host=…`).
+const SECRET_VALUE = /:\/\/[^/@\s:]*:[^/@\s]+@|(?:^|[?&;\s])password=/i;
+/**
+ * Variables that hold this process's own credentials whatever they are called (the variable
+ * runtime.json names for the PostgreSQL connection string): never passed to a command.
+ */
+export const OWN_SECRET_VARIABLES = new Set<string>();
 // What changes how the shell itself or a program behaves before the command's own words count:
 // startup files, exported functions, where `cd` looks, preloaded libraries, interpreter options.
 const BEHAVIOUR_ENV = /^(BASH_ENV|ENV|CDPATH|OLDPWD|GLOBIGNORE|SHELLOPTS|BASHOPTS|IFS|PS4|PROMPT_COMMAND|INPUTRC|HISTFILE|LD_PRELOAD|LD_AUDIT|LD_LIBRARY_PATH|NODE_OPTIONS|PYTHONSTARTUP|PYTHONINSPECT|PERL5OPT|PERL5LIB|RUBYOPT|LESSOPEN|LESSCLOSE|GIT_.*|BASH_FUNC_.*)$/;
@@ -27,7 +32,7 @@ const GIT_PROTECTIONS = { GIT_CONFIG_COUNT: "1", GIT_CONFIG_KEY_0: "safe.bareRep
 export function scrubEnvironment(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   const clean: NodeJS.ProcessEnv = {};
   for (const [key, value] of Object.entries(env)) {
-    if (SECRET_ENV.test(key) || key.startsWith("DUCKLM_") || SERVICE_ENV.has(key) || BEHAVIOUR_ENV.test(key) || /^(https?|all|no)_proxy$/i.test(key)) continue;
+    if (SECRET_ENV.test(key) || key.startsWith("DUCKLM_") || OWN_SECRET_VARIABLES.has(key) || SERVICE_ENV.has(key) || BEHAVIOUR_ENV.test(key) || /^(https?|all|no)_proxy$/i.test(key)) continue;
     if (value !== undefined && SECRET_VALUE.test(value)) continue;
     clean[key] = value;
   }
