@@ -2,6 +2,7 @@ import { spawnSync } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { NEWEST_POSTGRES_VERSION } from "../src/storage/postgres/postgres-schema.js";
 import { startTestPostgres, type TestPostgres } from "./helpers/postgres-server.js";
 import { createTestRuntime, makeTempDir, useTestRuntimes } from "./helpers/test-runtime.js";
 
@@ -100,7 +101,7 @@ describe("moving a home from SQLite to PostgreSQL (ducklm migrate --to postgres)
     expect(fresh.stdout).toMatch(/warn +database +PostgreSQL .+ at postgresql:\/\/ducklm@127\.0\.0\.1:\d+\/\S+: no DuckLM tables yet/);
     setup({ runtime: { storage: { backend: "postgres" } }, env: { DUCKLM_POSTGRES_URL: url } });
     const ready = ducklm(["--home", makeTempDir(), "doctor"], { DUCKLM_POSTGRES_URL: url, DUCKLM_CONFIG: postgresConfig() });
-    expect(ready.stdout).toMatch(/ok +database +PostgreSQL .+ at \S+, schema version 1 of 1/);
+    expect(ready.stdout).toMatch(new RegExp(`ok +database +PostgreSQL .+ at \\S+, schema version ${NEWEST_POSTGRES_VERSION} of ${NEWEST_POSTGRES_VERSION}`));
     const unset = ducklm(["--home", makeTempDir(), "doctor"], { DUCKLM_POSTGRES_URL: "", DUCKLM_CONFIG: postgresConfig() });
     expect(unset.code).toBe(1);
     expect(unset.stdout).toMatch(/FAIL +database +.*DUCKLM_POSTGRES_URL is not set/);

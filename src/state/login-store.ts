@@ -19,6 +19,7 @@ export class LoginStore {
   private readonly insert: SqlStatement<[string, string, string, string]>;
   private readonly find: SqlStatement<[string, string, string]>;
   private readonly remove: SqlStatement<[string]>;
+  private readonly spend: SqlStatement<[string]>;
   private readonly touch: SqlStatement<[string, string]>;
   private readonly purge: SqlStatement<[string]>;
 
@@ -26,6 +27,7 @@ export class LoginStore {
     this.insert = db.prepare("INSERT INTO web_logins (hash, kind, created_at, expires_at) VALUES (?, ?, ?, ?)");
     this.find = db.prepare("SELECT expires_at FROM web_logins WHERE hash = ? AND kind = ? AND expires_at > ?");
     this.remove = db.prepare("DELETE FROM web_logins WHERE hash = ?");
+    this.spend = db.prepare("DELETE FROM web_logins WHERE hash = ? AND kind = 'code' RETURNING expires_at");
     this.touch = db.prepare("UPDATE web_logins SET expires_at = ? WHERE hash = ?");
     this.purge = db.prepare("DELETE FROM web_logins WHERE expires_at <= ?");
   }
@@ -45,11 +47,10 @@ export class LoginStore {
 
   /** Spends a login code and opens a session for it; null when the code is unknown, used or expired. */
   redeemCode(code: string): string | null {
-    const hash = hashOf(code);
-    const found = this.find.get(hash, "code", this.clock().toISOString());
-    // Spent whether or not it was still valid: a code works once.
-    this.remove.run(hash);
-    return found ? this.issue("session", SESSION_TTL_MS) : null;
+    // Spent whether or not it was still valid, in one statement: a code works once, even when two
+    // servers on one database are handed it at the same moment.
+    const spent = this.spend.get(hashOf(code)) as { expires_at: string } | undefined;
+    return spent && spent.expires_at > this.clock().toISOString() ? this.issue("session", SESSION_TTL_MS) : null;
   }
 
   /** Whether a browser's session is valid; a valid one is extended. */

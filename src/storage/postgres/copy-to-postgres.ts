@@ -31,6 +31,8 @@ export function copyToPostgres(sqliteFile: string, url: string, now: Date = new 
       throw new DuckError(ErrorCode.InvalidInput, `a DuckLM process on this home is running ${live.n} task(s): stop it (ducklm serve, ducklm run) and migrate again, so that nothing is written to ${sqliteFile} after the copy`);
     }
     const target = openPostgresDatabase(url, { applicationName: "ducklm migrate" });
+    // One read transaction on the source: every table is copied as of the same moment.
+    source.db.prepare("BEGIN").run();
     try {
       const held = target.db.query({ sql: "SELECT (SELECT COUNT(*) FROM tasks) + (SELECT COUNT(*) FROM memories) + (SELECT COUNT(*) FROM approvals) AS n", params: [] }).rows[0]!.n as number;
       if (held > 0) throw new DuckError(ErrorCode.InvalidInput, `${target.location} already holds DuckLM data (${held} tasks, memories and approvals): migrate into an empty database`);
@@ -61,6 +63,7 @@ export function copyToPostgres(sqliteFile: string, url: string, now: Date = new 
       })();
       return { from: sqliteFile, to: target.location, rows };
     } finally {
+      source.db.prepare("ROLLBACK").run();
       target.close();
     }
   } finally {
