@@ -17,8 +17,8 @@ function freshDatabase(): PostgresDatabase {
 
 describe("PostgresDatabase, the stores' synchronous connection to PostgreSQL", () => {
   it("numbers `?` and `@name` placeholders, leaving quoted text and comments alone", () => {
-    expect(translatePlaceholders("SELECT * FROM t WHERE a = ? AND b = '?' AND c = @c -- what?\nAND d = @c AND e = ?")).toEqual({
-      text: "SELECT * FROM t WHERE a = $1 AND b = '?' AND c = $2 -- what?\nAND d = $2 AND e = $3",
+    expect(translatePlaceholders("SELECT * FROM t WHERE a = ? AND b = '?' AND c = @c -- what?\nAND d = @c AND e = ? /* or @that? */ AND \"x?\" = 1")).toEqual({
+      text: "SELECT * FROM t WHERE a = $1 AND b = '?' AND c = $2 -- what?\nAND d = $2 AND e = $3 /* or @that? */ AND \"x?\" = 1",
       bindings: [0, "c", 1],
     });
   });

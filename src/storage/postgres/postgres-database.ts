@@ -255,6 +255,11 @@ export function translatePlaceholders(sql: string): Translated {
       const end = closingQuote(sql, i, char);
       text += sql.slice(i, end + 1);
       i = end;
+    } else if (char === "/" && sql[i + 1] === "*") {
+      const end = sql.indexOf("*/", i + 2);
+      const stop = end === -1 ? sql.length : end + 2;
+      text += sql.slice(i, stop);
+      i = stop - 1;
     } else if (char === "-" && sql[i + 1] === "-") {
       const end = sql.indexOf("\n", i);
       const stop = end === -1 ? sql.length : end;
