@@ -20,6 +20,26 @@ describe("EventBus", () => {
     expect(seen).toEqual([2, 3, 4]);
   });
 
+  it("reads what another process committed, from where each subscriber stands, even after notices were lost", () => {
+    const stored: DuckEvent[] = [];
+    const bus = new EventBus((_task, from, limit) => stored.filter((e) => e.seq >= from).slice(0, limit), pino({ level: "silent" }));
+    const fromStart: number[] = [];
+    const liveOnly: number[] = [];
+    // Subscribed before anything was stored: the first catch-up finds nothing.
+    bus.subscribe("t", (e) => void fromStart.push(e.seq), { fromSeq: 1 });
+    bus.subscribe("t", (e) => void liveOnly.push(e.seq));
+    stored.push(event(1), event(2), event(3));
+    // The notices of 1 and 2 never came: the one of 3 still brings the first subscriber everything.
+    bus.committedElsewhere("t", 3, 3);
+    expect(fromStart).toEqual([1, 2, 3]);
+    expect(liveOnly).toEqual([3]);
+    stored.push(event(4), event(5));
+    // After a reconnect nothing says what was committed: each reads on from what it had.
+    bus.committedElsewhere("t", Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER);
+    expect(fromStart).toEqual([1, 2, 3, 4, 5]);
+    expect(liveOnly).toEqual([3, 4, 5]);
+  });
+
   it("isolates a throwing subscriber and logs it", () => {
     const logged: unknown[] = [];
     const logger = pino({ level: "error" }, { write: (line: string) => void logged.push(JSON.parse(line)) });

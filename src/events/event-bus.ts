@@ -25,6 +25,8 @@ interface Subscription {
   catchingUp: boolean;
   /** Unsubscribed: a catch-up in progress stops. */
   closed: boolean;
+  /** The seq it asked to start from, if it did: where it picks up before anything was delivered to it. */
+  since?: number;
 }
 
 /**
@@ -49,7 +51,7 @@ export class EventBus {
    * synchronous step, so no event falls in between and none comes twice.
    */
   subscribe(taskId: string, handler: EventHandler, options: SubscribeOptions = {}): () => void {
-    const subscription: Subscription = { handler, delivered: new Map(), catchingUp: options.fromSeq !== undefined, closed: false };
+    const subscription: Subscription = { handler, delivered: new Map(), catchingUp: options.fromSeq !== undefined, closed: false, ...(options.fromSeq !== undefined ? { since: Math.max(1, options.fromSeq) } : {}) };
     let set = this.byTask.get(taskId);
     if (!set) this.byTask.set(taskId, (set = new Set()));
     set.add(subscription);
@@ -112,8 +114,9 @@ export class EventBus {
     if (!forTask) return;
     for (const subscription of [...forTask]) {
       if (subscription.catchingUp || subscription.closed) continue;
+      // After what it had, or from where it asked to start; a subscriber to live events only starts at this commit.
       const delivered = subscription.delivered.get(taskId);
-      const start = delivered === undefined ? from : delivered + 1;
+      const start = delivered !== undefined ? delivered + 1 : (subscription.since ?? from);
       if (start > to) continue;
       subscription.catchingUp = true;
       this.catchUp(subscription, taskId, start);
