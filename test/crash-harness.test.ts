@@ -1,13 +1,13 @@
 import { spawn } from "node:child_process";
-import { readdirSync, readFileSync, rmSync } from "node:fs";
+import { rmSync } from "node:fs";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { describe, expect, it } from "vitest";
 import type { DuckEvent } from "../src/contracts/index.js";
-import { replayTask } from "../src/replay/replay-task.js";
 import { seededRandom } from "../src/utils/seeded-random.js";
 import { checkDatabase } from "./helpers/database-checks.js";
-import { makeTempDir, testConfig } from "./helpers/test-runtime.js";
+import { checkCrashedTasks } from "./helpers/crash-checks.js";
+import { makeTempDir } from "./helpers/test-runtime.js";
 
 const tsxLoader = import.meta.resolve("tsx");
 const RUNS = Number(process.env.DUCKLM_CRASH_RUNS ?? 50);
@@ -80,40 +80,15 @@ describe("crash harness: SIGKILL at random moments", () => {
       );
       db.close();
 
-      // A marker written twice means the step ran twice: only after the user was asked about it.
+      // Markers written twice only after asking, no question about a reader, and every task replays exactly.
       const byTask = new Map<string, DuckEvent[]>();
       for (const event of events) byTask.set(event.task_id, [...(byTask.get(event.task_id) ?? []), event]);
-      let repeated = 0;
-      for (const file of readdirSync(markers)) {
-        const runs = readFileSync(join(markers, file), "utf8").trim().split("\n").length;
-        if (runs < 2) continue;
-        repeated += 1;
-        const [taskId, stepId] = file.split("--") as [string, string];
-        const log = byTask.get(taskId) ?? [];
-        const asked = log.filter((event) => event.type === "permission-requested" && event.payload.step_id === stepId && String(event.payload.reason).includes("outcome is unknown"));
-        const answered = log.filter((event) => event.type === "permission-resolved" && event.payload.step_id === stepId && event.payload.decision === "allow");
-        expect(asked.length, `${file} ran ${runs} times`).toBeGreaterThanOrEqual(runs - 1);
-        expect(answered.length, `${file} ran ${runs} times`).toBeGreaterThanOrEqual(runs - 1);
-      }
-
-      // "Outcome unknown" questions are for steps that may have done something: never for one that only reads.
-      const unknownOutcome = events.filter((event) => event.type === "permission-requested" && String(event.payload.reason).includes("outcome is unknown"));
-      const aboutReaders = unknownOutcome.filter((event) => (event.payload.call as { tool: string }).tool === "echo");
-      expect(aboutReaders).toEqual([]);
-
-      // And every task, crashed or not, replays to the same events.
-      const config = testConfig();
-      const differing: string[] = [];
-      for (const [taskId, log] of byTask) {
-        const report = await replayTask(log, config);
-        if (!report.matches) differing.push(`${taskId}: ${JSON.stringify(report.first_difference).slice(0, 500)}`);
-      }
-      expect(differing).toEqual([]);
+      const { repeated, unknownOutcome } = await checkCrashedTasks(byTask, markers);
       expect(byTask.size).toBeGreaterThanOrEqual(RUNS);
       // The tasks iterate, so kills also fell between one decision of the agent loop and the next.
       const iterated = [...byTask.values()].filter((log) => log.some((event) => event.type === "iteration-started")).length;
       expect(iterated).toBeGreaterThanOrEqual(RUNS / 2);
-      console.log(`crash harness: ${RUNS} kills, ${byTask.size} tasks (${iterated} iterated), ${acked.length} acknowledged events, ${unknownOutcome.length} "outcome unknown" question(s), none about a read-only step; ${repeated} step(s) repeated after asking`);
+      console.log(`crash harness: ${RUNS} kills, ${byTask.size} tasks (${iterated} iterated), ${acked.length} acknowledged events, ${unknownOutcome} "outcome unknown" question(s), none about a read-only step; ${repeated} step(s) repeated after asking`);
     } finally {
       for (const dir of [home, workspace, markers]) rmSync(dir, { recursive: true, force: true });
     }

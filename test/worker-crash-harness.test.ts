@@ -1,16 +1,15 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { readdirSync, readFileSync, rmSync } from "node:fs";
-import { join } from "node:path";
+import { rmSync } from "node:fs";
 import { setTimeout as delay } from "node:timers/promises";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { DuckEvent } from "../src/contracts/index.js";
-import { replayTask } from "../src/replay/replay-task.js";
 import { openPostgresStores } from "../src/state/open-stores.js";
 import { projectEvents } from "../src/state/task-projection.js";
 import { seededRandom } from "../src/utils/seeded-random.js";
 import { startTestPostgres, type TestPostgres } from "./helpers/postgres-server.js";
-import { makeTempDir, testConfig } from "./helpers/test-runtime.js";
+import { checkCrashedTasks } from "./helpers/crash-checks.js";
+import { makeTempDir } from "./helpers/test-runtime.js";
 
 const tsxLoader = import.meta.resolve("tsx");
 const WORKERS = 3;
@@ -99,35 +98,13 @@ describe("crash harness with several workers on one PostgreSQL database", () => 
           const byTask = new Map<string, DuckEvent[]>(taskIds.map((id) => [id, stores.tasks.listEvents(id)]));
           for (const [taskId, log] of byTask) expect(stores.tasks.loadProjection(taskId), taskId).toEqual(projectEvents(log));
 
-          // A marker written twice means the step ran twice: only after the user was asked about it.
-          let repeated = 0;
-          for (const file of readdirSync(markers)) {
-            const runs = readFileSync(join(markers, file), "utf8").trim().split("\n").length;
-            if (runs < 2) continue;
-            repeated += 1;
-            const [taskId, stepId] = file.split("--") as [string, string];
-            const log = byTask.get(taskId) ?? [];
-            const asked = log.filter((event) => event.type === "permission-requested" && event.payload.step_id === stepId && String(event.payload.reason).includes("outcome is unknown"));
-            const answered = log.filter((event) => event.type === "permission-resolved" && event.payload.step_id === stepId && event.payload.decision === "allow");
-            expect(asked.length, `${file} ran ${runs} times`).toBeGreaterThanOrEqual(runs - 1);
-            expect(answered.length, `${file} ran ${runs} times`).toBeGreaterThanOrEqual(runs - 1);
-          }
-          const unknownOutcome = [...byTask.values()].flat().filter((event) => event.type === "permission-requested" && String(event.payload.reason).includes("outcome is unknown"));
-          expect(unknownOutcome.filter((event) => (event.payload.call as { tool: string }).tool === "echo")).toEqual([]);
-
-          // Every task, whichever workers drove it, replays to the same events.
-          const config = testConfig();
-          const differing: string[] = [];
-          for (const [taskId, log] of byTask) {
-            const report = await replayTask(log, config);
-            if (!report.matches) differing.push(`${taskId}: ${JSON.stringify(report.first_difference).slice(0, 500)}`);
-          }
-          expect(differing).toEqual([]);
+          // Markers written twice only after asking, no question about a reader, and every task, whichever workers drove it, replays exactly.
+          const { repeated, unknownOutcome } = await checkCrashedTasks(byTask, markers);
           // Tasks changed hands: some were resumed by a worker other than the one that took them in.
           const takenOver = [...byTask.values()].filter((log) => log.some((event) => event.type === "task-resumed")).length;
           expect(byTask.size).toBeGreaterThanOrEqual(KILLS);
           expect(takenOver).toBeGreaterThan(0);
-          console.log(`worker crash harness: ${WORKERS} workers, ${KILLS} kills, ${byTask.size} tasks (${takenOver} taken over), ${acked.length} acknowledged events, ${unknownOutcome.length} "outcome unknown" question(s); ${repeated} step(s) repeated after asking`);
+          console.log(`worker crash harness: ${WORKERS} workers, ${KILLS} kills, ${byTask.size} tasks (${takenOver} taken over), ${acked.length} acknowledged events, ${unknownOutcome} "outcome unknown" question(s); ${repeated} step(s) repeated after asking`);
         } finally {
           stores.database.close();
         }
