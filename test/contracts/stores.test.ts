@@ -2,19 +2,24 @@ import { join } from "node:path";
 import pino from "pino";
 import { afterAll, beforeAll } from "vitest";
 import { openPostgresStores, openStores, type DuckStores } from "../../src/state/open-stores.js";
+import type { Clock } from "../../src/state/task-store.js";
 import { startTestPostgres, type TestPostgres } from "../helpers/postgres-server.js";
 import { makeTempDir } from "../helpers/test-runtime.js";
 import { describeStoreContract, type StoreBackend } from "./store-contract.js";
 
 const logger = pino({ level: "silent" });
 
-function backendOn(name: string, durable: boolean, file: () => string): StoreBackend {
+/**
+ * A backend whose `where()` names a fresh database and `openAt` opens the stores on one; a durable one
+ * can open a second connection to the same database, as another process would.
+ */
+function backend(name: string, durable: boolean, where: () => string, openAt: (where: string, clock: Clock) => DuckStores): StoreBackend {
   return {
     name,
     durable,
     open(clock) {
-      const path = file();
-      let current: DuckStores = openStores(path, { logger, clock });
+      const location = where();
+      let current = openAt(location, clock);
       const others: DuckStores[] = [];
       return {
         stores: current,
@@ -24,17 +29,18 @@ function backendOn(name: string, durable: boolean, file: () => string): StoreBac
         },
         reopen() {
           current.database.close();
-          current = openStores(path, { logger, clock });
+          current = openAt(location, clock);
           return current;
         },
-        ...(durable ? { second: () => others[others.push(openStores(path, { logger, clock })) - 1]! } : {}),
+        ...(durable ? { second: () => others[others.push(openAt(location, clock)) - 1]! } : {}),
       };
     },
   };
 }
 
-describeStoreContract(backendOn("SQLite file", true, () => join(makeTempDir("ducklm-stores-"), "ducklm.sqlite3")));
-describeStoreContract(backendOn("SQLite :memory:", false, () => ":memory:"));
+const onSqlite = (path: string, clock: Clock) => openStores(path, { logger, clock });
+describeStoreContract(backend("SQLite file", true, () => join(makeTempDir("ducklm-stores-"), "ducklm.sqlite3"), onSqlite));
+describeStoreContract(backend("SQLite :memory:", false, () => ":memory:", onSqlite));
 
 let postgres: TestPostgres;
 beforeAll(async () => {
@@ -42,25 +48,4 @@ beforeAll(async () => {
 }, 60_000);
 afterAll(() => postgres?.stop());
 
-describeStoreContract({
-  name: "PostgreSQL",
-  durable: true,
-  open(clock) {
-    const url = postgres.createDatabase();
-    let current: DuckStores = openPostgresStores(url, { logger, clock });
-    const others: DuckStores[] = [];
-    return {
-      stores: current,
-      close: () => {
-        for (const other of others) other.database.close();
-        current.database.close();
-      },
-      reopen() {
-        current.database.close();
-        current = openPostgresStores(url, { logger, clock });
-        return current;
-      },
-      second: () => others[others.push(openPostgresStores(url, { logger, clock })) - 1]!,
-    };
-  },
-});
+describeStoreContract(backend("PostgreSQL", true, () => postgres.createDatabase(), (url, clock) => openPostgresStores(url, { logger, clock })));

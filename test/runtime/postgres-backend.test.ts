@@ -23,17 +23,22 @@ afterAll(() => postgres?.stop());
 /** A runtime whose tasks, events and memory live in `url`'s database. */
 const runtimeOn = (url: string, options: Parameters<typeof setup>[0] = {}) => setup({ ...options, runtime: { ...options.runtime, ...onPostgres }, env: { DUCKLM_POSTGRES_URL: url } });
 
-/** A step that takes a while, so that a task's events keep coming while another process watches. */
-const pause = defineTool({
-  name: "pause",
-  description: "Waits, then says so.",
-  inputSchema: z.object({ ms: z.number() }),
-  effect: "read-only",
-  async execute(input, context) {
-    await delay(input.ms, undefined, { signal: context.signal });
-    return { ok: true, output: `paused ${input.ms} ms` };
-  },
-});
+/** A step that takes a while, so that a task's events keep coming while another process watches; `ran` hears of each run. */
+function pauseTool(ran?: (run: { task: string; start: number; end: number }) => void) {
+  return defineTool({
+    name: "pause",
+    description: "Waits, then says so.",
+    inputSchema: z.object({ ms: z.number() }),
+    effect: "read-only",
+    async execute(input, context) {
+      const start = Date.now();
+      await delay(input.ms, undefined, { signal: context.signal });
+      ran?.({ task: context.taskId, start, end: Date.now() });
+      return { ok: true, output: `paused ${input.ms} ms` };
+    },
+  });
+}
+const pause = pauseTool();
 
 const threePauses: ExecutionDirective = {
   kind: "plan",
@@ -142,18 +147,7 @@ describe("the runtime on PostgreSQL (storage.backend: postgres)", () => {
     const url = postgres.createDatabase();
     const ran: Array<{ worker: string; task: string; start: number; end: number }> = [];
     const worker = async (name: string) => {
-      const logged = defineTool({
-        name: "pause",
-        description: "Waits, then says so.",
-        inputSchema: z.object({ ms: z.number() }),
-        effect: "read-only",
-        async execute(input, context) {
-          const start = Date.now();
-          await delay(input.ms, undefined, { signal: context.signal });
-          ran.push({ worker: name, task: context.taskId, start, end: Date.now() });
-          return { ok: true, output: `paused ${input.ms} ms on ${name}` };
-        },
-      });
+      const logged = pauseTool((run) => ran.push({ worker: name, ...run }));
       const directive: ExecutionDirective = { kind: "tool", tool: "pause", arguments: { ms: 300 }, reason: "" };
       const runtime = runtimeOn(url, { models: scriptedAgent({ directive, draft: null, verdict: () => "pass" }), tools: [logged], runtime: { scheduler: { max_running_tasks: 1 }, task_leases: { ttl_ms: 3_000 } } });
       await runtime.start({ adoptOrphans: true });
