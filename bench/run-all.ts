@@ -33,7 +33,7 @@ const BENCHES: Bench[] = [
   { name: "inference", args: [], quickArgs: ["--tokens", "32", "--rounds", "3"] },
   { name: "cli-start", args: [], quickArgs: ["--rounds", "3"] },
   { name: "soak", args: [], quickArgs: ["--tasks", "500", "--large", "5"], nodeOptions: ["--expose-gc"] },
-  { name: "workers", args: [], quickArgs: ["--events", "300", "--rounds", "3"] },
+  { name: "workers", args: [], quickArgs: ["--events", "300", "--rounds", "3", "--tasks", "30"] },
 ];
 
 interface BenchResult {
