@@ -24,6 +24,8 @@ afterAll(() => postgres?.stop());
 interface Worker {
   child: ChildProcess;
   resumed: Promise<void>;
+  /** Settles at the next tool call this worker commits: a moment when it is in the middle of a task. */
+  nextToolCall(): Promise<void>;
   exited: Promise<{ killed: boolean; stderr: string }>;
 }
 
@@ -34,6 +36,7 @@ function startWorker(url: string, args: string[], acked: Array<[string, number]>
   let stderr = "";
   let markResumed: () => void = () => undefined;
   const resumed = new Promise<void>((resolve) => (markResumed = resolve));
+  const waitingForCall: Array<() => void> = [];
   child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
   child.stdout!.on("data", (chunk: Buffer) => {
     buffer += chunk.toString();
@@ -41,13 +44,14 @@ function startWorker(url: string, args: string[], acked: Array<[string, number]>
     buffer = lines.pop() ?? "";
     for (const line of lines) {
       if (line.startsWith("ack ")) {
-        const [, task, seq] = line.split(" ");
+        const [, task, seq, type] = line.split(" ");
         acked.push([task!, Number(seq)]);
+        if (type === "tool-called") for (const wake of waitingForCall.splice(0)) wake();
       } else if (line === "resumed") markResumed();
     }
   });
   const exited = new Promise<{ killed: boolean; stderr: string }>((resolve) => child.on("exit", (_code, signal) => resolve({ killed: signal === "SIGKILL", stderr })));
-  return { child, resumed, exited };
+  return { child, resumed, exited, nextToolCall: () => new Promise<void>((resolve) => waitingForCall.push(resolve)) };
 }
 
 describe("crash harness with several workers on one PostgreSQL database", () => {
@@ -69,7 +73,9 @@ describe("crash harness with several workers on one PostgreSQL database", () => 
           const slot = Math.floor(random() * WORKERS);
           const victim = workers[slot]!;
           await Promise.race([victim.resumed, victim.exited]);
-          await delay(50 + Math.floor(random() * 400));
+          // In the middle of a task, at a seeded moment after one of its steps began.
+          await Promise.race([victim.nextToolCall(), victim.exited, delay(5_000)]);
+          await delay(Math.floor(random() * 60));
           victim.child.kill("SIGKILL");
           const ended = await victim.exited;
           expect(ended.killed, `kill ${kill}: the worker had stopped by itself: ${ended.stderr}`).toBe(true);
