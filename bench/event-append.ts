@@ -17,55 +17,21 @@ import pino from "pino";
 import { openStores } from "../src/state/open-stores.js";
 import { openDatabase } from "../src/storage/open-database.js";
 import { timeOrderedId } from "../src/utils/time-ordered-id.js";
+import { APPEND_TASKS, APPEND_TEXT, appendThroughTaskStore, timedPerEvent, yieldTurn, type AppendSample } from "./task-store-append.js";
 
 const { values } = parseArgs({ options: { events: { type: "string", default: "4000" }, rounds: { type: "string", default: "5" } } });
 const EVENTS = Number(values.events);
 const ROUNDS = Number(values.rounds);
-const TASKS = 20;
-const TEXT = "a chunk of streamed model output, about the length one token batch has ";
-
-const yieldTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
-
-interface Sample {
-  wallUs: number;
-  cpuUs: number;
-}
+const TASKS = APPEND_TASKS;
+const TEXT = APPEND_TEXT;
+type Sample = AppendSample;
 
 /** Per event: wall and CPU time (this process, all threads) of writing EVENTS events, `perCommit` to a transaction. */
 type Contender = (dir: string, perCommit: number) => Promise<Sample>;
 
-async function timed(write: () => Promise<void>): Promise<Sample> {
-  const cpu = process.cpuUsage();
-  const started = process.hrtime.bigint();
-  await write();
-  const wallUs = Number(process.hrtime.bigint() - started) / 1_000;
-  const used = process.cpuUsage(cpu);
-  return { wallUs: wallUs / EVENTS, cpuUs: (used.user + used.system) / EVENTS };
-}
+const timed = (write: () => Promise<void>) => timedPerEvent(EVENTS, write);
 
-const duckLM: Contender = async (dir, perCommit) => {
-  const stores = openStores(join(dir, "ducklm.sqlite3"), { synchronous: "NORMAL", logger: pino({ level: "silent" }) });
-  try {
-    const store = stores.tasks;
-    let seen = 0;
-    stores.bus.subscribeAll(() => void (seen += 1));
-    const tasks = Array.from({ length: TASKS }, (_, i) => store.createTask({ text: `task ${i}`, workspace: dir }, { durable: true }).task_id);
-    for (const id of tasks) store.append(id, "task-started", {}, { durable: true });
-    await yieldTurn();
-    const sample = await timed(async () => {
-      for (let i = 0; i < EVENTS; i += 1) {
-        const last = (i + 1) % perCommit === 0;
-        store.append(tasks[i % TASKS]!, "model-output-delta", { role: "thinker", purpose: "draft", text: `${TEXT}${i}` }, { durable: last });
-        if (last) await yieldTurn();
-      }
-      store.flush();
-    });
-    if (seen < EVENTS) throw new Error(`the bus delivered ${seen} of ${EVENTS} events`);
-    return sample;
-  } finally {
-    stores.database.close();
-  }
-};
+const duckLM: Contender = (dir, perCommit) => appendThroughTaskStore(openStores(join(dir, "ducklm.sqlite3"), { synchronous: "NORMAL", logger: pino({ level: "silent" }) }), EVENTS, perCommit);
 
 const rawSqlite: Contender = async (dir, perCommit) => {
   const database = openDatabase(join(dir, "raw.sqlite3"), { synchronous: "NORMAL" });

@@ -29,52 +29,18 @@ import pino from "pino";
 import { openPostgresStores } from "../src/state/open-stores.js";
 import { timeOrderedId } from "../src/utils/time-ordered-id.js";
 import { startTestPostgres } from "../test/helpers/postgres-server.js";
+import { APPEND_TASKS, APPEND_TEXT, appendThroughTaskStore, timedPerEvent, yieldTurn, type AppendSample } from "./task-store-append.js";
 
 const { values } = parseArgs({ options: { events: { type: "string", default: "2000" }, rounds: { type: "string", default: "5" }, tasks: { type: "string", default: "120" } } });
 const EVENTS = Number(values.events);
 const ROUNDS = Number(values.rounds);
-const TASKS = 20;
-const TEXT = "a chunk of streamed model output, about the length one token batch has ";
+const TASKS = APPEND_TASKS;
+const TEXT = APPEND_TEXT;
+type Sample = AppendSample;
 
-const yieldTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
+const timed = (write: () => Promise<void>) => timedPerEvent(EVENTS, write);
 
-interface Sample {
-  wallUs: number;
-  cpuUs: number;
-}
-
-async function timed(write: () => Promise<void>): Promise<Sample> {
-  const cpu = process.cpuUsage();
-  const started = process.hrtime.bigint();
-  await write();
-  const wallUs = Number(process.hrtime.bigint() - started) / 1_000;
-  const used = process.cpuUsage(cpu);
-  return { wallUs: wallUs / EVENTS, cpuUs: (used.user + used.system) / EVENTS };
-}
-
-async function duckLM(url: string, perCommit: number): Promise<Sample> {
-  const stores = openPostgresStores(url, { logger: pino({ level: "silent" }) });
-  try {
-    const store = stores.tasks;
-    let seen = 0;
-    stores.bus.subscribeAll(() => void (seen += 1));
-    const tasks = Array.from({ length: TASKS }, (_, i) => store.createTask({ text: `task ${i}`, workspace: "/w" }, { durable: true }).task_id);
-    for (const id of tasks) store.append(id, "task-started", {}, { durable: true });
-    await yieldTurn();
-    const sample = await timed(async () => {
-      for (let i = 0; i < EVENTS; i += 1) {
-        const last = (i + 1) % perCommit === 0;
-        store.append(tasks[i % TASKS]!, "model-output-delta", { role: "thinker", purpose: "draft", text: `${TEXT}${i}` }, { durable: last });
-        if (last) await yieldTurn();
-      }
-      store.flush();
-    });
-    if (seen < EVENTS) throw new Error(`the bus delivered ${seen} of ${EVENTS} events`);
-    return sample;
-  } finally {
-    stores.database.close();
-  }
-}
+const duckLM = (url: string, perCommit: number) => appendThroughTaskStore(openPostgresStores(url, { logger: pino({ level: "silent" }) }), EVENTS, perCommit);
 
 /** Raw `pg`: `pipelined` sends each commit's statements at once; otherwise each is awaited in turn, as most code does. */
 async function rawPg(url: string, perCommit: number, pipelined: boolean): Promise<Sample> {
