@@ -6,7 +6,8 @@ import { loadConfig, resolveConfigDir, resolveHomeDir } from "../config/load-con
 import { modelsDirectory } from "../models/create-model-provider.js";
 import { resolveRoles } from "../models/model-roles.js";
 import { CommandClassifier } from "../permissions/command-classifier.js";
-import { pluginFolders, postgresUrlOf, protectedPathsFor, BUILTIN_TOOL_NAMES, resolveWorkspace } from "../runtime/create-runtime.js";
+import { pluginFolders, protectedPathsFor, BUILTIN_TOOL_NAMES, resolveWorkspace } from "../runtime/create-runtime.js";
+import { postgresUrlOf } from "../runtime/postgres-url.js";
 import { inspectPostgres } from "../storage/postgres/open-postgres.js";
 import { ensurePrivateDir } from "../storage/private-files.js";
 import { createLogger } from "../runtime/logger.js";

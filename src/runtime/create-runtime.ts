@@ -12,8 +12,6 @@ import { listenForCommits } from "../storage/postgres/commit-notices.js";
 import { serverSocketDirs } from "../storage/postgres/open-postgres.js";
 import { OWN_SECRET_VARIABLES } from "../tools/builtin/shell-exec.js";
 import { postgresPrivatePaths, postgresUrlOf } from "./postgres-url.js";
-
-export { postgresUrlOf };
 import type { TaskLeases } from "../state/task-leases.js";
 import { ensurePrivateDir } from "../storage/private-files.js";
 import { realpathOfDeepestAncestor } from "../permissions/path-judge.js";
