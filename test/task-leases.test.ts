@@ -160,6 +160,31 @@ describe("TaskLeases", () => {
     }
   });
 
+  it("writes no lease for a task that ends in its first commit, and writes one for a task that commits before it ends", async () => {
+    const runtime = createTestRuntime({ models: scriptedAgent({ directive: { kind: "respond", answer: "quack" } }) });
+    try {
+      const everWritten = new Set<string>();
+      // Every row in any commit, seen inside the commit itself (the renewal removes finished ones after).
+      runtime.store.alsoInEachCommit(() => {
+        for (const row of runtime.db.prepare("SELECT task_id FROM task_leases").all() as Array<{ task_id: string }>) everWritten.add(row.task_id);
+      });
+      // An instant model and no tool: nothing commits before the task ends, so one commit holds it whole.
+      const quick = runtime.loop.submit({ text: "say quack" });
+      expect((await quick.done).state).toBe("completed");
+      expect(runtime.store.getTask(quick.taskId)?.state).toBe("completed");
+      expect(everWritten.has(quick.taskId)).toBe(false);
+      // Committed while it runs (as before a side effect): other processes see it unfinished, and its lease.
+      const seen = runtime.loop.submit({ text: "say quack again" });
+      runtime.store.flush();
+      expect(everWritten.has(seen.taskId)).toBe(true);
+      expect((await seen.done).state).toBe("completed");
+      runtime.leases.renew();
+      expect(runtime.db.prepare("SELECT count(*) AS n FROM task_leases").get()).toEqual({ n: 0 });
+    } finally {
+      await runtime.close();
+    }
+  });
+
   it("keeps a cancel asked of a holder that stopped for whoever takes the task next, and lets no hand-edited row hold a task", () => {
     const runtime = createTestRuntime({});
     try {

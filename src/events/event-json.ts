@@ -1,8 +1,13 @@
 import type { DuckEvent } from "../contracts/index.js";
 
-// An event's payload is stored as JSON and streamed as JSON: it is stringified once and the text
-// shared, keyed by the (immutable) event object.
+// An event's payload is stored as JSON and streamed as JSON: the text the store made is handed to
+// the stream (`rememberPayloadJson`), keyed by the (immutable) event object, for the events someone
+// watches; the rest pay for no cache.
 const payloadJson = new WeakMap<DuckEvent, string>();
+
+export function rememberPayloadJson(event: DuckEvent, json: string): void {
+  payloadJson.set(event, json);
+}
 
 export function payloadJsonOf(event: DuckEvent): string {
   let text = payloadJson.get(event);

@@ -51,8 +51,9 @@ export class EventStore {
     this.lastSeqStatement = db.prepare("SELECT COALESCE(MAX(seq), 0) AS seq FROM events WHERE task_id = ?");
   }
 
-  insert(event: DuckEvent): void {
-    this.insertStatement.run(event.task_id, event.seq, event.type, event.time, this.blobs.pack(event.task_id, event.payload, payloadJsonOf(event)));
+  /** `payloadJson`: the payload's JSON text, when the caller already made it. */
+  insert(event: DuckEvent, payloadJson = payloadJsonOf(event)): void {
+    this.insertStatement.run(event.task_id, event.seq, event.type, event.time, this.blobs.pack(event.task_id, event.payload, payloadJson));
   }
 
   /** Stored events of one task with `seq >= fromSeq`, in order. */

@@ -48,7 +48,7 @@ function storesOn(database: DuckDatabase, options: StoreOptions): DuckStores {
   const bus = new EventBus((taskId, fromSeq, limit) => events.list(taskId, fromSeq, limit), options.logger);
   const tasks = new TaskStore(database.db, events, bus, options.clock);
   const leases = new TaskLeases(database.db, { ttlMs: options.leaseTtlMs ?? 30_000, ...(options.clock ? { clock: options.clock } : {}) });
-  tasks.alsoInEachCommit(() => leases.writeNewClaims());
+  tasks.alsoInEachCommit((endsHere) => leases.writeNewClaims(endsHere));
   // Other processes on the same PostgreSQL database hear of each commit (see commit-notices.ts).
   if (database.dialect === "postgres") tasks.alsoWithEachCommitsEvents(notifyCommits(database.db, leases.owner));
   return {

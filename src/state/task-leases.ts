@@ -140,12 +140,16 @@ export class TaskLeases {
     this.newClaims.push(taskId);
   }
 
-  /** Writes the leases of tasks claimed, and the offers made, since the last commit; runs inside the TaskStore's transaction. */
-  writeNewClaims(): void {
+  /**
+   * Writes the leases of tasks claimed, and the offers made, since the last commit; runs inside the
+   * TaskStore's transaction. A task that also ends in that commit gets no row: no other process ever
+   * sees it unfinished, so there is nothing to hold it against, and nothing to remove afterwards.
+   */
+  writeNewClaims(endsHere: (taskId: string) => boolean = () => false): void {
     if (this.newClaims.length > 0) {
       const now = this.now();
       for (const taskId of this.newClaims.splice(0)) {
-        if (this.held.has(taskId)) this.upsert.run({ task_id: taskId, owner: this.owner, pid: process.pid, host: this.host, now: now.toISOString(), expires_at: this.expiry(now) });
+        if (this.held.has(taskId) && !endsHere(taskId)) this.upsert.run({ task_id: taskId, owner: this.owner, pid: process.pid, host: this.host, now: now.toISOString(), expires_at: this.expiry(now) });
       }
     }
     for (const taskId of this.pendingOffers) this.markOffered.run(taskId, this.owner);

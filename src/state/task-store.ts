@@ -14,7 +14,7 @@ import {
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import type { EventBus } from "../events/event-bus.js";
 import { DAMAGED_PAYLOAD, type EventStore } from "../events/event-store.js";
-import { payloadJsonOf } from "../events/event-json.js";
+import { rememberPayloadJson } from "../events/event-json.js";
 import { isUniqueViolation, type SqlDatabase } from "../storage/sql-database.js";
 import { applyEvent, initialProjection, projectEvents, upgradedProjection, type TaskProjection } from "./task-projection.js";
 import { pruneFinishedTasks, type PruneOptions, type PruneResult } from "./task-retention.js";
@@ -87,6 +87,8 @@ interface Batch {
   /** Tasks first recorded in this batch: their rows are inserted before their events. */
   created: NewTaskRow[];
   events: DuckEvent[];
+  /** Each event's payload as JSON text, by position: made once, for the row, the counts and the stream. */
+  payloadJson: string[];
   /** Task id to the time of its latest change: each task's row is written once per batch. */
   rows: Map<string, string>;
   /** Tasks that passed a milestone in this batch: their checkpoint is written once, at the end. */
@@ -117,7 +119,7 @@ export class TaskStore {
   /** Runs inside every commit before it writes; a test's way to make commits fail (a full disk). */
   commitGuard: (() => void) | null = null;
   /** Writes of other stores that ride along in every commit (the leases of tasks created here). */
-  private readonly companionWrites: Array<() => void> = [];
+  private readonly companionWrites: Array<(endsHere: (taskId: string) => boolean) => void> = [];
   /** Told, inside each commit, which events of which tasks it holds (PostgreSQL tells other processes). */
   private readonly commitObservers: Array<(ranges: CommittedRange[]) => void> = [];
   /** Since when commits have been failing (a full disk, a read-only file), or null while they succeed. */
@@ -172,6 +174,7 @@ export class TaskStore {
     const batch = this.openBatch();
     batch.created.push({ id, text: input.text, session_id: input.session_id ?? null, workspace: input.workspace, time });
     batch.events.push(event);
+    batch.payloadJson.push(JSON.stringify(event.payload));
     batch.rows.set(id, time);
     batch.checkpoints.add(id);
     this.projections.set(id, projection);
@@ -203,8 +206,10 @@ export class TaskStore {
       this.appendGuard?.(event);
       projection = applyEvent(projection, event, at);
       written.push(event);
+      const json = JSON.stringify(payload);
+      batch.payloadJson.push(json);
       const tail = this.tails.get(taskId);
-      if (tail) tail.bytes += payloadJsonOf(event).length;
+      if (tail) tail.bytes += json.length;
       if (CHECKPOINTED.has(type)) batch.checkpoints.add(taskId);
       if (type === EventType.FeedbackReceived) this.ratings.forget();
     }
@@ -230,7 +235,19 @@ export class TaskStore {
     }
     this.failingSince = null;
     this.keepFinished(batch.rows.keys());
-    for (const event of batch.events) this.bus.publish(event);
+    this.publish(batch);
+  }
+
+  /**
+   * Tells the bus of a committed batch. A task someone streams gets each payload's text with it, so
+   * the stream sends what was stored without serialising it again.
+   */
+  private publish(batch: Batch): void {
+    for (let i = 0; i < batch.events.length; i += 1) {
+      const event = batch.events[i]!;
+      if (this.bus.subscriberCount(event.task_id) > 0) rememberPayloadJson(event, batch.payloadJson[i]!);
+      this.bus.publish(event);
+    }
   }
 
   /** Keeps the newest finished tasks' projections in memory and lets the older ones go. */
@@ -302,7 +319,7 @@ export class TaskStore {
     this.batch = null;
     this.failingSince = null;
     this.keepFinished(batch.rows.keys());
-    for (const event of batch.events) this.bus.publish(event);
+    this.publish(batch);
     return result;
   }
 
@@ -428,7 +445,7 @@ export class TaskStore {
 
   private openBatch(): Batch {
     if (this.batch) return this.batch;
-    const batch: Batch = { created: [], events: [], rows: new Map(), checkpoints: new Set() };
+    const batch: Batch = { created: [], events: [], payloadJson: [], rows: new Map(), checkpoints: new Set() };
     this.batch = batch;
     if (this.transactionDepth === 0) setImmediate(() => this.flushQuietly());
     return batch;
@@ -443,8 +460,11 @@ export class TaskStore {
     }
   }
 
-  /** Adds a write that runs inside every commit, after the task rows it may refer to. */
-  alsoInEachCommit(write: () => void): void {
+  /**
+   * Adds a write that runs inside every commit, after the task rows it may refer to. `endsHere` says
+   * whether a task reaches its final state in this commit.
+   */
+  alsoInEachCommit(write: (endsHere: (taskId: string) => boolean) => void): void {
     this.companionWrites.push(write);
   }
 
@@ -456,10 +476,14 @@ export class TaskStore {
   private writeBatch(batch: Batch): void {
     this.commitGuard?.();
     for (const task of batch.created) this.rows.insert(task);
-    for (const write of this.companionWrites) write();
-    for (const event of batch.events) {
-      this.events.insert(event);
-      this.stats.eventBytes += payloadJsonOf(event).length;
+    if (this.companionWrites.length > 0) {
+      const endsHere = (taskId: string) => batch.rows.has(taskId) && isTerminalTaskState(this.projections.get(taskId)!.state);
+      for (const write of this.companionWrites) write(endsHere);
+    }
+    for (let i = 0; i < batch.events.length; i += 1) {
+      const json = batch.payloadJson[i]!;
+      this.events.insert(batch.events[i]!, json);
+      this.stats.eventBytes += json.length;
     }
     this.stats.events += batch.events.length;
     this.stats.commits += 1;
