@@ -45,6 +45,7 @@ export async function callTool(context: ExecutorContext, projection: TaskProject
   // and only with the argument vectors the approved text contains.
   const relay = secret !== null ? openSudoRelay({ password: secret, allowed: permit.classification?.sudo ?? [], workspace: projection.workspace, env: scrubEnvironment(process.env) }) : null;
   let result: ToolResult;
+  let protectedForThisRun: string[] | undefined;
   try {
     result = await withScopedSignal([signal], config.runtime.timeouts.step_ms, `step ${stepId}`, (stepSignal) =>
       context.tools.run(call.tool, call.arguments, {
@@ -57,8 +58,11 @@ export async function callTool(context: ExecutorContext, projection: TaskProject
         stepId,
         attempt: step.attempt,
         network: permit.network,
-        // A hooks folder the repository names inside the workspace is as out of reach as .git.
-        protectedPaths: [...context.protectedPaths, ...workspaceRepositoryPaths(projection.workspace)],
+        // A hooks folder the repository names inside the workspace is as out of reach as .git. Read
+        // from disk when a tool first asks (most never touch the file system), then kept for this run.
+        get protectedPaths() {
+          return (protectedForThisRun ??= [...context.protectedPaths, ...workspaceRepositoryPaths(projection.workspace)]);
+        },
         sandbox: context.sandbox,
         ...(relay ? { extraEnv: { PATH: `${relay.binDir}:${process.env.PATH ?? ""}` }, extraReadable: [relay.folder], redact: [secret!] } : {}),
       }),
