@@ -2,10 +2,10 @@ import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import fastifyStatic from "@fastify/static";
 import fastifySwagger from "@fastify/swagger";
-import fastifySwaggerUi from "@fastify/swagger-ui";
 import fastifyWebsocket from "@fastify/websocket";
-import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance } from "fastify";
+import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from "fastify";
 import type { Logger } from "pino";
+import type { OpenAPIV3 } from "openapi-types";
 import { jsonSchemaTransform, serializerCompiler, validatorCompiler, type ZodTypeProvider } from "fastify-type-provider-zod";
 import { existsSync } from "node:fs";
 import { DuckError, ErrorCode, storageErrorOf } from "../errors/duck-error.js";
@@ -46,6 +46,9 @@ export function requestForLog(request: { method: string; url: string; ip?: strin
 
 const PUBLIC_PATHS = new Set(["/", "/index.html", "/health", "/login", "/session", ...WEB_ASSETS.map((asset) => `/${asset}`), ...Object.keys(VENDOR_MODULES).map((name) => `/vendor/${name}`)]);
 
+/** The zod compilers as Fastify's compiler factories (whose types speak of JSON Schema, not zod). */
+const ZOD_COMPILERS = { buildValidator: () => validatorCompiler, buildSerializer: () => serializerCompiler } as unknown as NonNullable<FastifyServerOptions["schemaController"]>["compilersFactory"];
+
 function badUtf8(buffer: Buffer): boolean {
   try {
     new TextDecoder("utf-8", { fatal: true }).decode(buffer);
@@ -53,6 +56,41 @@ function badUtf8(buffer: Buffer): boolean {
   } catch {
     return true;
   }
+}
+
+/**
+ * The API documentation at /docs, built at its first visit: the UI plugin and the YAML library it
+ * loads (about 80 modules) are not needed to start. It runs on a Fastify app of its own, given the
+ * API's OpenAPI document, and answers through the main app's routes, behind the same request guard.
+ */
+function serveDocsOnFirstVisit(app: FastifyInstance): void {
+  let docs: Promise<FastifyInstance> | null = null;
+  const built = async () => {
+    const { default: swaggerUi } = await import("@fastify/swagger-ui");
+    const inner = Fastify({ logger: false });
+    inner.setNotFoundHandler((request, reply) => {
+      void reply.code(404).send({ error: { code: ErrorCode.RouteNotFound, message: `no route ${request.method} ${request.url.split("?")[0]}` } });
+    });
+    // The main app's document, generated from its routes (OpenAPI 3.1, which the static mode's type calls 3.0).
+    const document = app.swagger() as OpenAPIV3.Document;
+    await inner.register(fastifySwagger, { mode: "static", specification: { document } });
+    await inner.register(swaggerUi, { routePrefix: "/docs" });
+    await inner.ready();
+    return inner;
+  };
+  const answer = async (request: FastifyRequest, reply: FastifyReply) => {
+    docs ??= built().catch((error: unknown) => {
+      docs = null;
+      throw error;
+    });
+    const inner = await docs;
+    const response = await inner.inject({ method: request.method as "GET" | "HEAD", url: request.url, headers: { accept: request.headers.accept ?? "*/*" } });
+    for (const [name, value] of Object.entries(response.headers)) {
+      if (value !== undefined && !["content-length", "connection", "date", "transfer-encoding"].includes(name)) void reply.header(name, value);
+    }
+    return reply.code(response.statusCode).send(response.rawPayload);
+  };
+  for (const url of ["/docs", "/docs/*"]) app.route({ method: ["GET", "HEAD"], url, schema: { hide: true }, handler: answer });
 }
 
 /**
@@ -69,6 +107,9 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
     return503OnClosing: true,
     forceCloseConnections: true,
     pluginTimeout: 120_000,
+    // Every route validates and serialises with zod. Named as the defaults, they spare Fastify from
+    // loading its own compilers (ajv, its formats, fast-json-stringify: about 240 modules) at start.
+    schemaController: { compilersFactory: ZOD_COMPILERS },
   }).withTypeProvider<ZodTypeProvider>();
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
@@ -120,7 +161,7 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
     openapi: { info: { title: "DuckLM API", version: "0.1.0", description: "Local agent runtime. Every route but the page, /login, /session and /health needs the install token or a browser session." } },
     transform: jsonSchemaTransform,
   });
-  await app.register(fastifySwaggerUi, { routePrefix: "/docs" });
+  serveDocsOnFirstVisit(app);
   await app.register(fastifyWebsocket, { options: { maxPayload: 64 * 1024 } });
   if (existsSync(WEB_ROOT)) await app.register(fastifyStatic, { root: WEB_ROOT, serve: false });
 

@@ -133,8 +133,25 @@ describe("the HTTP API", () => {
     const spec = await call("GET", "/openapi.json");
     expect(Object.keys(spec.body.paths)).toEqual(expect.arrayContaining(["/chat", "/tasks/{id}/events", "/permissions/resolve", "/secrets/resolve", "/memory"]));
     expect(spec.body.paths["/chat"].post.requestBody.content["application/json"].schema.properties.text).toBeTruthy();
-    const docs = await fetch(`${server.url}/docs/`, { headers: { authorization: `Bearer ${server.token}` } });
+    const authorization = `Bearer ${server.token}`;
+    const docs = await fetch(`${server.url}/docs/`, { headers: { authorization } });
     expect(docs.status).toBe(200);
+    expect(docs.headers.get("content-type")).toMatch(/^text\/html/);
+    expect(await docs.text()).toContain("swagger-ui");
+    // The page's own assets and the document it shows, all behind the token.
+    const style = await fetch(`${server.url}/docs/static/swagger-ui.css`, { headers: { authorization } });
+    expect(style.status).toBe(200);
+    expect(style.headers.get("content-type")).toMatch(/^text\/css/);
+    expect((await style.text()).length).toBeGreaterThan(10_000);
+    const shown = await fetch(`${server.url}/docs/json`, { headers: { authorization } });
+    expect(Object.keys(((await shown.json()) as { paths: Record<string, unknown> }).paths)).toEqual(Object.keys(spec.body.paths));
+    const missing = await fetch(`${server.url}/docs/nothing-here`, { headers: { authorization } });
+    expect(missing.status).toBe(404);
+    expect(((await missing.json()) as { error: { code: string } }).error.code).toBe("DUCK_ERR_NOT_FOUND");
+    // Without the token: sent to log in (a browser) or refused, never the document.
+    const anonymous = await fetch(`${server.url}/docs/json`, { redirect: "manual" });
+    expect([302, 401]).toContain(anonymous.status);
+    expect(await anonymous.text()).not.toContain("/permissions/resolve");
   });
 });
 
