@@ -1,3 +1,4 @@
+import { createRequire } from "node:module";
 import { join } from "node:path";
 import pino, { type Logger, type StreamEntry } from "pino";
 import { ensurePrivateDir } from "../storage/private-files.js";
@@ -22,14 +23,19 @@ export const SERVICE_LOG_FILES_KEPT = 5;
  * The log of a process that keeps running (`ducklm serve`, `ducklm telegram`): JSON lines in
  * `<home>/logs/server.<n>.log`, a new file every 10 MB and the last five kept (pino-roll), and on a
  * terminal the same records as readable lines (pino-pretty). Loaded only by those commands: the
- * libraries cost a tenth of a second at start.
+ * libraries cost a tenth of a second at start, which pino-roll spends on its own thread.
  */
 export async function createServiceLogger(home: string, options: ServiceLoggerOptions = {}): Promise<Logger> {
   const level = options.level ?? process.env.DUCKLM_LOG_LEVEL ?? "info";
   const folder = join(home, "logs");
   ensurePrivateDir(folder);
-  const { default: roll } = await import("pino-roll");
-  const file = await roll({ file: join(folder, "server"), extension: ".log", size: options.fileSize ?? SERVICE_LOG_FILE_SIZE, limit: { count: (options.filesKept ?? SERVICE_LOG_FILES_KEPT) - 1, removeOtherLogFiles: true }, mkdir: true });
+  // pino-roll runs on a worker thread of pino's: it and the date library it loads (some 300 modules)
+  // start beside the server instead of before it, and a write never waits for the disk. pino flushes
+  // the worker when the process exits.
+  const file = pino.transport({
+    target: createRequire(import.meta.url).resolve("pino-roll"),
+    options: { file: join(folder, "server"), extension: ".log", size: options.fileSize ?? SERVICE_LOG_FILE_SIZE, limit: { count: (options.filesKept ?? SERVICE_LOG_FILES_KEPT) - 1, removeOtherLogFiles: true }, mkdir: true },
+  });
   const streams: StreamEntry[] = [{ level: level as pino.Level, stream: file }];
   if (options.pretty ?? process.stdout.isTTY === true) {
     const { default: pretty } = await import("pino-pretty");
