@@ -1,13 +1,10 @@
 import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import fastifyStatic from "@fastify/static";
-import fastifySwagger from "@fastify/swagger";
 import fastifyWebsocket from "@fastify/websocket";
-import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from "fastify";
+import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance } from "fastify";
 import type { Logger } from "pino";
-import type { OpenAPIV3 } from "openapi-types";
-import { jsonSchemaTransform, serializerCompiler, validatorCompiler, type ZodTypeProvider } from "fastify-type-provider-zod";
-import { existsSync } from "node:fs";
+import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from "fastify-type-provider-zod";
+import { documentOnFirstVisit, ZOD_COMPILERS } from "./api-docs.js";
 import { DuckError, ErrorCode, storageErrorOf } from "../errors/duck-error.js";
 import type { DuckLM } from "../runtime/ducklm.js";
 import type { StreamOptions } from "./event-stream.js";
@@ -46,9 +43,6 @@ export function requestForLog(request: { method: string; url: string; ip?: strin
 
 const PUBLIC_PATHS = new Set(["/", "/index.html", "/health", "/login", "/session", ...WEB_ASSETS.map((asset) => `/${asset}`), ...Object.keys(VENDOR_MODULES).map((name) => `/vendor/${name}`)]);
 
-/** The zod compilers as Fastify's compiler factories (whose types speak of JSON Schema, not zod). */
-const ZOD_COMPILERS = { buildValidator: () => validatorCompiler, buildSerializer: () => serializerCompiler } as unknown as NonNullable<FastifyServerOptions["schemaController"]>["compilersFactory"];
-
 function badUtf8(buffer: Buffer): boolean {
   try {
     new TextDecoder("utf-8", { fatal: true }).decode(buffer);
@@ -56,41 +50,6 @@ function badUtf8(buffer: Buffer): boolean {
   } catch {
     return true;
   }
-}
-
-/**
- * The API documentation at /docs, built at its first visit: the UI plugin and the YAML library it
- * loads (about 80 modules) are not needed to start. It runs on a Fastify app of its own, given the
- * API's OpenAPI document, and answers through the main app's routes, behind the same request guard.
- */
-function serveDocsOnFirstVisit(app: FastifyInstance): void {
-  let docs: Promise<FastifyInstance> | null = null;
-  const built = async () => {
-    const { default: swaggerUi } = await import("@fastify/swagger-ui");
-    const inner = Fastify({ logger: false });
-    inner.setNotFoundHandler((request, reply) => {
-      void reply.code(404).send({ error: { code: ErrorCode.RouteNotFound, message: `no route ${request.method} ${request.url.split("?")[0]}` } });
-    });
-    // The main app's document, generated from its routes (OpenAPI 3.1, which the static mode's type calls 3.0).
-    const document = app.swagger() as OpenAPIV3.Document;
-    await inner.register(fastifySwagger, { mode: "static", specification: { document } });
-    await inner.register(swaggerUi, { routePrefix: "/docs" });
-    await inner.ready();
-    return inner;
-  };
-  const answer = async (request: FastifyRequest, reply: FastifyReply) => {
-    docs ??= built().catch((error: unknown) => {
-      docs = null;
-      throw error;
-    });
-    const inner = await docs;
-    const response = await inner.inject({ method: request.method as "GET" | "HEAD", url: request.url, headers: { accept: request.headers.accept ?? "*/*" } });
-    for (const [name, value] of Object.entries(response.headers)) {
-      if (value !== undefined && !["content-length", "connection", "date", "transfer-encoding"].includes(name)) void reply.header(name, value);
-    }
-    return reply.code(response.statusCode).send(response.rawPayload);
-  };
-  for (const url of ["/docs", "/docs/*"]) app.route({ method: ["GET", "HEAD"], url, schema: { hide: true }, handler: answer });
 }
 
 /**
@@ -157,13 +116,8 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
     return payload;
   });
 
-  await app.register(fastifySwagger, {
-    openapi: { info: { title: "DuckLM API", version: "0.1.0", description: "Local agent runtime. Every route but the page, /login, /session and /health needs the install token or a browser session." } },
-    transform: jsonSchemaTransform,
-  });
-  serveDocsOnFirstVisit(app);
+  documentOnFirstVisit(app);
   await app.register(fastifyWebsocket, { options: { maxPayload: 64 * 1024 } });
-  if (existsSync(WEB_ROOT)) await app.register(fastifyStatic, { root: WEB_ROOT, serve: false });
 
   const routeOptions = { ducklm, token: options.token, ...(options.stream ? { stream: options.stream } : {}) };
   await app.register(pageRoutes, { ...routeOptions, webRoot: WEB_ROOT });

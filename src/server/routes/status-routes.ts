@@ -4,7 +4,7 @@ import { TaskIdParamsSchema } from "../../contracts/index.js";
 import { streamTask } from "../event-stream.js";
 import type { RouteOptions } from "./route-options.js";
 
-/** Health, remembered approvals, the OpenAPI document and the live event stream. */
+/** Health, remembered approvals and the live event stream. */
 export const statusRoutes: FastifyPluginAsyncZod<RouteOptions> = async (app, { ducklm, stream }) => {
   app.get("/health", { schema: { summary: "Liveness and what is available" } }, async () => {
     const status = ducklm.status();
@@ -18,7 +18,6 @@ export const statusRoutes: FastifyPluginAsyncZod<RouteOptions> = async (app, { d
     ducklm.approvals.revoke(request.params.id, "api");
     return { revoked: request.params.id };
   });
-  app.get("/openapi.json", { schema: { hide: true } }, async () => app.swagger());
   app.get("/stream/:id", { websocket: true, schema: { params: TaskIdParamsSchema, querystring: z.strictObject({ since: z.coerce.number().int().min(0).default(1).transform((since) => Math.max(1, since)) }) } }, (socket, request) => {
     const params = request.params as { id: string };
     const query = request.query as { since: number };
