@@ -1,3 +1,4 @@
+import { get } from "node:http";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -127,6 +128,26 @@ describe("the HTTP API", () => {
     for (let i = 0; i < 50 && (await call("GET", `/tasks/${slow.body.task_id}`)).body.state !== "cancelled"; i += 1) await new Promise((r) => setTimeout(r, 50));
     expect((await call("GET", `/tasks/${slow.body.task_id}`)).body.state).toBe("cancelled");
     expect((await call("POST", `/tasks/${slow.body.task_id}/cancel`)).status).toBe(409);
+  });
+
+  it("serves the page's files with what a browser caches them by, and nothing beside them", async () => {
+    const script = await fetch(`${server.url}/app.js`);
+    expect(script.status).toBe(200);
+    expect(script.headers.get("content-type")).toMatch(/^application\/javascript/);
+    const etag = script.headers.get("etag");
+    expect(etag).toBeTruthy();
+    expect((await script.text()).length).toBeGreaterThan(1000);
+    // Asked again as a browser revalidates (fetch would add "cache-control: no-cache", which always refetches).
+    const revalidated = await new Promise<number | undefined>((resolve, reject) => get(`${server.url}/app.js`, { headers: { "if-none-match": etag! } }, (response) => resolve(response.resume().statusCode)).on("error", reject));
+    expect(revalidated).toBe(304);
+    const library = await fetch(`${server.url}/vendor/marked.js`);
+    expect(library.status).toBe(200);
+    expect(library.headers.get("cache-control")).toBe("public, max-age=86400");
+    expect(await library.text()).toContain("marked");
+    // Only the named files: a path that climbs out of the page's folder is no file of the page.
+    const climbing = await fetch(`${server.url}/app.js/../../package.json`);
+    expect(climbing.status).not.toBe(200);
+    expect(await climbing.text()).not.toContain('"dependencies"');
   });
 
   it("publishes an OpenAPI document generated from the schemas, and a docs page", async () => {

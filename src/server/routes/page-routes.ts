@@ -1,4 +1,6 @@
+import type { FastifyReply, FastifyRequest } from "fastify";
 import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
+import { ErrorCode } from "../../errors/duck-error.js";
 import { readFileSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -17,6 +19,24 @@ export const VENDOR_MODULES: Record<string, string> = {
 };
 const PAGE_CSP = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'";
 
+const loadSender = () => import("@fastify/send");
+let sender: ReturnType<typeof loadSender> | null = null;
+
+/**
+ * One of the page's files, with what a browser needs to cache it (ETag, Last-Modified, 304s and
+ * ranges, from @fastify/send, loaded with the first file asked for rather than at start).
+ */
+async function sendPageFile(request: FastifyRequest, reply: FastifyReply, root: string, file: string, cacheControl?: string): Promise<FastifyReply> {
+  const { default: send } = await (sender ??= loadSender());
+  const sent = await send(request.raw, file, { root, dotfiles: "deny" });
+  if (sent.type === "error") {
+    return reply.code(sent.statusCode).send({ error: { code: sent.statusCode === 404 ? ErrorCode.RouteNotFound : ErrorCode.Internal, message: sent.statusCode === 404 ? `no file ${file}` : "the file could not be read" } });
+  }
+  void reply.code(sent.statusCode).headers(sent.headers);
+  if (cacheControl) void reply.header("cache-control", cacheControl);
+  return reply.send(sent.stream);
+}
+
 /**
  * The chat page and its assets (public: they hold nothing secret), and logging in: a one-time link
  * (printed by `ducklm serve` and `ducklm login`) becomes an HttpOnly session cookie; the redirect drops
@@ -28,10 +48,11 @@ export const pageRoutes: FastifyPluginAsyncZod<RouteOptions & { webRoot: string 
     reply.header("content-security-policy", PAGE_CSP).header("cache-control", "no-store");
     return reply.type("text/html; charset=utf-8").send(readFileSync(join(webRoot, "index.html")));
   });
-  for (const asset of WEB_ASSETS) app.get(`/${asset}`, { schema: { hide: true } }, async (_request, reply) => reply.sendFile(asset));
+  for (const asset of WEB_ASSETS) app.get(`/${asset}`, { schema: { hide: true } }, async (request, reply) => sendPageFile(request, reply, webRoot, asset));
   for (const [name, specifier] of Object.entries(VENDOR_MODULES)) {
     const file = fileURLToPath(import.meta.resolve(specifier));
-    app.get(`/vendor/${name}`, { schema: { hide: true } }, async (_request, reply) => reply.header("cache-control", "max-age=86400").sendFile(basename(file), dirname(file)));
+    // The libraries change only with an install: a day in the browser's cache.
+    app.get(`/vendor/${name}`, { schema: { hide: true } }, async (request, reply) => sendPageFile(request, reply, dirname(file), basename(file), "public, max-age=86400"));
   }
 
   app.get("/login", { schema: { hide: true, querystring: z.strictObject({ code: z.string().max(200).optional() }) } }, async (request, reply) => {
