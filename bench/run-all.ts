@@ -24,7 +24,7 @@ interface Bench {
 }
 
 const BENCHES: Bench[] = [
-  { name: "agent-loop", args: [], quickArgs: ["--tasks", "10", "--rounds", "3"], nodeOptions: ["--expose-gc"] },
+  { name: "agent-loop", args: [], quickArgs: ["--tasks", "10", "--rounds", "3"] },
   { name: "step-overhead", args: [], quickArgs: ["--tasks", "40", "--rounds", "3"] },
   { name: "event-append", args: [], quickArgs: ["--events", "500", "--rounds", "3"] },
   { name: "scaling", args: [], quickArgs: ["--vectors", "2000,5000", "--rounds", "3"] },
