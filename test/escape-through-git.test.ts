@@ -122,6 +122,51 @@ describe("what a confined command leaves for the user's own git", () => {
     }
   });
 
+  it("cannot write a hooks folder named in any form git reads: one line, continued, or in an included file the task could write", async () => {
+    const configFile = join(workspace, ".git", "config");
+    const original = readFileSync(configFile, "utf8");
+    // An include the repository's config names, lying in the workspace, names a second hooks folder.
+    writeFileSync(join(workspace, "team.gitconfig"), "[core]\n\thooksPath = .team-hooks\n");
+    writeFileSync(configFile, `${original}[core] hooksPath = .one-line\n[include]\n\tpath = ../team.gitconfig\n[core]\n\thooksPath = .con\\\ntinued\n`);
+    const folders = [".one-line", ".team-hooks", ".continued"];
+    // git itself takes the last of them; each could be the one in force once the file changes.
+    expect(git(workspace, "config", "--includes", "--get-all", "core.hooksPath").trim().split("\n")).toEqual(folders);
+    for (const folder of folders) {
+      mkdirSync(join(workspace, folder), { recursive: true });
+      writeFileSync(join(workspace, folder, "pre-commit"), "npm test\n");
+    }
+    try {
+      expect(workspaceRepositoryPaths(workspace)).toEqual(expect.arrayContaining(folders.map((folder) => join(workspace, folder))));
+      for (const folder of folders) {
+        const outcome = await runtime.loop.submit({ text: `write file ${folder}/pre-commit: id > ${marker("HOOKED")}` }).done;
+        expect(outcome.state).toBe("failed");
+        const shell = await attempt(`echo 'id > ${marker("HOOKED")}' >> ${folder}/pre-commit`, ["unknown"]);
+        expect(shell.output).toMatch(/Read-only file system|Permission denied/);
+        expect(readFileSync(join(workspace, folder, "pre-commit"), "utf8")).toBe("npm test\n");
+      }
+    } finally {
+      writeFileSync(configFile, original);
+    }
+  });
+
+  it("cannot write the hooks folder through a workspace that was given by a symbolic link", async () => {
+    mkdirSync(join(workspace, ".husky"), { recursive: true });
+    writeFileSync(join(workspace, ".husky", "pre-commit"), "npm test\n");
+    git(workspace, "config", "core.hooksPath", ".husky");
+    const link = join(makeTempDir("ducklm-git-link-"), "workspace");
+    symlinkSync(workspace, link);
+    const linked = createTestRuntime({ workspace: link, runtime: { retry: { max_step_retries: 0 } } });
+    try {
+      await linked.ready();
+      const outcome = await linked.loop.submit({ text: `write file .husky/pre-commit: id > ${marker("HOOKED")}` }).done;
+      expect(outcome.state).toBe("failed");
+      expect(readFileSync(join(workspace, ".husky", "pre-commit"), "utf8")).toBe("npm test\n");
+    } finally {
+      await linked.dispose();
+      git(workspace, "config", "--unset", "core.hooksPath");
+    }
+  });
+
   it("cannot write a git directory the .git file points to inside the workspace (--separate-git-dir)", async () => {
     const separate = makeTempDir("ducklm-separate-git-");
     git(separate, "init", "-q", "--separate-git-dir=.repo");

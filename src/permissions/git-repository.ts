@@ -1,4 +1,4 @@
-import { existsSync, readFileSync, statSync } from "node:fs";
+import { existsSync, readFileSync, realpathSync, statSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 
@@ -68,30 +68,91 @@ export function pointedRepositories(dotGit: string, workspace: string): string[]
   return paths.filter((path) => inside(workspace, path) && existsSync(path));
 }
 
+/** How deep `[include]` files are followed; git itself stops at 10. */
+const MAX_INCLUDE_DEPTH = 10;
+
+/** A config value as git reads it: quotes removed, `\\`, `\"` and `\n` unescaped, unquoted comments and trailing blanks dropped. */
+function configValue(raw: string): string {
+  let value = "";
+  let quoted = false;
+  for (let i = 0; i < raw.length; i += 1) {
+    const char = raw[i]!;
+    if (char === "\\" && i + 1 < raw.length) {
+      const next = raw[(i += 1)]!;
+      value += next === "n" ? "\n" : next === "t" ? "\t" : next;
+    } else if (char === '"') quoted = !quoted;
+    else if (!quoted && (char === "#" || char === ";")) break;
+    else value += char;
+  }
+  return value.trim();
+}
+
+/**
+ * The `core.hooksPath` values a git config file sets, and the files it includes, read as git reads
+ * them: a `[section] key = value` on one line, values continued with a backslash, `[include]` and
+ * `[includeIf]` paths (followed whatever their condition, since the condition may hold). Lenient
+ * where git would refuse the file: a folder named by a line git ignores is protected all the same.
+ */
+function hooksPathsIn(file: string, depth: number, seen: Set<string>): string[] {
+  if (depth > MAX_INCLUDE_DEPTH || seen.has(file)) return [];
+  seen.add(file);
+  const text = readTextOrEmpty(file).replace(/\\\r?\n/g, "");
+  const found: string[] = [];
+  let section = "";
+  for (const raw of text.split(/\r?\n/)) {
+    let line = raw.trim();
+    const header = /^\[\s*([^\]\s"]+)(?:\s+"[^"]*")?\s*\]/.exec(line);
+    if (header) {
+      section = header[1]!.toLowerCase();
+      line = line.slice(header[0].length).trim();
+    }
+    const entry = /^([A-Za-z][A-Za-z0-9-]*)\s*=(.*)$/.exec(line);
+    if (!entry) continue;
+    const key = entry[1]!.toLowerCase();
+    const value = configValue(entry[2]!);
+    if (section === "core" && key === "hookspath" && value) found.push(value);
+    if ((section === "include" || section === "includeif") && key === "path" && value) {
+      const included = value.replace(/^~(?=\/)/, homedir());
+      found.push(...hooksPathsIn(isAbsolute(included) ? included : resolve(dirname(file), included), depth + 1, seen));
+    }
+  }
+  return found;
+}
+
+/** The user's own git configs, read by every git command: a relative `core.hooksPath` there is taken inside the repository. */
+function userGitConfigs(): string[] {
+  const xdg = process.env.XDG_CONFIG_HOME || join(homedir(), ".config");
+  return [join(homedir(), ".gitconfig"), join(xdg, "git", "config")];
+}
+
 /**
  * What of the workspace's repository lives outside a folder named `.git` and must be as protected:
  * the git directory a `.git` file points to, and a hooks folder named in `core.hooksPath` (husky's
- * `.husky/`), where git runs what it finds at the user's next commit. Read fresh each time.
+ * `.husky/`), where git runs what it finds at the user's next commit: set in the repository's config,
+ * in a file it includes (which may lie in the workspace), or, as a relative path, in the user's own
+ * config. Read fresh each time, from the workspace's real path (file tools compare real paths).
  */
-export function workspaceRepositoryPaths(workspace: string): string[] {
+export function workspaceRepositoryPaths(givenWorkspace: string): string[] {
+  let workspace = givenWorkspace;
+  try {
+    workspace = realpathSync(givenWorkspace);
+  } catch {
+    // A workspace that cannot be resolved is refused by the tools themselves.
+  }
   const dotGit = join(workspace, ".git");
   const gitDir = gitDirectoryOf(dotGit);
   if (!gitDir) return [];
   const folders = [...pointedRepositories(dotGit, workspace)];
-  let section = "";
   const common = readTextOrEmpty(join(gitDir, "commondir")).trim();
-  const configs = [join(gitDir, "config"), ...(common ? [join(isAbsolute(common) ? common : resolve(gitDir, common), "config")] : [])];
-  for (const text of configs.map(readTextOrEmpty)) {
-    for (const raw of text.split(/\r?\n/)) {
-      const line = raw.trim();
-      const header = /^\[\s*([^\]\s"]+)/.exec(line);
-      if (header) section = header[1]!.toLowerCase();
-      const entry = /^hookspath\s*=\s*"?([^"#;]+?)"?\s*(?:[#;].*)?$/i.exec(line);
-      if (section === "core" && entry) {
-        const folder = resolve(workspace, entry[1]!.replace(/^~(?=\/)/, homedir()));
-        if (inside(workspace, folder)) folders.push(folder);
-      }
+  const configs = [join(gitDir, "config"), ...(common ? [join(isAbsolute(common) ? common : resolve(gitDir, common), "config")] : []), ...userGitConfigs()];
+  const seen = new Set<string>();
+  for (const config of configs) {
+    for (const value of hooksPathsIn(config, 0, seen)) {
+      const folder = resolve(workspace, value.replace(/^~(?=\/)/, homedir()));
+      if (inside(workspace, folder)) folders.push(folder);
     }
   }
-  return [...new Set(folders)];
+  // Named both ways when the workspace was given through a link: the sandbox binds the path as given.
+  const asGiven = workspace === givenWorkspace ? [] : folders.map((folder) => join(givenWorkspace, folder.slice(workspace.length)));
+  return [...new Set([...folders, ...asGiven])];
 }

@@ -2,6 +2,7 @@ import { constants, existsSync, lstatSync, readlinkSync, realpathSync } from "no
 import { open, unlink, type FileHandle } from "node:fs/promises";
 import { dirname, isAbsolute, relative, resolve, sep } from "node:path";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
+import { realpathOfDeepestAncestor } from "../permissions/path-judge.js";
 
 function outside(path: string, message: string): DuckError {
   return new DuckError(ErrorCode.PathOutsideWorkspace, message, { details: { path } });
@@ -20,9 +21,23 @@ function lstatOrNull(path: string) {
   }
 }
 
-/** DuckLM's own state, or the workspace's `.git` internals (hooks and config make git run code). */
+/** Each protected path and, where links lead elsewhere, where it really is; worked out once per list. */
+const realProtected = new WeakMap<readonly string[], string[]>();
+
+function withRealPaths(protectedPaths: readonly string[]): string[] {
+  let paths = realProtected.get(protectedPaths);
+  if (!paths) {
+    // The path a file tool checks is real (links followed); a protected path named through a link (a
+    // workspace or home reached by a symlink, a hooks folder a task made a link) must be compared real too.
+    paths = [...new Set(protectedPaths.flatMap((path) => [path, realpathOfDeepestAncestor(path)]))];
+    realProtected.set(protectedPaths, paths);
+  }
+  return paths;
+}
+
+/** DuckLM's own state, the workspace's `.git` internals or its hooks folder (hooks and config make git run code). */
 export function protectedReason(root: string, real: string, protectedPaths: readonly string[]): string | null {
-  if (protectedPaths.some((path) => isWithin(path, real))) return "it is DuckLM's own state (home, config or plugins)";
+  if (withRealPaths(protectedPaths).some((path) => isWithin(path, real))) return "it is DuckLM's own state (home, config or plugins) or the repository's hooks, which git runs";
   if (isWithin(root, real) && relative(root, real).split(sep).includes(".git")) return "it is inside .git, whose hooks and config make git run code";
   return null;
 }
