@@ -30,7 +30,13 @@ async function sendPageFile(request: FastifyRequest, reply: FastifyReply, root: 
   const { default: send } = await (sender ??= loadSender());
   const sent = await send(request.raw, file, { root, dotfiles: "deny" });
   if (sent.type === "error") {
-    return reply.code(sent.statusCode).send({ error: { code: sent.statusCode === 404 ? ErrorCode.RouteNotFound : ErrorCode.Internal, message: sent.statusCode === 404 ? `no file ${file}` : "the file could not be read" } });
+    const { code, message } =
+      sent.statusCode === 404
+        ? { code: ErrorCode.RouteNotFound, message: `no file ${file}` }
+        : sent.statusCode < 500
+          ? { code: ErrorCode.InvalidInput, message: `${file} cannot be sent as asked (${sent.statusCode}); ask without a Range or conditional header` }
+          : { code: ErrorCode.Internal, message: "the file could not be read" };
+    return reply.code(sent.statusCode).send({ error: { code, message } });
   }
   void reply.code(sent.statusCode).headers(sent.headers);
   if (cacheControl) void reply.header("cache-control", cacheControl);
