@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { workspaceRepositoryPaths } from "../src/permissions/git-repository.js";
@@ -146,6 +146,26 @@ describe("what a confined command leaves for the user's own git", () => {
       }
     } finally {
       writeFileSync(configFile, original);
+    }
+  });
+
+  it("is not held up by an included config a task swapped for a FIFO or /dev/zero", async () => {
+    const configFile = join(workspace, ".git", "config");
+    const original = readFileSync(configFile, "utf8");
+    writeFileSync(configFile, `${original}[include]\n\tpath = ../stuck.gitconfig\n[include]\n\tpath = ../endless.gitconfig\n`);
+    // A FIFO nobody writes (reading it would wait for ever) and a link to an endless device.
+    execFileSync("mkfifo", [join(workspace, "stuck.gitconfig")]);
+    symlinkSync("/dev/zero", join(workspace, "endless.gitconfig"));
+    try {
+      const started = Date.now();
+      expect(workspaceRepositoryPaths(workspace)).toEqual([]);
+      const outcome = await runtime.loop.submit({ text: "write file notes-copy.txt: still working" }).done;
+      expect(outcome.state).toBe("completed");
+      expect(readFileSync(join(workspace, "notes-copy.txt"), "utf8")).toBe("still working");
+      expect(Date.now() - started).toBeLessThan(10_000);
+    } finally {
+      writeFileSync(configFile, original);
+      for (const name of ["stuck.gitconfig", "endless.gitconfig", "notes-copy.txt"]) rmSync(join(workspace, name), { force: true });
     }
   });
 

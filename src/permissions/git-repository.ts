@@ -1,4 +1,4 @@
-import { existsSync, readFileSync, realpathSync, statSync } from "node:fs";
+import { closeSync, constants, existsSync, fstatSync, openSync, readSync, realpathSync, statSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 
@@ -41,11 +41,27 @@ function gitDirectoryOf(dotGit: string): string | null {
   return isAbsolute(pointer[1]!) ? pointer[1]! : resolve(dirname(dotGit), pointer[1]!);
 }
 
+/** Larger than any git config or pointer file anyone writes by hand. */
+const MAX_READ_BYTES = 1024 * 1024;
+
+/**
+ * A small regular file's text, else "". An included config may lie in the workspace, where a task
+ * can swap it for a FIFO (a read that never ends), /dev/zero or a huge file: none of those is read.
+ */
 function readTextOrEmpty(path: string): string {
+  let fd: number | null = null;
   try {
-    return readFileSync(path, "utf8");
+    // Opened without blocking (a FIFO's open would wait for a writer), then judged by what was opened.
+    fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
+    const info = fstatSync(fd);
+    if (!info.isFile() || info.size > MAX_READ_BYTES) return "";
+    const bytes = Buffer.alloc(info.size);
+    const read = readSync(fd, bytes, 0, info.size, 0);
+    return bytes.subarray(0, read).toString("utf8");
   } catch {
     return "";
+  } finally {
+    if (fd !== null) closeSync(fd);
   }
 }
 
