@@ -7,6 +7,7 @@
 //   npm run bench:cli-start [-- --rounds 9]
 import { spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -28,7 +29,7 @@ const env = { ...process.env, DUCKLM_HOME: home, DUCKLM_CONFIG: join(home, "conf
 const bareFastify = join(workspace, "bare-fastify.mjs");
 writeFileSync(
   bareFastify,
-  `import Fastify from ${JSON.stringify(join(root, "node_modules", "fastify", "fastify.js"))};
+  `import Fastify from ${JSON.stringify(createRequire(import.meta.url).resolve("fastify"))};
 const app = Fastify();
 app.get("/health", async () => ({ ok: true }));
 await app.listen({ host: "127.0.0.1", port: Number(process.argv[2]) });

@@ -3,7 +3,7 @@ import { fileURLToPath } from "node:url";
 import fastifyWebsocket from "@fastify/websocket";
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance } from "fastify";
 import type { Logger } from "pino";
-import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from "fastify-type-provider-zod";
+import type { ZodTypeProvider } from "fastify-type-provider-zod";
 import { documentOnFirstVisit, ZOD_COMPILERS } from "./api-docs.js";
 import { DuckError, ErrorCode, storageErrorOf } from "../errors/duck-error.js";
 import type { DuckLM } from "../runtime/ducklm.js";
@@ -66,12 +66,10 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
     return503OnClosing: true,
     forceCloseConnections: true,
     pluginTimeout: 120_000,
-    // Every route validates and serialises with zod. Named as the defaults, they spare Fastify from
-    // loading its own compilers (ajv, its formats, fast-json-stringify: about 240 modules) at start.
+    // Every route validates and serialises with zod. Named as the defaults (not set afterwards), they
+    // spare Fastify from loading its own compilers (ajv, its formats, fast-json-stringify: about 240 modules) at start.
     schemaController: { compilersFactory: ZOD_COMPILERS },
   }).withTypeProvider<ZodTypeProvider>();
-  app.setValidatorCompiler(validatorCompiler);
-  app.setSerializerCompiler(serializerCompiler);
 
   // Bodies are JSON in valid UTF-8, or they are refused before anything parses them.
   app.removeContentTypeParser(["application/json"]);
