@@ -93,15 +93,14 @@ async function duckSetup(dir: string): Promise<Runner> {
   return {
     async run(shape, i) {
       current = shape;
-      const callsBefore = models.calls.length;
-      const generatedBefore = generated.length;
       const outcome = await runtime.loop.submit({ text: `${shape.name} (${i})` }).done;
       if (outcome.state !== "completed") throw new Error(`DuckLM task ended ${outcome.state}: ${outcome.error?.message}`);
-      const calls = models.calls.slice(callsBefore);
+      // Each task starts with both records empty (they are cleared below).
+      const calls = models.calls;
       const counts = {
         modelCalls: calls.length,
         promptTokens: calls.reduce((sum, call) => sum + estimateTokens(call.system) + estimateTokens(call.prompt), 0),
-        generatedTokens: generated.slice(generatedBefore).reduce((sum, text) => sum + estimateTokens(text), 0),
+        generatedTokens: generated.reduce((sum, text) => sum + estimateTokens(text), 0),
       };
       // Counted, the bench's records go: kept, thousands of prompts would make every GC of the heap
       // (which the runtime shares with them) slower, and that is not the runtime's cost.
@@ -153,15 +152,14 @@ async function langGraphSetup(dir: string): Promise<Runner> {
   return {
     async run(shape, i) {
       model.shape = shape;
-      const before = model.prompts.length;
       const result = await agent.invoke({ messages: [{ role: "user", content: `${shape.name} (${i})` }] }, { configurable: { thread_id: `thread-${shape.name}-${i}` } });
       const answer = String(result.messages.at(-1)?.content ?? "");
       if (!answer.startsWith("Done:")) throw new Error("LangGraph run did not answer");
-      const prompts = model.prompts.slice(before);
+      const prompts = model.prompts;
       const counts = {
         modelCalls: prompts.length,
         promptTokens: prompts.reduce((sum, prompt) => sum + estimateTokens(prompt), 0),
-        generatedTokens: model.outputs.slice(before).reduce((sum, output) => sum + estimateTokens(output), 0),
+        generatedTokens: model.outputs.reduce((sum, output) => sum + estimateTokens(output), 0),
       };
       model.prompts.splice(0);
       model.outputs.splice(0);
