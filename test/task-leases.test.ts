@@ -255,6 +255,18 @@ describe("cancels between processes", () => {
     expect(events.filter((event) => event.type === "task-resumed")).toEqual([]);
   });
 
+  it("counts as owned elsewhere, and does not fail to start, a task another process takes between the look and the lease", async () => {
+    const { home, owner, handle } = await slowTaskOnSharedHome(2_000);
+    const other = setup({ home, workspace: owner.workspace });
+    // The look at the task's lease, as it was a moment before the other process took it.
+    other.leases.otherHolder = () => null;
+    const before = other.store.listEvents(handle.taskId).length;
+    const report = other.resumeUnfinished();
+    expect(report.tasks).toEqual([]);
+    expect(report.ownedElsewhere).toEqual([handle.taskId]);
+    expect(other.store.listEvents(handle.taskId)).toHaveLength(before);
+  });
+
   it("writes nothing into a task another process holds when asked to resume or answer it", async () => {
     const { home, owner, handle } = await slowTaskOnSharedHome(2_000);
     const other = setup({ home, workspace: owner.workspace });

@@ -37,6 +37,7 @@ import { setTimeout as delay } from "node:timers/promises";
 import { createExecutionDirectiveSchema, ExecutionDirectiveSchema } from "../contracts/index.js";
 import { SecretVault } from "../permissions/secret-vault.js";
 import type { TaskOutcome } from "./task-outcome.js";
+import { DuckError, ErrorCode } from "../errors/duck-error.js";
 
 export interface CreateRuntimeOptions {
   /** Data directory. Defaults to DUCKLM_HOME, then ./data. */
@@ -341,8 +342,18 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
       const unfinished = store.unfinishedTasks().filter((task) => !loop.isActive(task.id));
       // A task another live process drives is that process's: never resumed here.
       const ownedElsewhere = unfinished.filter((task) => leases.otherHolder(task.id) !== null).map((task) => task.id);
-      const left = unfinished.filter((task) => !ownedElsewhere.includes(task.id));
-      const tasks = left.map((task) => ({ taskId: task.id, done: mode === "auto" ? loop.resume(task.id, "an earlier process stopped while it ran") : null }));
+      const left: typeof unfinished = [];
+      const tasks: Array<{ taskId: string; done: Promise<TaskOutcome> | null }> = [];
+      for (const task of unfinished.filter((candidate) => !ownedElsewhere.includes(candidate.id))) {
+        try {
+          tasks.push({ taskId: task.id, done: mode === "auto" ? loop.resume(task.id, "an earlier process stopped while it ran") : null });
+          left.push(task);
+        } catch (error) {
+          // Another worker took the task between the look above and the lease: it is that worker's.
+          if (!(DuckError.isInstance(error) && error.code === ErrorCode.TaskOwnedElsewhere)) throw error;
+          ownedElsewhere.push(task.id);
+        }
+      }
       if (unfinished.length > 0) logger.info({ mode, tasks: left.map((task) => task.id), owned_elsewhere: ownedElsewhere }, "unfinished tasks found at start-up");
       return { mode, tasks, ownedElsewhere };
     },
