@@ -26,6 +26,7 @@ import { estimateTokens } from "../src/contracts/tokens.js";
 import { scriptedAgent } from "../test/helpers/scripted-agent.js";
 import { createTestRuntime } from "../test/helpers/test-runtime.js";
 import { createEchoTool } from "../test/helpers/test-tools.js";
+import { median, spread } from "./bench-stats.js";
 
 const { values } = parseArgs({ options: { tasks: { type: "string", default: "60" }, rounds: { type: "string", default: "5" }, only: { type: "string" } } });
 const TASKS_PER_SHAPE = Number(values.tasks);
@@ -48,11 +49,6 @@ const SHAPES: Shape[] = [
   { name: "three tools, then answer", calls: [() => "a", (previous) => `${previous}b`, (previous) => `${previous}c`] },
 ];
 const DECISIONS_PER_ROUND = SHAPES.reduce((sum, shape) => sum + shape.calls.length + 1, 0) * TASKS_PER_SHAPE;
-
-function median(numbers: number[]): number {
-  const sorted = [...numbers].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)]!;
-}
 
 interface Counts {
   modelCalls: number;
@@ -261,11 +257,10 @@ if (graphSide) await closeSide(graphSide);
 const ratio = median(duck) / median(graph);
 const cpuRatio = median(duckCpu) / median(graphCpu);
 const counts = (c: Counts) => `${c.modelCalls.toFixed(2)} model calls, ${c.promptTokens.toFixed(0)} prompt + ${c.generatedTokens.toFixed(0)} generated tokens per task`;
-const spread = (values: number[]) => `${Math.min(...values).toFixed(0)}–${Math.max(...values).toFixed(0)}`;
 console.log(`agent-loop: ${TASKS_PER_SHAPE} tasks of each of ${SHAPES.length} shapes (${SHAPES.map((shape) => shape.name).join("; ")}), ${ROUNDS} rounds (median [min–max]), instant scripted models`);
 console.log("                                wall µs/decision      CPU µs/decision (all threads)");
-console.log(`  DuckLM                        ${median(duck).toFixed(0).padStart(6)} [${spread(duck)}]`.padEnd(54) + `${median(duckCpu).toFixed(0).padStart(6)} [${spread(duckCpu)}]`);
-console.log(`  LangGraph.js createReactAgent ${median(graph).toFixed(0).padStart(6)} [${spread(graph)}]`.padEnd(54) + `${median(graphCpu).toFixed(0).padStart(6)} [${spread(graphCpu)}]`);
+console.log(`  DuckLM                        ${median(duck).toFixed(0).padStart(6)} ${spread(duck, 0)}`.padEnd(54) + `${median(duckCpu).toFixed(0).padStart(6)} ${spread(duckCpu, 0)}`);
+console.log(`  LangGraph.js createReactAgent ${median(graph).toFixed(0).padStart(6)} ${spread(graph, 0)}`.padEnd(54) + `${median(graphCpu).toFixed(0).padStart(6)} ${spread(graphCpu, 0)}`);
 console.log(`  DuckLM: ${counts(duckCounts!)}`);
 console.log(`  LangGraph.js: ${counts(graphCounts!)}`);
 console.log("  DuckLM's calls per task: recall once, then draft + directive at each decision, and a critic per tool step (one tool, then answer: 1 + 2 + 1 + 2 = 6)");

@@ -12,6 +12,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
+import { median, spread } from "./bench-stats.js";
 
 const { values } = parseArgs({ options: { rounds: { type: "string", default: "9" } } });
 const ROUNDS = Number(values.rounds);
@@ -108,13 +109,6 @@ async function timeServer(server: (typeof SERVERS)[number]): Promise<Timing> {
   // CPU to the first answer is not separable from the shutdown's; both are small next to the start.
   return { wall, cpu: childCpuSeconds(stderr) };
 }
-
-function median(numbers: number[]): number {
-  const sorted = [...numbers].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)]!;
-}
-
-const spread = (numbers: number[]) => `[${Math.min(...numbers).toFixed(3)}–${Math.max(...numbers).toFixed(3)}]`;
 
 try {
   for (const subject of SUBJECTS) timeOnce(subject);

@@ -16,6 +16,7 @@ import { ModelsConfigSchema } from "../src/config/config-schemas.js";
 import { ExecutionDirectiveSchema } from "../src/contracts/index.js";
 import { LlamaCppProvider } from "../src/models/llama/llama-cpp-provider.js";
 import { fixtureModels } from "../test/helpers/fixture-models.js";
+import { median, spread } from "./bench-stats.js";
 
 const { values } = parseArgs({
   options: {
@@ -30,7 +31,6 @@ const TOKENS = Number(values.tokens);
 const ROUNDS = Number(values.rounds);
 const THREADS = Number(values.threads);
 const PROMPT = "Write a short story about a duck who learns to program.";
-const median = (list: number[]) => [...list].sort((a, b) => a - b)[Math.floor(list.length / 2)]!;
 
 const config = ModelsConfigSchema.parse({
   threads: THREADS,
@@ -100,11 +100,10 @@ for (let round = 0; round < ROUNDS; round += 1) {
   }
   grammar.push(await viaGrammar());
 }
-const spread = (numbers: number[]) => `[${Math.min(...numbers).toFixed(1)}–${Math.max(...numbers).toFixed(1)}]`;
 const line = (name: string, runs: Run[]) => {
   const speeds = runs.map((run) => run.tokensPerSecond);
   const firsts = runs.map((run) => run.firstTokenMs);
-  return `  ${name.padEnd(27)} ${median(speeds).toFixed(1).padStart(8)} tokens/s ${spread(speeds)}   first token ${median(firsts).toFixed(1)} ms ${spread(firsts)}   ${median(runs.map((run) => run.tokens))} tokens`;
+  return `  ${name.padEnd(27)} ${median(speeds).toFixed(1).padStart(8)} tokens/s ${spread(speeds, 1)}   first token ${median(firsts).toFixed(1)} ms ${spread(firsts, 1)}   ${median(runs.map((run) => run.tokens))} tokens`;
 };
 const tps = (runs: Run[]) => median(runs.map((run) => run.tokensPerSecond));
 console.log(`inference: ${file}`);

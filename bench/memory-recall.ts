@@ -12,6 +12,7 @@ import { parseArgs } from "node:util";
 import hnswlib from "hnswlib-node";
 import { VectorIndex } from "../src/memory/vector-index.js";
 import { seededRandom } from "../src/utils/seeded-random.js";
+import { median } from "./bench-stats.js";
 
 const { values } = parseArgs({
   options: { vectors: { type: "string", default: "100000" }, queries: { type: "string", default: "1000" }, dim: { type: "string", default: "384" }, ef: { type: "string", default: "64,128" }, rounds: { type: "string", default: "3" } },
@@ -22,11 +23,6 @@ const DIM = Number(values.dim);
 const EFS = values.ef.split(",").map(Number);
 const CLUSTERS = 100;
 const ROUNDS = Number(values.rounds);
-
-function median(numbers: number[]): number {
-  const sorted = [...numbers].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)]!;
-}
 
 /** Queries per second of `search` over every query. */
 function qps(search: (i: number) => void): number {

@@ -32,6 +32,7 @@ const BENCHES: Bench[] = [
   { name: "memory-recall", args: [], quickArgs: ["--vectors", "5000", "--queries", "200", "--rounds", "3"] },
   { name: "inference", args: [], quickArgs: ["--tokens", "32", "--rounds", "3"] },
   { name: "cli-start", args: [], quickArgs: ["--rounds", "3"] },
+  { name: "http-task", args: [], quickArgs: ["--tasks", "50", "--rounds", "3"] },
   { name: "soak", args: [], quickArgs: ["--tasks", "500", "--large", "5"], nodeOptions: ["--expose-gc"] },
   { name: "workers", args: [], quickArgs: ["--events", "300", "--rounds", "3", "--tasks", "30"] },
 ];

@@ -24,6 +24,7 @@ import { ScriptedModelProvider } from "../src/models/scripted-provider.js";
 import { sqliteOf } from "../src/storage/open-database.js";
 import { createTestRuntime } from "../test/helpers/test-runtime.js";
 import { createEchoTool, isDirectiveRequest } from "../test/helpers/test-tools.js";
+import { median } from "./bench-stats.js";
 
 const { values } = parseArgs({
   options: { tasks: { type: "string", default: "400" }, rounds: { type: "string", default: "5" }, only: { type: "string" } },
@@ -31,11 +32,6 @@ const { values } = parseArgs({
 const TASKS = Number(values.tasks);
 const ROUNDS = Number(values.rounds);
 const WARMUP = 30;
-
-function median(numbers: number[]): number {
-  const sorted = [...numbers].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)]!;
-}
 
 /** The echo tool, declared side-effecting: DuckLM then commits the call to disk before running it. */
 function sideEffectingEcho() {

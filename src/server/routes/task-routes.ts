@@ -7,7 +7,9 @@ import type { RouteOptions } from "./route-options.js";
 export const taskRoutes: FastifyPluginAsyncZod<RouteOptions> = async (app, { ducklm }) => {
   app.post("/chat", { schema: { summary: "Submit a task; answers with its id at once, or with its outcome when `wait` is true", body: ChatRequestSchema } }, async (request, reply) => {
     const body = request.body;
-    const handle = ducklm.submit({ text: body.text, ...(body.session_id ? { session_id: body.session_id } : {}), auto_approve: body.auto_approve }, { durable: true });
+    // An id answered at once must be on disk before the answer. A caller that waits gets its answer only
+    // once the task's events are committed, so its task joins the first batch like any other.
+    const handle = ducklm.submit({ text: body.text, ...(body.session_id ? { session_id: body.session_id } : {}), auto_approve: body.auto_approve }, { durable: !body.wait });
     if (!body.wait) {
       const position = ducklm.getTask(handle.taskId).queue_position;
       return reply.code(202).send({ task_id: handle.taskId, state: position === null ? "received" : "queued", ...(position === null ? {} : { queue_position: position }) });
