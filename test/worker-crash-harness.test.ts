@@ -3,11 +3,13 @@ import { rmSync } from "node:fs";
 import { setTimeout as delay } from "node:timers/promises";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import WebSocket from "ws";
 import type { DuckEvent } from "../src/contracts/index.js";
 import { openPostgresStores } from "../src/state/open-stores.js";
 import { projectEvents } from "../src/state/task-projection.js";
 import { seededRandom } from "../src/utils/seeded-random.js";
 import { startTestPostgres, type TestPostgres } from "./helpers/postgres-server.js";
+import { startTestServer, type TestServer } from "./helpers/test-server.js";
 import { checkCrashedTasks } from "./helpers/crash-checks.js";
 import { makeTempDir } from "./helpers/test-runtime.js";
 
@@ -29,8 +31,8 @@ interface Worker {
   exited: Promise<{ killed: boolean; stderr: string }>;
 }
 
-/** Starts a worker; every event it reports committed is added to `acked`. */
-function startWorker(url: string, args: string[], acked: Array<[string, number]>): Worker {
+/** Starts a worker; every event it reports committed is added to `acked`, and each new task is passed to `onTask`. */
+function startWorker(url: string, args: string[], acked: Array<[string, number]>, onTask: (taskId: string) => void = () => undefined): Worker {
   const child = spawn(process.execPath, ["--import", tsxLoader, "test/fixtures/worker-crash-child.ts", ...args], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, DUCKLM_POSTGRES_URL: url } });
   let buffer = "";
   let stderr = "";
@@ -46,12 +48,36 @@ function startWorker(url: string, args: string[], acked: Array<[string, number]>
       if (line.startsWith("ack ")) {
         const [, task, seq, type] = line.split(" ");
         acked.push([task!, Number(seq)]);
+        if (seq === "1") onTask(task!);
         if (type === "tool-called") for (const wake of waitingForCall.splice(0)) wake();
       } else if (line === "resumed") markResumed();
     }
   });
   const exited = new Promise<{ killed: boolean; stderr: string }>((resolve) => child.on("exit", (_code, signal) => resolve({ killed: signal === "SIGKILL", stderr })));
   return { child, resumed, exited, nextToolCall: () => new Promise<void>((resolve) => waitingForCall.push(resolve)) };
+}
+
+/**
+ * The seqs of a task's events as a WebSocket client of `server` receives them, from the first, until
+ * the task ends; `close` gives up on a stream that is still open.
+ */
+function watch(server: TestServer, taskId: string): { seqs: number[]; ended: Promise<boolean>; close(): void } {
+  const seqs: number[] = [];
+  const socket = new WebSocket(`ws://127.0.0.1:${server.port}/stream/${taskId}?since=1`, { headers: { authorization: `Bearer ${server.token}` } });
+  const ended = new Promise<boolean>((resolve) => {
+    socket.on("message", (data) => {
+      const message = JSON.parse(String(data)) as { type: string; event?: DuckEvent };
+      if (message.type !== "event" || !message.event) return;
+      seqs.push(message.event.seq);
+      if (message.event.type === "task-completed" || message.event.type === "task-failed") {
+        socket.close();
+        resolve(true);
+      }
+    });
+    socket.on("error", () => resolve(false));
+    socket.on("close", () => resolve(false));
+  });
+  return { seqs, ended, close: () => socket.terminate() };
 }
 
 describe("crash harness with several workers on one PostgreSQL database", () => {
@@ -65,8 +91,15 @@ describe("crash harness with several workers on one PostgreSQL database", () => 
       const markers = makeTempDir("ducklm-wcrash-markers-");
       const homes = Array.from({ length: WORKERS }, () => makeTempDir("ducklm-wcrash-home-"));
       const acked: Array<[string, number]> = [];
+      // A server on the same database that drives nothing (it adopts no orphans and takes no offers):
+      // each task, whichever workers run it and however often they are killed, is watched through it.
+      const observer = await startTestServer({ runtime: { storage: { backend: "postgres" } }, env: { DUCKLM_POSTGRES_URL: url } });
+      const watched = new Map<string, ReturnType<typeof watch>>();
+      const onTask = (taskId: string) => {
+        if (!watched.has(taskId)) watched.set(taskId, watch(observer, taskId));
+      };
       let started = 0;
-      const launch = (slot: number) => startWorker(url, [homes[slot]!, workspace, markers, `w${slot}-${started++}`], acked);
+      const launch = (slot: number) => startWorker(url, [homes[slot]!, workspace, markers, `w${slot}-${started++}`], acked, onTask);
       const workers = homes.map((_, slot) => launch(slot));
       try {
         for (let kill = 0; kill < KILLS; kill += 1) {
@@ -84,7 +117,7 @@ describe("crash harness with several workers on one PostgreSQL database", () => 
         for (const worker of workers) worker.child.kill("SIGKILL");
         await Promise.all(workers.map((worker) => worker.exited));
         // One last worker finishes whatever the kills left.
-        const finisher = startWorker(url, [homes[0]!, workspace, markers, "final", "--finish"], acked);
+        const finisher = startWorker(url, [homes[0]!, workspace, markers, "final", "--finish"], acked, onTask);
         const finished = await finisher.exited;
         expect(finished.killed).toBe(false);
         expect(finisher.child.exitCode, finished.stderr).toBe(0);
@@ -104,18 +137,26 @@ describe("crash harness with several workers on one PostgreSQL database", () => 
           const byTask = new Map<string, DuckEvent[]>(taskIds.map((id) => [id, stores.tasks.listEvents(id)]));
           for (const [taskId, log] of byTask) expect(stores.tasks.loadProjection(taskId), taskId).toEqual(projectEvents(log));
 
+          // Every task's stream on the observing server, live through the kills and takeovers, is its whole log: gap-free, nothing twice.
+          expect([...watched.keys()].sort()).toEqual(taskIds);
+          const streamsEnded = await Promise.race([Promise.all([...watched.values()].map((stream) => stream.ended)), delay(30_000).then(() => null)]);
+          expect(streamsEnded, "a stream did not end within 30 s of the last task").not.toBeNull();
+          for (const [taskId, stream] of watched) expect(stream.seqs, taskId).toEqual(byTask.get(taskId)!.map((event) => event.seq));
+
           // Markers written twice only after asking, no question about a reader, and every task, whichever workers drove it, replays exactly.
           const { repeated, unknownOutcome } = await checkCrashedTasks(byTask, markers);
           // Tasks changed hands: some were resumed by a worker other than the one that took them in.
           const takenOver = [...byTask.values()].filter((log) => log.some((event) => event.type === "task-resumed")).length;
           expect(byTask.size).toBeGreaterThanOrEqual(KILLS);
           expect(takenOver).toBeGreaterThan(0);
-          console.log(`worker crash harness: ${WORKERS} workers, ${KILLS} kills, ${byTask.size} tasks (${takenOver} taken over), ${acked.length} acknowledged events, ${unknownOutcome} "outcome unknown" question(s); ${repeated} step(s) repeated after asking`);
+          console.log(`worker crash harness: ${WORKERS} workers, ${KILLS} kills, ${byTask.size} tasks (${takenOver} taken over), ${acked.length} acknowledged events, each streamed whole to a WebSocket on a server that ran none, ${unknownOutcome} "outcome unknown" question(s); ${repeated} step(s) repeated after asking`);
         } finally {
           stores.database.close();
         }
       } finally {
         for (const worker of workers) worker.child.kill("SIGKILL");
+        for (const stream of watched.values()) stream.close();
+        await observer.close();
         for (const dir of [workspace, markers, ...homes]) rmSync(dir, { recursive: true, force: true });
       }
     },
