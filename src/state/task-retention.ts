@@ -1,8 +1,8 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { RuntimeConfig } from "../config/config-schemas.js";
-import { BlobStore } from "../storage/blob-store.js";
-import type { SqlDatabase } from "../storage/sql-database.js";
+import { BLOB_REMOVAL_LOCK, BlobStore } from "../storage/blob-store.js";
+import { dialectOf, type SqlDatabase } from "../storage/sql-database.js";
 
 export interface PruneOptions {
   /** Finished tasks last changed before this are pruned. */
@@ -57,7 +57,11 @@ export function pruneFinishedTasks(db: SqlDatabase, options: PruneOptions): Prun
   const referred = db.prepare("SELECT hash FROM blob_refs WHERE task_id = ?").pluck();
   // A blob goes with the last task that refers to it.
   const removeUnreferredBlob = db.prepare("DELETE FROM blobs WHERE hash = ? AND NOT EXISTS (SELECT 1 FROM blob_refs WHERE hash = ?)");
+  // On PostgreSQL, removal waits for transactions writing blob references to commit, and they for it;
+  // taken first, so that the removal holds no task row a writer could be waiting for meanwhile.
+  const excludeBlobWriters = dialectOf(db) === "postgres" ? db.prepare(`SELECT pg_advisory_xact_lock(${BLOB_REMOVAL_LOCK})`) : null;
   db.transaction(() => {
+    excludeBlobWriters?.run();
     const hashes = new Set<string>();
     for (const id of doomed) {
       for (const hash of referred.all(id) as string[]) hashes.add(hash);

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
-import type { SqlDatabase, SqlStatement } from "./sql-database.js";
+import { dialectOf, type SqlDatabase, type SqlStatement } from "./sql-database.js";
 
 /**
  * Strings at least this long are stored once, in the `blobs` table, and referred to by their hash
@@ -15,6 +15,13 @@ const REFERENCE_PREFIX = "\u0000blob:";
 const REFERENCE_IN_JSON = '"\\u0000blob:';
 const SHA256_HEX = /^[0-9a-f]{64}$/;
 
+/**
+ * The PostgreSQL advisory lock between blob writers (shared) and the removal of blobs nobody refers to
+ * (exclusive): without it, a removal could miss a reference another worker has written but not yet
+ * committed and delete the text it names. SQLite has one writer at a time and needs none.
+ */
+export const BLOB_REMOVAL_LOCK = 7271165;
+
 /** Hashes of the longest strings written lately: a checkpoint holds the same output at every milestone. */
 const HASHES_KEPT = 16;
 
@@ -28,12 +35,14 @@ export class BlobStore {
   private readonly insertBlob: SqlStatement<[string, string]>;
   private readonly insertReference: SqlStatement<[string, string]>;
   private readonly selectBlob: SqlStatement<[string]>;
+  private readonly holdOffRemoval: SqlStatement<[]> | null;
   private readonly recentHashes = new Map<string, string>();
 
   constructor(db: SqlDatabase) {
     this.insertBlob = db.prepare("INSERT INTO blobs (hash, text) VALUES (?, ?) ON CONFLICT DO NOTHING");
     this.insertReference = db.prepare("INSERT INTO blob_refs (task_id, hash) VALUES (?, ?) ON CONFLICT DO NOTHING");
     this.selectBlob = db.prepare("SELECT text FROM blobs WHERE hash = ?");
+    this.holdOffRemoval = dialectOf(db) === "postgres" ? db.prepare(`SELECT pg_advisory_xact_lock_shared(${BLOB_REMOVAL_LOCK})`) : null;
   }
 
   /**
@@ -67,6 +76,8 @@ export class BlobStore {
       this.recentHashes.set(text, hash);
       if (this.recentHashes.size > HASHES_KEPT) this.recentHashes.delete(this.recentHashes.keys().next().value!);
     }
+    // Held to the end of the caller's transaction, so the reference commits before any removal looks for it.
+    this.holdOffRemoval?.run();
     this.insertBlob.run(hash, text);
     this.insertReference.run(taskId, hash);
     return `${REFERENCE_PREFIX}${hash}`;
