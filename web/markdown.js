@@ -45,8 +45,9 @@ const MARKDOWN_LIMIT = 100_000;
 DOMPurify.addHook("afterSanitizeAttributes", (node) => {
   if (node.tagName !== "A") return;
   const href = node.getAttribute("href") ?? "";
-  // Only web pages: no mail or phone apps, no other protocols, nothing of this server's own.
-  if (!/^https?:\/\/[^/\\]/i.test(href)) {
+  // Only web pages: no mail or phone apps, no other protocols, nothing of this server's own or of
+  // this machine's (a click would reach them as the user, logged in).
+  if (!/^https?:\/\/[^/\\]/i.test(href) || pointsHere(href)) {
     node.removeAttribute("href");
     return;
   }
@@ -59,6 +60,28 @@ DOMPurify.addHook("afterSanitizeAttributes", (node) => {
   const target = new URL(href).host.toLowerCase();
   if (shown && shown !== target && `www.${shown}` !== target && shown !== `www.${target}`) node.append(` (→ ${target})`);
 });
+
+/** Whether a web address names this server or this machine: the page's own host, a loopback or an unspecified address. */
+function pointsHere(href) {
+  let url;
+  try {
+    url = new URL(href);
+  } catch {
+    return true;
+  }
+  const host = url.hostname.toLowerCase().replace(/^\[|\]$/g, "").replace(/\.$/, "");
+  return (
+    url.host.toLowerCase() === location.host.toLowerCase() ||
+    host === location.hostname.toLowerCase() ||
+    host === "localhost" ||
+    host.endsWith(".localhost") ||
+    /^127\.\d+\.\d+\.\d+$/.test(host) ||
+    host === "0.0.0.0" ||
+    host === "::1" ||
+    host === "::" ||
+    /^::ffff:(127\.|7f[0-9a-f]{2}:)/.test(host)
+  );
+}
 
 const PURIFY = { USE_PROFILES: { html: true }, FORBID_TAGS: ["img", "svg", "math", "style", "form", "input", "button", "textarea", "select", "iframe", "video", "audio", "source"], FORBID_ATTR: ["style", "class", "id"] };
 

@@ -126,6 +126,8 @@ describe("the web chat in Chromium", () => {
         "",
         '[a link](javascript:window.__pwned=4) and [the docs](https://example.org/ducks) <img src=x onerror="window.__pwned=1"> ![pixel](http://127.0.0.1:9/track.png?secret=1)',
         "",
+        `[this server](${server.url}/tasks) [localhost](http://localhost:8080/) [loopback](http://127.9.9.9/) [six](http://[::1]:3000/) [mapped](http://[::ffff:127.0.0.1]/) [decimal](http://2130706433/)`,
+        "",
         "<script>window.__pwned = 2</script>",
       ].join("\n"),
     };
@@ -145,6 +147,9 @@ describe("the web chat in Chromium", () => {
     const links = await page.$$eval(".answer a", (anchors) => anchors.map((anchor) => ({ href: anchor.getAttribute("href"), rel: anchor.getAttribute("rel") })));
     expect(links.some((link) => (link.href ?? "").startsWith("javascript:"))).toBe(false);
     expect(links).toContainEqual({ href: "https://example.org/ducks", rel: "noopener noreferrer" });
+    // Links to this server or to anything else on this machine are text, not links.
+    expect(await page.textContent(".answer")).toContain("this server localhost loopback six mapped decimal");
+    expect(links).toEqual([{ href: null, rel: null }, { href: "https://example.org/ducks", rel: "noopener noreferrer" }, ...Array.from({ length: 6 }, () => ({ href: null, rel: null }))]);
     expect(await page.evaluate(() => (window as unknown as { __pwned?: number }).__pwned)).toBeUndefined();
     expect((page as unknown as { errors: string[] }).errors).toEqual([]);
     await page.close();
