@@ -70,10 +70,15 @@ export class TaskRows {
       `SELECT t.* FROM tasks t JOIN events e ON e.task_id = t.id AND e.seq = 1
         WHERE t.state IN ('received', 'queued', 'running') ORDER BY e.id`,
     );
-    // A task with no session is a conversation of its own.
+    // A task with no session is a conversation of its own. A memory edit made from a page or a command
+    // is recorded as a task, but nobody said it: it is no conversation. Its `kind` is the last key of
+    // its first event, so only an unescaped one can end the text so.
     this.selectConversations = db.prepare(
       `SELECT coalesce(session_id, id) AS conversation, MAX(session_id) AS session_id, COUNT(*) AS tasks, MIN(created_at) AS started_at, MAX(updated_at) AS updated_at
-         FROM tasks GROUP BY conversation ORDER BY updated_at DESC, conversation LIMIT ?`,
+         FROM tasks t
+        WHERE session_id IS NOT NULL
+           OR NOT EXISTS (SELECT 1 FROM events e WHERE e.task_id = t.id AND e.seq = 1 AND e.payload LIKE '%,"kind":"memory-edit"}')
+        GROUP BY conversation ORDER BY updated_at DESC, conversation LIMIT ?`,
     );
     this.selectSessionTasks = db.prepare("SELECT * FROM tasks WHERE session_id = ? ORDER BY created_at, id LIMIT ?");
     this.selectTasksByState = db.prepare("SELECT * FROM tasks WHERE state = ? ORDER BY created_at DESC, id LIMIT ?");

@@ -324,6 +324,13 @@ export function describeStoreContract(backend: StoreBackend): void {
         const last = firstPage.at(-1)!;
         expect(tasks.listTasks({ limit: 3, after: { created_at: last.created_at, id: last.id } }).map((task) => task.id)).toEqual([ids[0]]);
         expect(tasks.listTasks({ state: "completed", limit: 1, after: { created_at: last.created_at, id: last.id } }).map((task) => task.id)).toEqual([ids[0]]);
+
+        // A memory edit made from a page is recorded as a task, but is no conversation; a task that only says so is one.
+        tasks.createTask({ text: "Pin memory #1", workspace: "/w", kind: "memory-edit" });
+        clock.advance(1000);
+        const imitation = tasks.createTask({ text: 'ends with ,"kind":"memory-edit"}', workspace: "/w" });
+        tasks.flush();
+        expect(tasks.listConversations(10).map((conversation) => conversation.id)).toEqual([imitation.task_id, "s2", ids[2], "s1"]);
       }),
     );
 
