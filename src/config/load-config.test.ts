@@ -2,7 +2,7 @@ import { mkdirSync, writeFileSync, cpSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { makeTempDir } from "../../test/helpers/test-runtime.js";
-import { DuckError } from "../errors/duck-error.js";
+import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import { BUNDLED_CONFIG_DIR, loadConfig, resolveConfigDir, resolveHomeDir } from "./load-config.js";
 
 function copyOfBundled(): string {
@@ -94,6 +94,27 @@ describe("loadConfig", () => {
     expect(resolveHomeDir(undefined, { HOME: "/home/ann", XDG_DATA_HOME: "rel" }, "/work")).toBe("/home/ann/.local/share/ducklm");
     expect(resolveConfigDir(undefined, { HOME: "/home/ann" }, "/work")).toBe("/home/ann/.config/ducklm");
     expect(resolveConfigDir(undefined, { HOME: "/home/ann", XDG_CONFIG_HOME: "/cfg" }, "/work")).toBe("/cfg/ducklm");
-    expect(resolveConfigDir(undefined, { DUCKLM_CONFIG: "mine" }, "/work")).toBe("/work/mine");
+    const work = makeTempDir("ducklm-cwd-");
+    mkdirSync(join(work, "mine"));
+    expect(resolveConfigDir(undefined, { DUCKLM_CONFIG: "mine" }, work)).toBe(join(work, "mine"));
+    expect(resolveConfigDir("mine", {}, work)).toBe(join(work, "mine"));
+  });
+
+  it("refuses a config folder someone named that is not there, instead of running on the defaults without it", () => {
+    const work = makeTempDir("ducklm-cwd-");
+    writeFileSync(join(work, "a-file"), "");
+    const refusal = (run: () => unknown) => {
+      try {
+        run();
+      } catch (error) {
+        return { code: (error as DuckError).code, message: (error as Error).message };
+      }
+      return null;
+    };
+    expect(refusal(() => resolveConfigDir("typo-dir", {}, work))).toEqual({ code: ErrorCode.InvalidInput, message: expect.stringContaining(`--config names ${join(work, "typo-dir")}, which does not exist`) });
+    expect(refusal(() => resolveConfigDir(undefined, { DUCKLM_CONFIG: "a-file" }, work))).toEqual({ code: ErrorCode.InvalidInput, message: expect.stringContaining("DUCKLM_CONFIG names") });
+    expect(refusal(() => resolveConfigDir(undefined, { DUCKLM_CONFIG: "a-file" }, work))?.message).toContain("is not a folder");
+    // The default folder may be missing: files there are optional.
+    expect(refusal(() => resolveConfigDir(undefined, { HOME: join(work, "nobody") }, work))).toBeNull();
   });
 });

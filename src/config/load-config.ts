@@ -1,4 +1,4 @@
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, statSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -29,9 +29,23 @@ function xdgDir(env: NodeJS.ProcessEnv, variable: "XDG_DATA_HOME" | "XDG_CONFIG_
  * directory DuckLM happens to start in.
  */
 export function resolveConfigDir(explicit?: string, env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): string {
-  if (explicit) return resolve(cwd, explicit);
-  if (env.DUCKLM_CONFIG) return resolve(cwd, env.DUCKLM_CONFIG);
+  if (explicit) return namedConfigDir(resolve(cwd, explicit), "--config", env);
+  if (env.DUCKLM_CONFIG) return namedConfigDir(resolve(cwd, env.DUCKLM_CONFIG), "DUCKLM_CONFIG", env);
   return join(xdgDir(env, "XDG_CONFIG_HOME", [".config"]), "ducklm");
+}
+
+/**
+ * A config folder someone named must be there: a mistyped one would otherwise run on the bundled
+ * defaults, silently without the user's permissions and models. (The default folder may be missing.)
+ */
+function namedConfigDir(dir: string, namedBy: string, env: NodeJS.ProcessEnv): string {
+  const found = statSync(dir, { throwIfNoEntry: false });
+  if (found?.isDirectory()) return dir;
+  throw new DuckError(
+    ErrorCode.InvalidInput,
+    `${namedBy} names ${dir}, which ${found ? "is not a folder" : "does not exist"}: give the folder your config files are in (create it first for a new one), or leave ${namedBy} out to use ${join(xdgDir(env, "XDG_CONFIG_HOME", [".config"]), "ducklm")}`,
+    { details: { config_dir: dir } },
+  );
 }
 
 /**
