@@ -3,6 +3,8 @@ import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type AddressInfo } from "node:net";
 import { join, resolve } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import pino from "pino";
+import { openStores } from "../src/state/open-stores.js";
 import { makeTempDir } from "./helpers/test-runtime.js";
 
 // Resolved here, because `--import tsx` would be looked up from the child's working directory.
@@ -16,11 +18,11 @@ afterAll(() => {
   rmSync(workspace, { recursive: true, force: true });
 });
 
-function ducklm(args: string[], options: { cwd?: string; bin?: boolean } = {}) {
+function ducklm(args: string[], options: { cwd?: string; bin?: boolean; home?: string } = {}) {
   const entry = options.bin ? [join(root, "bin/ducklm.js")] : ["--import", tsxLoader, join(root, "src/cli/main.ts")];
   const result = spawnSync(process.execPath, [...entry, ...args], {
     cwd: options.cwd ?? workspace,
-    env: { ...process.env, DUCKLM_HOME: home, DUCKLM_CONFIG: join(root, "config") },
+    env: { ...process.env, DUCKLM_HOME: options.home ?? home, DUCKLM_CONFIG: join(root, "config") },
     encoding: "utf8",
     timeout: 60_000,
     stdio: ["ignore", "pipe", "pipe"],
@@ -51,6 +53,28 @@ describe("ducklm CLI", () => {
     const result = ducklm(["run", "read file missing.txt"]);
     expect(result.code).toBe(1);
     expect(result.stdout).toMatch(/✘ failed DUCK_ERR_FILE_NOT_FOUND/);
+  });
+
+  it("refuses a bad task before it starts anything: a task another run left unfinished is not resumed for it", () => {
+    const leftHome = makeTempDir("ducklm-cli-left-");
+    const stores = openStores(join(leftHome, "ducklm.sqlite3"), { logger: pino({ level: "silent" }) });
+    const left = stores.tasks.createTask({ text: "left running by a run that crashed", workspace });
+    stores.tasks.append(left.task_id, "task-started", {});
+    stores.tasks.flush();
+    const before = stores.tasks.listEvents(left.task_id);
+    stores.database.close();
+    const result = ducklm(["run", "--session", "s".repeat(500), "read file x.txt"], { home: leftHome });
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain("session_id");
+    expect(result.stdout).not.toContain("resuming");
+    const after = openStores(join(leftHome, "ducklm.sqlite3"), { logger: pino({ level: "silent" }) });
+    try {
+      expect(after.tasks.listEvents(left.task_id)).toEqual(before);
+      expect(after.tasks.listTasks().map((task) => task.id)).toEqual([left.task_id]);
+    } finally {
+      after.database.close();
+      rmSync(leftHome, { recursive: true, force: true });
+    }
   });
 
   it("exits 3 when a task waits for permission and no terminal can answer", () => {

@@ -1,7 +1,7 @@
 import { statSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { resolve } from "node:path";
-import { UserTaskSchema, isTerminalTaskState } from "../contracts/index.js";
+import { UserTaskSchema, isTerminalTaskState, type UserTask } from "../contracts/index.js";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import { scopedSignal } from "../utils/scoped-signal.js";
 import type { ExecutorContext } from "./executor-context.js";
@@ -71,6 +71,16 @@ interface ActiveTask {
   done: Promise<TaskOutcome>;
 }
 
+/** A task as a user hands it over, checked: throws DuckError(INVALID_INPUT) naming each field that is wrong. */
+export function checkedUserTask(input: unknown): UserTask {
+  const parsed = UserTaskSchema.safeParse(input);
+  if (!parsed.success) {
+    const message = parsed.error.issues.map((issue) => `${issue.path.join(".") || "task"}: ${issue.message}`).join("; ");
+    throw new DuckError(ErrorCode.InvalidInput, message);
+  }
+  return parsed.data;
+}
+
 /**
  * The centre of DuckLM: the only place that executes, through its executors (route the task, run
  * the plan and its steps, finish). Each `drive` takes the task's state as its events leave it and
@@ -93,18 +103,14 @@ export class RuntimeLoop {
 
   /** Records a new task and starts driving it. Throws DuckError(INVALID_INPUT) on a bad task. */
   submit(input: unknown, options: SubmitOptions = {}): TaskHandle {
-    const parsed = UserTaskSchema.safeParse(input);
-    if (!parsed.success) {
-      const message = parsed.error.issues.map((issue) => `${issue.path.join(".") || "task"}: ${issue.message}`).join("; ");
-      throw new DuckError(ErrorCode.InvalidInput, message);
-    }
-    const workspace = resolve(this.options.workspace, parsed.data.workspace ?? ".");
+    const task = checkedUserTask(input);
+    const workspace = resolve(this.options.workspace, task.workspace ?? ".");
     if (!statSync(workspace, { throwIfNoEntry: false })?.isDirectory()) {
       throw new DuckError(ErrorCode.InvalidInput, `workspace ${workspace} is not a directory`);
     }
     if (!options.evenWhenLineIsFull) this.refuseIfLineIsFull();
     const projection = this.context.store.createTask(
-      { text: parsed.data.text, session_id: parsed.data.session_id, workspace, auto_approve: parsed.data.auto_approve },
+      { text: task.text, session_id: task.session_id, workspace, auto_approve: task.auto_approve },
       { durable: options.durable === true },
     );
     // A new task is this process's from the start: its lease commits with it.

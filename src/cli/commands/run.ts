@@ -18,12 +18,16 @@ export function registerRun(program: Command): void {
         program.opts<GlobalOptions>(),
         async (ducklm) => {
           const text = words.length === 1 && words[0] === "-" ? await taskTextFromStdin() : checkedText(words.join(" "));
-          const leftovers = await startAndResume(ducklm);
-          const handle = ducklm.submit({
+          const task = {
             text,
             ...(options.session ? { session_id: options.session } : {}),
             auto_approve: [...(options.yes ? (["unknown"] as const) : []), ...(options.allowNetwork ? (["network"] as const) : [])],
-          }, { evenWhenLineIsFull: true });
+          };
+          // Refused before anything starts: a bad task must not first resume what other runs left.
+          const { checkedUserTask } = await import("../../runtime/runtime-loop.js");
+          checkedUserTask(task);
+          const leftovers = await startAndResume(ducklm);
+          const handle = ducklm.submit(task, { evenWhenLineIsFull: true });
           const code = await followTask(ducklm, handle.taskId, handle.done, options);
           // Closing now would only interrupt them again.
           await Promise.allSettled(leftovers);
