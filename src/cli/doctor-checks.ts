@@ -4,7 +4,7 @@ import { connectIntegrations } from "../integrations/connect-integrations.js";
 import type { DuckConfig } from "../config/config-schemas.js";
 import { loadConfig, resolveConfigDir, resolveHomeDir } from "../config/load-config.js";
 import { modelsDirectory } from "../models/create-model-provider.js";
-import { resolveRoles } from "../models/model-roles.js";
+import { resolveRolesChecked } from "../models/model-roles.js";
 import { CommandClassifier } from "../permissions/command-classifier.js";
 import { pluginFolders, protectedPathsFor, BUILTIN_TOOL_NAMES, resolveWorkspace } from "../runtime/create-runtime.js";
 import { postgresUrlOf } from "../runtime/postgres-url.js";
@@ -69,8 +69,8 @@ export async function doctorCommand(globals: GlobalOptions): Promise<number> {
     const { sandbox, warning } = chooseShellSandbox(config.runtime.sandbox.mode, { hiddenPaths: protectedPathsFor(home, configDir) });
     return warning ? ["warn", warning] : ["ok", sandbox.note];
   });
-  await check("models", () => {
-    const roles = [...resolveRoles(config.models, modelsDirectory(home)).values()];
+  await check("models", async () => {
+    const roles = [...(await resolveRolesChecked(config.models, modelsDirectory(home))).values()];
     const served = roles.filter((role) => role.role !== "embeddings" && role.servedBy);
     const broken = roles.filter((role) => role.problem).map((role) => `${role.role}: ${role.path} ${role.problem}`);
     if (served.length === 0) return ["warn", `no chat model present: IntentParser mode (see \`ducklm models list\` and \`ducklm models pull\`)${broken.length > 0 ? `; ${broken.join("; ")}` : ""}`];

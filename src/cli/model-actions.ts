@@ -10,7 +10,7 @@ import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import { createModelProvider, modelsDirectory } from "../models/create-model-provider.js";
 import { catalogueModel, loadCatalogue, presetPlan, roleSettings } from "../models/model-catalogue.js";
 import { downloadModel, type DownloadResult } from "../models/model-download.js";
-import { resolveRoles } from "../models/model-roles.js";
+import { resolveRolesChecked } from "../models/model-roles.js";
 import { createLogger } from "../runtime/logger.js";
 import { urlForDisplay } from "../utils/url-for-display.js";
 import type { GlobalOptions } from "./with-ducklm.js";
@@ -30,10 +30,10 @@ function checkRole(role: string): ModelRole {
 }
 
 /** `ducklm models list`: each role, its file, whether the file is there, and what serves the role. */
-export function modelsListCommand(globals: GlobalOptions, options: { json?: boolean }): number {
+export async function modelsListCommand(globals: GlobalOptions, options: { json?: boolean }): Promise<number> {
   const home = resolveHomeDir(globals.home);
   const config = loadConfig(resolveConfigDir(globals.config));
-  const roles = resolveRoles(config.models, modelsDirectory(home));
+  const roles = await resolveRolesChecked(config.models, modelsDirectory(home));
   const rows = [...roles.values()].map((role) => ({
     role: role.role,
     file: role.path,

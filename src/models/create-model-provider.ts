@@ -13,6 +13,8 @@ export interface CreateModelProviderOptions {
   logger: Logger;
   seed?: number;
   callTimeoutMs?: number;
+  /** Told about each role whose configured file is no model (the CLI prints it); the log is told anyway. */
+  onWarning?: (message: string) => void;
 }
 
 /** The folder relative model file names in models.json are resolved against. */
@@ -29,9 +31,13 @@ export async function createModelProvider(options: CreateModelProviderOptions): 
   const modelsDir = modelsDirectory(options.home);
   const roles = resolveRoles(options.config, modelsDir);
   const anyChat = [...roles.values()].some((role) => role.role !== "embeddings" && role.servedBy !== null);
+  // A file someone configured that is no model is said where they will see it, not only in the log.
+  for (const role of [...roles.values()].filter((candidate) => candidate.problem)) {
+    options.logger.warn({ role: role.role, file: role.path, problem: role.problem }, `model file for ${role.role} ${role.problem}`);
+    const instead = role.servedBy ? `the ${role.servedBy} model serves ${role.role} instead` : anyChat ? `nothing serves ${role.role}` : "DuckLM runs without a model until it is fixed";
+    options.onWarning?.(`the ${role.role} model file ${role.path} ${role.problem}: ${instead} (see \`ducklm models list\`; \`ducklm setup\` or \`ducklm models pull\` gets a good one)`);
+  }
   if (!anyChat) {
-    const broken = [...roles.values()].filter((role) => role.problem);
-    for (const role of broken) options.logger.warn({ role: role.role, file: role.path, problem: role.problem }, `model file for ${role.role} ${role.problem}`);
     options.logger.info("no model file found for any role: running in IntentParser mode");
     return null;
   }

@@ -6,7 +6,7 @@ import { pipeline } from "node:stream/promises";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import { ensurePrivateDir, makePrivate } from "../storage/private-files.js";
 import { isProcessAlive } from "../utils/process-alive.js";
-import { ggufFileProblem } from "./gguf/gguf-header.js";
+import { ggufModelProblem } from "./gguf/gguf-header.js";
 
 export interface DownloadProgress {
   received: number;
@@ -225,12 +225,12 @@ export async function downloadModel(source: string, options: DownloadOptions): P
       const have = statSync(target).size;
       if (unreachable) {
         // Nothing to compare it with; it stays what it is, and the caller says so.
-        if (ggufFileProblem(target) === null) return { file: target, bytes: have, resumedFrom: 0, sha256: await sha256Of(target), checkedAgainst: null, alreadyPresent: true, unverified: unreachable };
+        if ((await ggufModelProblem(target)) === null) return { file: target, bytes: have, resumedFrom: 0, sha256: await sha256Of(target), checkedAgainst: null, alreadyPresent: true, unverified: unreachable };
         throw new DuckError(ErrorCode.ModelDownloadFailed, unreachable);
       }
       if (expectedSize === null || have === expectedSize) {
         const digest = await sha256Of(target);
-        if ((expectedHash === null || digest === expectedHash) && ggufFileProblem(target) === null) {
+        if ((expectedHash === null || digest === expectedHash) && (await ggufModelProblem(target)) === null) {
           return { file: target, bytes: have, resumedFrom: 0, sha256: digest, checkedAgainst: against(expectedHash), alreadyPresent: true };
         }
       }
@@ -308,7 +308,7 @@ export async function downloadModel(source: string, options: DownloadOptions): P
       throw new DuckError(ErrorCode.ModelDownloadFailed, `the download of ${name} ended at ${mebibytes(bytes)} of ${mebibytes(expectedSize)}; run the same command again to ${bytes > expectedSize ? "download it afresh" : "resume from there"}`);
     }
     // A sign-in page or an error page saved as the model must not become a role's model.
-    const problem = ggufFileProblem(partial);
+    const problem = await ggufModelProblem(partial);
     if (problem) {
       rmSync(partial, { force: true });
       throw new DuckError(ErrorCode.InvalidInput, `what ${url} sent ${problem}; nothing was saved or assigned: check the address (does it need a sign-in or a token?)`);

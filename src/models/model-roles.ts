@@ -2,7 +2,7 @@ import { statSync } from "node:fs";
 import { isAbsolute, join } from "node:path";
 import type { ModelRoleConfig, ModelsConfig } from "../config/config-schemas.js";
 import type { ModelRole } from "../contracts/index.js";
-import { ggufFileProblem } from "./gguf/gguf-header.js";
+import { ggufFileProblem, ggufModelProblem } from "./gguf/gguf-header.js";
 
 /** Which role stands in when a role's own file is missing (the seed's critic shares the JSON compiler's model). */
 export const ROLE_FALLBACKS: Partial<Record<ModelRole, ModelRole>> = {
@@ -33,8 +33,11 @@ export function modelPath(modelsDir: string, file: string): string {
   return isAbsolute(file) ? file : join(modelsDir, file);
 }
 
-/** Resolves every role to a file that exists, following fallbacks; roles with nothing to run get `servedBy: null`. */
-export function resolveRoles(config: ModelsConfig, modelsDir: string): Map<ModelRole, ResolvedRole> {
+/**
+ * Resolves every role to a file that exists, following fallbacks; roles with nothing to run get
+ * `servedBy: null`. `fileProblem` judges a file that is there (by default from its first bytes).
+ */
+export function resolveRoles(config: ModelsConfig, modelsDir: string, fileProblem: (path: string) => string | null = ggufFileProblem): Map<ModelRole, ResolvedRole> {
   const own = new Map<ModelRole, ResolvedRole>();
   const roles: ModelRole[] = ["thinker", "json_compiler", "critic", "coder", "sys_util", "orchestrator", "embeddings"];
   for (const role of roles) {
@@ -43,7 +46,7 @@ export function resolveRoles(config: ModelsConfig, modelsDir: string): Map<Model
     const path = entry?.file !== undefined ? modelPath(modelsDir, entry.file) : null;
     const info = path ? statSync(path, { throwIfNoEntry: false }) : undefined;
     // A file that is there but is no model (an HTML page saved by a download, a folder) serves nothing.
-    const problem = !remote && path && info ? ggufFileProblem(path) : null;
+    const problem = !remote && path && info ? fileProblem(path) : null;
     const present = remote || (Boolean(info?.isFile()) && problem === null);
     own.set(role, { role, config: entry, path, remote, present, problem, sizeBytes: info?.isFile() ? info.size : null, servedBy: present ? role : null });
   }
@@ -62,4 +65,18 @@ export function resolveRoles(config: ModelsConfig, modelsDir: string): Map<Model
     }
   }
   return own;
+}
+
+/**
+ * `resolveRoles` with each local file read through to its tensor table (`ggufModelProblem`), so that a
+ * file cut short or damaged inside counts as broken: for `models list` and `doctor`, which can afford it.
+ */
+export async function resolveRolesChecked(config: ModelsConfig, modelsDir: string): Promise<Map<ModelRole, ResolvedRole>> {
+  const problems = new Map<string, string | null>();
+  for (const entry of Object.values(config.roles)) {
+    if (!entry?.file || entry.server !== undefined) continue;
+    const path = modelPath(modelsDir, entry.file);
+    if (!problems.has(path) && statSync(path, { throwIfNoEntry: false })) problems.set(path, await ggufModelProblem(path));
+  }
+  return resolveRoles(config, modelsDir, (path) => problems.get(path) ?? ggufFileProblem(path));
 }

@@ -50,7 +50,7 @@ export async function createDuckLM(options: CreateDuckLMOptions = {}): Promise<D
       ? options.models
       : options.models === false
         ? null
-        : await (await import("../models/create-model-provider.js")).createModelProvider({ config: config.models, home, logger, callTimeoutMs: config.runtime.timeouts.model_call_ms });
+        : await (await import("../models/create-model-provider.js")).createModelProvider({ config: config.models, home, logger, callTimeoutMs: config.runtime.timeouts.model_call_ms, ...(options.onWarning ? { onWarning: options.onWarning } : {}) });
   const plugins = await loadPlugins(pluginFolders(config.dir, home), logger, BUILTIN_TOOL_NAMES);
   for (const failure of plugins.failures) warn(`plugin ${failure.file} skipped: ${failure.reason}`);
   const workspace = resolveWorkspace(config, options.workspace);

@@ -1,5 +1,5 @@
 import { spawn, spawnSync } from "node:child_process";
-import { cpSync, existsSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { createHash } from "node:crypto";
 import type { AddressInfo } from "node:net";
@@ -42,6 +42,7 @@ beforeAll(async () => {
     // What a server says of a file before sending it: its size.
     if (request.method === "HEAD") {
       if (request.url?.endsWith("/tiny.gguf")) response.writeHead(200, { "content-length": String(fixture.length) }).end();
+      else if (request.url === "/models/short/short.gguf") response.writeHead(200, { "content-length": "4096" }).end();
       else response.writeHead(request.url === "/models/sign-in/model.gguf" ? 200 : 404, { "content-type": "text/html" }).end();
       return;
     }
@@ -51,6 +52,12 @@ beforeAll(async () => {
       response.writeHead(200, { "content-length": String(fixture.length), "content-type": "application/octet-stream" });
       // Given a moment to reach the client before the connection goes, so the part is never empty.
       response.write(fixture.subarray(0, Math.floor(fixture.length / 2)), () => setTimeout(() => response.destroy(), 100));
+      return;
+    }
+    if (request.url === "/models/short/short.gguf") {
+      // A mirror's copy cut short, served whole as what it is: its first bytes are a model's.
+      response.writeHead(200, { "content-length": "4096", "content-type": "application/octet-stream" });
+      response.end(fixture.subarray(0, 4096));
       return;
     }
     if (request.url === "/models/sign-in/model.gguf") {
@@ -122,6 +129,34 @@ describe("ducklm models", () => {
     expect(existsSync(join(home, "models", "model.gguf"))).toBe(false);
     expect(existsSync(join(home, "models", "model.gguf.part"))).toBe(false);
     expect(readFileSync(join(configDir, "models.json"), "utf8")).toBe(before);
+  });
+
+  it("refuses a model cut short though its first bytes look right, and lists one already in place as broken", async () => {
+    const before = readFileSync(join(configDir, "models.json"), "utf8");
+    const result = await ducklm(["models", "pull", `${baseUrl}/models/short/short.gguf`, "--role", "critic"]);
+    expect(result.code).not.toBe(0);
+    expect(result.stderr).toMatch(/is cut short.*nothing was saved or assigned/);
+    expect(existsSync(join(home, "models", "short.gguf"))).toBe(false);
+    expect(readFileSync(join(configDir, "models.json"), "utf8")).toBe(before);
+
+    // One that got there some other way is named in the list and by doctor, not called present.
+    mkdirSync(join(home, "models"), { recursive: true });
+    writeFileSync(join(home, "models", "copied.gguf"), fixture.subarray(0, fixture.length - 1000));
+    writeFileSync(join(configDir, "models.json"), JSON.stringify({ roles: { critic: { file: "copied.gguf" } } }));
+    try {
+      const list = await ducklm(["models", "list", "--json"]);
+      const critic = list.stdout.trim().split("\n").map((line) => JSON.parse(line)).find((row: { role: string }) => row.role === "critic");
+      expect(critic).toMatchObject({ present: false, problem: expect.stringMatching(/^is cut short: it holds/) });
+      const doctor = await ducklm(["doctor"]);
+      expect(doctor.stdout).toMatch(/critic: .*copied\.gguf is cut short/);
+      // A task with a configured file that is no model at all says so where the user sees it, not only in the log.
+      writeFileSync(join(home, "models", "copied.gguf"), "<!DOCTYPE html><html><body>Sign in</body></html>");
+      const run = await ducklm(["run", "hello there"]);
+      expect(run.stderr).toMatch(/warning: the critic model file .*copied\.gguf is an HTML or XML page.*DuckLM runs without a model until it is fixed/);
+    } finally {
+      writeFileSync(join(configDir, "models.json"), before);
+      rmSync(join(home, "models", "copied.gguf"));
+    }
   });
 
   it("refuses a file whose checksum differs", async () => {

@@ -4,8 +4,8 @@ import { describe, expect, it } from "vitest";
 import { fixtureModel } from "../../../test/helpers/fixture-models.js";
 import { makeTempDir } from "../../../test/helpers/test-runtime.js";
 import { ModelsConfigSchema } from "../../config/config-schemas.js";
-import { resolveRoles } from "../model-roles.js";
-import { ggufFileProblem } from "./gguf-header.js";
+import { resolveRoles, resolveRolesChecked } from "../model-roles.js";
+import { ggufFileProblem, ggufModelProblem } from "./gguf-header.js";
 
 describe("ggufFileProblem", () => {
   const dir = makeTempDir("ducklm-gguf-");
@@ -38,5 +38,27 @@ describe("ggufFileProblem", () => {
     const roles = resolveRoles(config, dir);
     expect(roles.get("json_compiler")).toMatchObject({ present: false, problem: expect.stringMatching(/HTML/), servedBy: "thinker" });
     expect(roles.get("thinker")).toMatchObject({ present: true, problem: null, servedBy: "thinker" });
+  });
+
+  it("reads a file through to its tensors: a model cut short or damaged inside is broken, though its first bytes look right", async () => {
+    const model = fixtureModel("tiny-chat", { seed: 1, contextLength: 32768, name: "ducklm-tiny-chat" });
+    const whole = readFileSync(model);
+    expect(await ggufModelProblem(model)).toBeNull();
+    // Cut inside the metadata, and cut inside the tensor data: both pass the first bytes.
+    const inMetadata = file("cut-metadata.gguf", whole.subarray(0, 4096));
+    expect(ggufFileProblem(inMetadata)).toBeNull();
+    expect(await ggufModelProblem(inMetadata)).toMatch(/^is cut short/);
+    const inData = file("cut-data.gguf", whole.subarray(0, whole.length - 100));
+    expect(ggufFileProblem(inData)).toBeNull();
+    expect(await ggufModelProblem(inData)).toBe(`is cut short: it holds ${whole.length - 100} bytes, and its tensors need ${whole.length}; download it again`);
+    // Metadata that says it holds more entries than any file could.
+    const damaged = Buffer.from(whole);
+    damaged.fill(0xff, 16, 24);
+    expect(ggufFileProblem(file("damaged.gguf", damaged))).toBeNull();
+    expect(await ggufModelProblem(join(dir, "damaged.gguf"))).toMatch(/^is cut short or damaged|^is cut short/);
+    // The same judgement for roles, where it can be afforded (models list, doctor).
+    const config = ModelsConfigSchema.parse({ roles: { thinker: { file: model }, critic: { file: inData } } });
+    expect(resolveRoles(config, dir).get("critic")).toMatchObject({ present: true, problem: null });
+    expect((await resolveRolesChecked(config, dir)).get("critic")).toMatchObject({ present: false, problem: expect.stringMatching(/^is cut short/), servedBy: "thinker" });
   });
 });
