@@ -309,7 +309,7 @@ function applyEvent(view, event, { live }) {
     }
     case "permission-requested": {
       // Said in the chat too, so a closed dialog or another tab still shows why nothing moves.
-      const what = p.commands.length > 0 ? p.commands.join(" ; ") : toolTitle(p.call, view.workspace);
+      const what = exactCommandOf(p.call) ?? toolTitle(p.call, view.workspace);
       const waiting = el("div", "iteration waiting", `Waiting for your approval: ${what}`);
       view.approvals.set(p.request_id, waiting);
       view.tools.append(waiting);
@@ -399,6 +399,11 @@ const CATEGORY_TEXT = {
   no_always: "risky: asked every time, never remembered",
   hard_stop: "refused",
 };
+/** The exact command a call would run (a shell command, a coder step's test), or null for another tool. */
+function exactCommandOf(call) {
+  const args = call.arguments || {};
+  return typeof args.command === "string" ? args.command : typeof args.test_command === "string" ? args.test_command : null;
+}
 const permissionQueue = [];
 function queuePermission(taskId, request) {
   permissionQueue.push({ taskId, request });
@@ -417,13 +422,21 @@ function showNextPermission() {
     request.commands.length > 0 ? "exactly this command, in this folder" : `every later call of the tool ${request.call.tool} in this folder, whatever its arguments`;
   const list = $("permission-commands");
   list.replaceChildren();
-  // A tool call is named exactly, with all of its arguments: "always" remembers that tool here.
-  const commands = request.commands.length > 0 ? [...request.commands] : [`${request.call.tool} ${JSON.stringify(request.call.arguments, null, 2)}`];
+  // The command exactly as it would run; the commands found in it below when there is more than that
+  // one (their words, as the rules judge them). A tool call is named with all of its arguments.
+  const exact = exactCommandOf(request.call);
+  const commands = exact !== null ? [exact] : [`${request.call.tool} ${JSON.stringify(request.call.arguments, null, 2)}`];
   // A coder step asks once for its files and its test command together.
-  if (request.call.tool === "code_apply" && request.commands.length > 0) commands.unshift(`write ${(request.call.arguments.files || []).join(", ")}`);
+  if (request.call.tool === "code_apply" && exact !== null) commands.unshift(`write ${(request.call.arguments.files || []).join(", ")}`);
   for (const command of commands) {
     const item = el("li");
     item.append(el(command.includes("\n") ? "pre" : "code", null, command));
+    list.append(item);
+  }
+  const inside = exact !== null && (request.commands.length > 1 || (request.commands.length === 1 && request.commands[0] !== exact.trim()));
+  if (inside) {
+    const item = el("li", "runs-inside", "It runs: ");
+    request.commands.forEach((command, index) => item.append(...(index > 0 ? [" · "] : []), el("code", null, command)));
     list.append(item);
   }
   $("permission-always").hidden = request.category === "no_always";

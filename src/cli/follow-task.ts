@@ -5,7 +5,7 @@ import type { StartOptions, StartReport } from "../runtime/create-runtime.js";
 import type { DuckLM } from "../runtime/ducklm.js";
 import type { PermissionAnswer } from "../runtime/runtime-loop.js";
 import type { TaskOutcome } from "../runtime/task-outcome.js";
-import { createEventFormatter } from "./format-event.js";
+import { askedAbout, createEventFormatter } from "./format-event.js";
 import { safeForTerminal } from "./terminal-text.js";
 import { ErrorCode } from "../errors/duck-error.js";
 import { ExitCode } from "./with-ducklm.js";
@@ -85,7 +85,7 @@ const askOnce: AskLine = async (question) => {
 async function askPermission(outcome: TaskOutcome, ask: AskLine): Promise<Array<{ requestId: string; answer: PermissionAnswer }> | null> {
   const answers: Array<{ requestId: string; answer: PermissionAnswer }> = [];
   for (const request of outcome.pending_permissions) {
-    const what = safeForTerminal(request.commands.join(" ; ") || `${request.call.tool} ${JSON.stringify(request.call.arguments)}`);
+    const what = safeForTerminal(askedAbout(request));
     const always = request.category === "no_always" ? "" : ", allow [a]lways";
     const network = request.network ? " (needs the network)" : "";
     const typed = await ask(`Allow ${what} [${request.category}]${network}? [y]es once${always}, [N]o: `);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { DuckEvent } from "../contracts/index.js";
-import { createEventFormatter } from "./format-event.js";
+import { askedAbout, createEventFormatter } from "./format-event.js";
 
 let seq = 0;
 const event = (type: string, payload: Record<string, unknown>, taskId = "t1"): DuckEvent => ({ task_id: taskId, seq: (seq += 1), type: type as DuckEvent["type"], time: "2026-12-01T00:00:00.000Z", payload });
@@ -39,5 +39,16 @@ describe("the CLI's transcript of model output", () => {
     ]);
     expect(streamed).toBe("  thinker (draft):\nI will read it.\n");
     expect(whole).toBe(streamed);
+  });
+});
+
+describe("askedAbout", () => {
+  it("shows the command exactly as it would run, with the commands found in it when there is more than that one", () => {
+    const shell = (command: string) => ({ tool: "shell_exec", arguments: { command } });
+    expect(askedAbout({ call: shell("sudo ls"), commands: ["ls", "sudo"] })).toBe("sudo ls  (it runs: ls · sudo)");
+    const quoted = `python3 -c "import os; print(1)" && echo "a;b"`;
+    expect(askedAbout({ call: shell(quoted), commands: ["python3 -c import os; print(1)", "echo a;b"] })).toBe(`${quoted}  (it runs: python3 -c import os; print(1) · echo a;b)`);
+    expect(askedAbout({ call: shell("cp a.txt b.txt"), commands: ["cp a.txt b.txt"] })).toBe("cp a.txt b.txt");
+    expect(askedAbout({ call: { tool: "file_write", arguments: { path: "x.txt" } }, commands: [] })).toBe('file_write {"path":"x.txt"}');
   });
 });

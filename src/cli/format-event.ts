@@ -1,5 +1,18 @@
 import type { DuckEvent, EventPayloads } from "../contracts/index.js";
 
+/**
+ * What a permission question is about, as the person should read it: the exact command that would
+ * run (never the parsed pieces, which lose quotes and order), with the commands found in it when it
+ * holds more than that one; or the tool call with its arguments.
+ */
+export function askedAbout(request: Pick<EventPayloads["permission-requested"], "call" | "commands">): string {
+  const args = request.call.arguments;
+  const exact = typeof args.command === "string" ? args.command : typeof args.test_command === "string" ? args.test_command : null;
+  if (exact === null) return `${request.call.tool} ${JSON.stringify(args)}`;
+  const inside = request.commands.length > 1 || (request.commands.length === 1 && request.commands[0] !== exact.trim());
+  return inside ? `${exact}  (it runs: ${request.commands.join(" · ")})` : exact;
+}
+
 const OUTPUT_PREVIEW_LINES = 20;
 
 function preview(text: string, indent: string): string {
@@ -38,7 +51,7 @@ export function createEventFormatter(): (event: DuckEvent) => string | null {
       }
       case "permission-requested": {
         const p = payloadOf(event, "permission-requested");
-        asked.set(`${event.task_id}/${p.step_id}`, p.commands.join(" ; ") || `${p.call.tool} ${JSON.stringify(p.call.arguments)}`);
+        asked.set(`${event.task_id}/${p.step_id}`, askedAbout(p));
         break;
       }
       case "critic-scored": {
@@ -170,7 +183,7 @@ export function formatEvent(event: DuckEvent): string | null {
     }
     case "permission-requested": {
       const p = payloadOf(event, "permission-requested");
-      return `  ? permission needed for ${p.call.tool} ${p.commands.join(" ; ") || JSON.stringify(p.call.arguments)} [${p.category}]: ${p.reason}`;
+      return `  ? permission needed for ${p.call.tool}: ${askedAbout(p)} [${p.category}]: ${p.reason}`;
     }
     case "permission-resolved": {
       const p = payloadOf(event, "permission-resolved");

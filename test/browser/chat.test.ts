@@ -242,10 +242,13 @@ describe("the web chat in Chromium", () => {
     await send(page, "make a file");
     await page.waitForSelector("#permission-dialog[open]");
     expect(await page.textContent("#permission-category")).toBe("no rule in permissions.json covers it");
-    expect(await page.textContent("#permission-commands")).toContain("cat from-browser.txt");
+    // The command exactly as it will run, quotes and && kept; the commands found in it below.
+    const command = `awk 'BEGIN{print "made by the browser test"}' > from-browser.txt && cat from-browser.txt`;
+    expect(await page.textContent("#permission-commands li:first-child code")).toBe(command);
+    expect(await page.textContent("#permission-commands .runs-inside")).toContain("cat from-browser.txt");
     expect(await page.textContent("#permission-workspace")).toBe(server.runtime.workspace);
     // The chat says what it waits for, behind the dialog.
-    expect(await page.textContent(".waiting")).toContain("Waiting for your approval: awk");
+    expect(await page.textContent(".waiting")).toBe(`Waiting for your approval: ${command}`);
     await page.click("#permission-allow");
     await page.waitForFunction(() => document.querySelector(".tool .terminal")?.textContent?.includes("made by the browser test"));
     expect(await page.textContent(".tool .tool-head span")).toBe(`Ran \`awk 'BEGIN{print "made by the browser test"}' > from-browser.txt && cat from-browser.txt\` in ${server.runtime.workspace}`);
