@@ -1,14 +1,14 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { ModelRoleNames } from "../config/config-schemas.js";
-import { loadConfig, resolveConfigDir, resolveHomeDir } from "../config/load-config.js";
+import { BUNDLED_CONFIG_DIR, loadConfig, resolveConfigDir, resolveHomeDir } from "../config/load-config.js";
 import { createInterface } from "node:readline/promises";
 import { Presets, SingleBar } from "cli-progress";
 import { setRoleModels } from "../config/update-models-config.js";
 import type { ModelRole } from "../contracts/index.js";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import { createModelProvider, modelsDirectory } from "../models/create-model-provider.js";
-import { catalogueModel, loadCatalogue, presetPlan, roleSettings } from "../models/model-catalogue.js";
+import { catalogueModel, listedBytes, loadCatalogue, presetPlan, roleSettings } from "../models/model-catalogue.js";
 import { downloadModel, type DownloadResult } from "../models/model-download.js";
 import { resolveRolesChecked } from "../models/model-roles.js";
 import { createLogger } from "../runtime/logger.js";
@@ -127,8 +127,11 @@ function formatDuration(seconds: number): string {
   return `${Math.floor(seconds / 3600)} h ${Math.round((seconds % 3600) / 60)} min`;
 }
 
-function describeResult(result: DownloadResult): string {
-  const hash = result.checkedAgainst === "server" ? "matches the hub's" : result.checkedAgainst === "given" ? "matches the one given" : "not checked: the server states none";
+const CATALOGUE_PIN = "the catalogue's pinned hash";
+
+/** `expectedFrom`: who gave the hash a download was checked against, when not the server. */
+function describeResult(result: DownloadResult, expectedFrom = "the one given"): string {
+  const hash = result.checkedAgainst === "server" ? "matches the hub's" : result.checkedAgainst === "given" ? `matches ${expectedFrom}` : "not checked: the server states none";
   if (result.unverified) return `${result.file} is already there (${formatBytes(result.bytes)}); it could not be compared with the server's copy: ${result.unverified}`;
   if (result.alreadyPresent) return `${result.file} is already there (${formatBytes(result.bytes)}, sha256 ${hash}); nothing downloaded`;
   return `${result.resumedFrom > 0 ? `resumed at ${formatBytes(result.resumedFrom)}; ` : ""}saved ${result.file} (${formatBytes(result.bytes)}, sha256 ${result.sha256}, ${hash})`;
@@ -143,22 +146,24 @@ export async function modelsPullCommand(globals: GlobalOptions, source: string, 
   const configDir = resolveConfigDir(globals.config);
   loadConfig(configDir);
   // A name from the catalogue stands for its file (and its pinned hash, if it has one).
-  const listed = /^[a-z0-9][a-z0-9._-]*$/i.test(source) && !source.includes(":") ? catalogueModel(loadCatalogue(), source) : null;
-  if (!listed && !source.includes(":")) throw new DuckError(ErrorCode.InvalidInput, `"${source}" is not in the catalogue (${Object.keys(loadCatalogue().models).join(", ")}), a URL, or hf:user/repo/file.gguf`);
+  const catalogue = source.includes(":") ? null : loadCatalogue(configDir);
+  const listed = catalogue && /^[a-z0-9][a-z0-9._-]*$/i.test(source) ? catalogueModel(catalogue, source) : null;
+  if (catalogue && !listed) throw new DuckError(ErrorCode.InvalidInput, `"${source}" is not in the catalogue (${Object.keys(catalogue.models).join(", ")}), a URL, or hf:user/repo/file.gguf`);
   const sha256 = options.sha256 ?? listed?.sha256;
+  const expectedSize = size ?? listed?.bytes;
   let result: DownloadResult;
   try {
     result = await downloadWithProgress(listed?.source ?? source, listed?.name ?? "downloading", {
       directory: modelsDirectory(home),
       ...(sha256 ? { sha256 } : {}),
-      ...(size !== undefined ? { size } : {}),
+      ...(expectedSize !== undefined ? { size: expectedSize } : {}),
     });
   } catch (error) {
     const code = interrupted(error);
     if (code !== null) return code;
     throw error;
   }
-  console.log(describeResult(result));
+  console.log(describeResult(result, options.sha256 === undefined && listed?.sha256 ? CATALOGUE_PIN : undefined));
   if (role) {
     const file = result.file.slice(modelsDirectory(home).length + 1);
     setRoleModels(configDir, { [role]: listed ? roleSettings(role, listed) : { file } });
@@ -172,17 +177,19 @@ export async function setupCommand(globals: GlobalOptions, options: { preset?: s
   const home = resolveHomeDir(globals.home);
   const configDir = resolveConfigDir(globals.config);
   loadConfig(configDir);
-  const catalogue = loadCatalogue();
+  const catalogue = loadCatalogue(configDir);
   const preset = options.preset ?? "starter";
   const directory = modelsDirectory(home);
   const plan = presetPlan(catalogue, preset, directory);
   const missing = plan.filter((entry) => !entry.present);
-  const total = missing.reduce((sum, entry) => sum + entry.model.approx_bytes, 0);
+  const total = missing.reduce((sum, entry) => sum + listedBytes(entry.model), 0);
   console.log(`Preset ${preset}: ${catalogue.presets[preset]!.description}.`);
   for (const { model, roles, present } of plan) {
-    console.log(`  ${model.name.padEnd(26)} ${present ? "present".padEnd(16) : `about ${formatBytes(model.approx_bytes)}`.padEnd(16)} ${model.license.padEnd(11)} ${roles.join(", ")}`);
+    const size = model.bytes !== undefined ? formatBytes(model.bytes) : `about ${formatBytes(listedBytes(model))}`;
+    console.log(`  ${model.name.padEnd(26)} ${(present ? `${size}, present` : size).padEnd(16)} ${model.license.padEnd(11)} ${roles.join(", ")}`);
     console.log(`      ${model.source} → ${join(directory, model.file)}`);
-    console.log(`      sha256 ${model.sha256 ?? "checked against the one the hub states, while downloading"}`);
+    console.log(model.bytes !== undefined ? `      ${model.bytes} bytes exactly` : "      size not pinned: the download states it");
+    console.log(`      sha256 ${model.sha256 ?? "not pinned: checked against the one the hub states, while downloading"}`);
   }
   console.log(missing.length === 0 ? "Every file is already there." : `To download: about ${formatBytes(total)} into ${directory}.`);
   // What each role has now: a role's own settings (context size, temperature…) stay; its model changes.
@@ -194,7 +201,13 @@ export async function setupCommand(globals: GlobalOptions, options: { preset?: s
       return was === model.file ? [] : [`  ${role}: ${was} → ${model.file}`];
     }),
   );
-  console.log(changes.length === 0 ? `Every role already uses these files (${join(configDir, "models.json")}).` : `In ${join(configDir, "models.json")} (each role's other settings stay as they are):\n${changes.join("\n")}`);
+  const userModels = join(configDir, "models.json");
+  const inForce = existsSync(userModels) ? userModels : `the bundled defaults, ${join(BUNDLED_CONFIG_DIR, "models.json")}`;
+  console.log(
+    changes.length === 0
+      ? `Every role is already set to these files (in ${inForce}).`
+      : `${existsSync(userModels) ? `In ${userModels}` : `In ${userModels}, a new file over the bundled defaults`} (each role's other settings stay as they are):\n${changes.join("\n")}`,
+  );
   if (options.dryRun) {
     console.log(`Nothing was downloaded or changed (--dry-run). Run \`ducklm setup --preset ${preset}\` to do it.`);
     return 0;
@@ -215,18 +228,17 @@ export async function setupCommand(globals: GlobalOptions, options: { preset?: s
   }
   const settings: Record<string, Record<string, unknown>> = {};
   // What the user wrote for each role (not the defaults the schema fills in).
-  const userModels = join(configDir, "models.json");
   const writtenRoles = existsSync(userModels) ? ((JSON.parse(readFileSync(userModels, "utf8")) as { roles?: Record<string, unknown> }).roles ?? {}) : {};
   for (const { model, roles } of plan) {
     let result: DownloadResult;
     try {
-      result = await downloadWithProgress(model.source, model.name, { directory, ...(model.sha256 ? { sha256: model.sha256 } : {}) });
+      result = await downloadWithProgress(model.source, model.name, { directory, ...(model.sha256 ? { sha256: model.sha256 } : {}), ...(model.bytes !== undefined ? { size: model.bytes } : {}) });
     } catch (error) {
       const code = interrupted(error);
       if (code !== null) return code;
       throw error;
     }
-    console.log(describeResult(result));
+    console.log(describeResult(result, CATALOGUE_PIN));
     for (const role of roles) {
       // The role's own settings win over the preset's defaults; a server it used gives way to the file.
       const written = (writtenRoles[role] ?? {}) as Record<string, unknown>;

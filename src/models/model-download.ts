@@ -50,17 +50,19 @@ const MAX_REDIRECTS = 8;
 
 /**
  * `hf:user/repo/path/file.gguf` → the file's download URL on the Hugging Face hub (or the mirror
- * HF_ENDPOINT names, as Hugging Face's own tools read it); URLs pass through.
+ * HF_ENDPOINT names, as Hugging Face's own tools read it); `hf:user/repo@REVISION/…` pins a commit
+ * (or branch or tag) so the file cannot change under a pinned hash. URLs pass through.
  */
 export function resolveModelSource(source: string, env: NodeJS.ProcessEnv = process.env): URL {
   if (source.startsWith("hf:")) {
-    const [user, repo, ...path] = source.slice(3).split("/");
-    if (!user || !repo || path.length === 0 || !path.at(-1)?.endsWith(".gguf")) {
-      throw new DuckError(ErrorCode.InvalidInput, `"${source}" is not of the form hf:user/repo/file.gguf`);
+    const [user, repoAndRevision, ...path] = source.slice(3).split("/");
+    const [repo, revision = "main", ...extra] = (repoAndRevision ?? "").split("@");
+    if (!user || !repo || path.length === 0 || !path.at(-1)?.endsWith(".gguf") || extra.length > 0 || !/^[A-Za-z0-9._-]+$/.test(revision) || [user, repo, revision, ...path].some((part) => part === "." || part === "..")) {
+      throw new DuckError(ErrorCode.InvalidInput, `"${source}" is not of the form hf:user/repo/file.gguf (or hf:user/repo@revision/file.gguf)`);
     }
     const endpoint = (env.HF_ENDPOINT || "https://huggingface.co").replace(/\/+$/, "");
     if (!/^https?:\/\/[^/]/.test(endpoint)) throw new DuckError(ErrorCode.InvalidInput, `HF_ENDPOINT must be an http(s) URL such as https://huggingface.co, not "${endpoint}"`);
-    return new URL(`${endpoint}/${user}/${repo}/resolve/main/${path.join("/")}`);
+    return new URL(`${endpoint}/${user}/${repo}/resolve/${revision}/${path.join("/")}`);
   }
   let url: URL;
   try {

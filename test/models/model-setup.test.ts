@@ -11,8 +11,11 @@ import { makeTempDir } from "../helpers/test-runtime.js";
 const root = resolve(import.meta.dirname, "../..");
 const tsxLoader = import.meta.resolve("tsx");
 const home = makeTempDir("ducklm-setup-home-");
-// The user's config folder starts empty: no models.json of their own.
+// The user's config folder starts with no models.json of their own; its catalogue pins the fixture
+// files (the bundled one pins the real models, which cannot be downloaded here).
 const configDir = makeTempDir("ducklm-setup-config-");
+const emptyConfigDir = makeTempDir("ducklm-setup-empty-config-");
+const FIXTURE_REVISION = "0123456789abcdef0123456789abcdef01234567";
 const bundledModels = join(root, "config", "models.json");
 let server: Server;
 let cdnServer: Server;
@@ -58,8 +61,20 @@ beforeAll(async () => {
   chat = readFileSync(fixtureModels().chat);
   // An embedding model of the dimension the catalogue gives nomic-embed-text.
   const embedding = readFileSync(fixtureModel("tiny-embedding-768", { seed: 2, blockCount: 1, embeddingLength: 768, name: "ducklm-tiny-embedding-768" }));
-  files.set("/Qwen/Qwen2.5-1.5B-Instruct-GGUF/resolve/main/qwen2.5-1.5b-instruct-q4_k_m.gguf", { bytes: chat, sha256: sha256(chat) });
-  files.set("/nomic-ai/nomic-embed-text-v1.5-GGUF/resolve/main/nomic-embed-text-v1.5.Q8_0.gguf", { bytes: embedding, sha256: sha256(embedding) });
+  files.set(`/Qwen/Qwen2.5-1.5B-Instruct-GGUF/resolve/${FIXTURE_REVISION}/qwen2.5-1.5b-instruct-q4_k_m.gguf`, { bytes: chat, sha256: sha256(chat) });
+  files.set(`/nomic-ai/nomic-embed-text-v1.5-GGUF/resolve/${FIXTURE_REVISION}/nomic-embed-text-v1.5.Q8_0.gguf`, { bytes: embedding, sha256: sha256(embedding) });
+  const pinned = (source: string, bytes: Buffer, extra: Record<string, unknown> = {}) => ({ source, bytes: bytes.length, sha256: sha256(bytes), license: "Apache-2.0", description: "a fixture", ...extra });
+  const catalogue = {
+    models: {
+      "qwen2.5-1.5b-instruct": pinned(`hf:Qwen/Qwen2.5-1.5B-Instruct-GGUF@${FIXTURE_REVISION}/qwen2.5-1.5b-instruct-q4_k_m.gguf`, chat),
+      "nomic-embed-text-v1.5": pinned(`hf:nomic-ai/nomic-embed-text-v1.5-GGUF@${FIXTURE_REVISION}/nomic-embed-text-v1.5.Q8_0.gguf`, embedding, { dimension: 768 }),
+      // Pins the hub contradicts: refused before a byte is fetched.
+      "pinned-other-hash": { ...pinned("hf:hub/redirected/good.gguf", chat), sha256: "12".repeat(32) },
+      "pinned-other-size": { ...pinned("hf:hub/redirected/good.gguf", chat), bytes: chat.length + 1 },
+    },
+    presets: {},
+  };
+  writeFileSync(join(configDir, "models-catalogue.json"), JSON.stringify(catalogue));
   // The hub states one hash and sends other bytes.
   files.set("/someone/tampered/resolve/main/tampered.gguf", { bytes: chat, sha256: "ab".repeat(32) });
   // The CDN the hub redirects to: it serves bytes and says nothing of their hash, as the real one does.
@@ -117,27 +132,56 @@ afterAll(() => {
   cdnServer.close();
   rmSync(home, { recursive: true, force: true });
   rmSync(configDir, { recursive: true, force: true });
+  rmSync(emptyConfigDir, { recursive: true, force: true });
 });
 
 describe("ducklm setup", () => {
-  it("lists the starter preset's files, sizes and hashes with --dry-run, and changes nothing", async () => {
-    const result = await ducklm(["setup", "--preset", "starter", "--dry-run"]);
+  it("lists the starter preset's files, exact sizes and pinned hashes with --dry-run, and changes nothing", async () => {
+    const result = await ducklm(["setup", "--preset", "starter", "--dry-run"], { DUCKLM_CONFIG: emptyConfigDir });
     expect(result.code).toBe(0);
-    expect(result.stdout).toMatch(/qwen2\.5-1\.5b-instruct\s+about 1\.0 GiB\s+Apache-2\.0\s+thinker, json_compiler, critic, coder, sys_util, orchestrator/);
-    expect(result.stdout).toMatch(/nomic-embed-text-v1\.5\s+about 139\.2 MiB\s+Apache-2\.0\s+embeddings/);
-    expect(result.stdout).toContain("hf:Qwen/Qwen2.5-1.5B-Instruct-GGUF/qwen2.5-1.5b-instruct-q4_k_m.gguf");
-    expect(result.stdout).toMatch(/sha256 checked against the one the hub states, while downloading/);
+    expect(result.stdout).toMatch(/qwen2\.5-1\.5b-instruct\s+1\.0 GiB\s+Apache-2\.0\s+thinker, json_compiler, critic, coder, sys_util, orchestrator/);
+    expect(result.stdout).toMatch(/nomic-embed-text-v1\.5\s+139\.4 MiB\s+Apache-2\.0\s+embeddings/);
+    // Each file pinned: a commit of its repository, its exact size and its SHA-256.
+    expect(result.stdout).toContain("hf:Qwen/Qwen2.5-1.5B-Instruct-GGUF@91cad51170dc346986eccefdc2dd33a9da36ead9/qwen2.5-1.5b-instruct-q4_k_m.gguf");
+    expect(result.stdout).toContain("1117320736 bytes exactly");
+    expect(result.stdout).toContain("sha256 6a1a2eb6d15622bf3c96857206351ba97e1af16c30d7a74ee38970e434e9407e");
+    expect(result.stdout).toContain("146146432 bytes exactly");
+    expect(result.stdout).toContain("sha256 3e24342164b3d94991ba9692fdc0dd08e3fd7362e0aacc396a9a5c54a544c3b7");
+    // The bundled defaults already name these files, and the dry run says so, naming that file.
+    expect(result.stdout).toMatch(/Every role is already set to these files \(in the bundled defaults, .*config\/models\.json\)/);
     expect(result.stdout).toMatch(/Nothing was downloaded or changed \(--dry-run\)/);
     expect(existsSync(join(home, "models"))).toBe(false);
-    expect(existsSync(join(configDir, "models.json"))).toBe(false);
+    expect(existsSync(join(emptyConfigDir, "models.json"))).toBe(false);
     expect(requests).toEqual([]);
   });
 
+  it("says which files of a preset are not pinned and how they are checked instead", async () => {
+    const result = await ducklm(["setup", "--preset", "gpu", "--dry-run"], { DUCKLM_CONFIG: emptyConfigDir });
+    expect(result.code).toBe(0);
+    expect(result.stdout).toMatch(/qwen2\.5-7b-instruct\s+about 4\.4 GiB/);
+    expect(result.stdout).toMatch(/sha256 not pinned: checked against the one the hub states, while downloading/);
+    expect(result.stdout).toMatch(/thinker: qwen2\.5-1\.5b-instruct-q4_k_m\.gguf → Qwen2\.5-7B-Instruct-Q4_K_M\.gguf/);
+    expect(requests).toEqual([]);
+  });
+
+  it("refuses a catalogue model whose pinned hash or size the hub contradicts, before downloading it", async () => {
+    const before = requests.length;
+    const hash = await ducklm(["models", "pull", "pinned-other-hash"]);
+    expect(hash.code).toBe(1);
+    expect(hash.stderr).toMatch(/says good\.gguf has SHA-256 [0-9a-f]{64}, not the (12){32} given; nothing was downloaded/);
+    const size = await ducklm(["models", "pull", "pinned-other-size"]);
+    expect(size.code).toBe(1);
+    expect(size.stderr).toMatch(/says good\.gguf is \d+ bytes, not the \d+ given; nothing was downloaded/);
+    expect(requests.slice(before).every((request) => request.method === "HEAD")).toBe(true);
+    expect(existsSync(join(home, "models", "good.gguf"))).toBe(false);
+  });
+
   it("asks for a yes before downloading when no terminal can answer", async () => {
+    const before = requests.length;
     const result = await ducklm(["setup"]);
     expect(result.code).toBe(2);
     expect(result.stderr).toMatch(/needs a yes: run `ducklm setup --preset starter --yes`/);
-    expect(requests).toEqual([]);
+    expect(requests.slice(before)).toEqual([]);
   });
 
   it("downloads the preset, checks each file against the hub's hash, and assigns every role in the user's models.json", async () => {
@@ -145,7 +189,7 @@ describe("ducklm setup", () => {
     const result = await ducklm(["setup", "--yes"]);
     expect(result.stderr).not.toMatch(/error/);
     expect(result.code).toBe(0);
-    expect(result.stdout.match(/matches the hub's/g)).toHaveLength(2);
+    expect(result.stdout.match(/matches the catalogue's pinned hash/g)).toHaveLength(2);
     for (const [url, file] of files) {
       if (url.includes("tampered")) continue;
       expect(readFileSync(join(home, "models", url.split("/").at(-1)!)).equals(file.bytes)).toBe(true);
@@ -167,8 +211,8 @@ describe("ducklm setup", () => {
     let before = requests.length;
     const result = await ducklm(["setup", "--yes"]);
     expect(result.code).toBe(0);
-    expect(result.stdout.match(/is already there .*sha256 matches the hub's\); nothing downloaded/g)).toHaveLength(2);
-    expect(result.stdout).toMatch(/Every role already uses these files/);
+    expect(result.stdout.match(/is already there .*sha256 matches the catalogue's pinned hash\); nothing downloaded/g)).toHaveLength(2);
+    expect(result.stdout).toContain(`Every role is already set to these files (in ${join(configDir, "models.json")}).`);
     // Only asked what the files are.
     expect(requests.slice(before).map((request) => request.method)).toEqual(["HEAD", "HEAD"]);
 
