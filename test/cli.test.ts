@@ -165,6 +165,80 @@ describe("ducklm CLI", () => {
     }
   });
 
+  it("says in plain words when the address to serve on is no address, and stops at once", () => {
+    const result = ducklm(["serve", "--host", "999.1.1.1", "--port", "0", "--home", makeTempDir("ducklm-host-home-")]);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain("--host 999.1.1.1 is neither an address nor a name this machine can resolve");
+    expect(result.stderr).not.toMatch(/getaddrinfo|ENOTFOUND|EAI_AGAIN/);
+  });
+
+  it("names what is wrong with what replay was given, with exit 2", () => {
+    const folder = makeTempDir("ducklm-replay-dir-");
+    const cases: Array<[string[], RegExp]> = [
+      [["replay"], /give a task id or --file/],
+      [["replay", "some-id", "--file", "x.jsonl"], /not both/],
+      [["replay", "--file", join(folder, "missing.jsonl")], /missing\.jsonl: no such file/],
+      [["replay", "--file", folder], /: a folder, not a recording/],
+    ];
+    for (const [args, message] of cases) {
+      const result = ducklm(args);
+      expect(result.code, args.join(" ")).toBe(2);
+      expect(result.stderr).toMatch(message);
+      expect(result.stderr).not.toMatch(/ENOENT|EISDIR|no task with id $/m);
+    }
+  });
+
+  it("`ducklm login` links to a server of this home that answers: the other of two, and none once they are gone or the PID is another program's", async () => {
+    const serverHome = makeTempDir("ducklm-login-home-");
+    const startServer = async () => {
+      const child = spawn(process.execPath, ["--import", tsxLoader, join(root, "src/cli/main.ts"), "serve", "--port", "0"], { cwd: workspace, env: { ...process.env, DUCKLM_HOME: serverHome, DUCKLM_CONFIG: join(root, "config") }, stdio: ["ignore", "pipe", "pipe"] });
+      let stdout = "";
+      child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+      for (let waited = 0; !stdout.includes("Log in by opening"); waited += 100) {
+        if (waited > 60_000 || child.exitCode !== null) throw new Error(`serve did not start: ${stdout}`);
+        await new Promise((wait) => setTimeout(wait, 100));
+      }
+      return { child, url: /serving the chat at (\S+)/.exec(stdout)![1]! };
+    };
+    const exited = (child: ReturnType<typeof spawn>) => new Promise((done) => (child.exitCode !== null ? done(null) : child.once("exit", done)));
+    const loginAsync = () =>
+      new Promise<{ code: number | null; stdout: string; stderr: string }>((done) => {
+        const child = spawn(process.execPath, ["--import", tsxLoader, join(root, "src/cli/main.ts"), "login"], { cwd: workspace, env: { ...process.env, DUCKLM_HOME: serverHome, DUCKLM_CONFIG: join(root, "config") } });
+        let stdout = "";
+        let stderr = "";
+        child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+        child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+        child.on("exit", (code) => done({ code, stdout, stderr }));
+      });
+    const first = await startServer();
+    const second = await startServer();
+    try {
+      expect((await loginAsync()).stdout).toContain(`${second.url}login?code=`);
+      // The second stops: its line goes, the first's stays, and its link works in a browser's place.
+      second.child.kill("SIGTERM");
+      await exited(second.child);
+      const afterSecond = await loginAsync();
+      expect(afterSecond.code).toBe(0);
+      const link = afterSecond.stdout.trim();
+      expect(link.startsWith(`${first.url}login?code=`)).toBe(true);
+      const redeemed = await fetch(link, { redirect: "manual" });
+      expect(redeemed.headers.get("set-cookie")).toMatch(/session=/);
+      // Killed outright, the first leaves its line behind; its PID then belongs to another program.
+      first.child.kill("SIGKILL");
+      await exited(first.child);
+      const { servers } = JSON.parse(readFileSync(join(serverHome, "server.json"), "utf8")) as { servers: Array<{ url: string; pid: number }> };
+      expect(servers.map((server) => server.url)).toEqual([first.url]);
+      writeFileSync(join(serverHome, "server.json"), JSON.stringify({ servers: [{ url: first.url, pid: process.pid }] }));
+      const stale = await loginAsync();
+      expect(stale.code).toBe(1);
+      expect(stale.stderr).toContain("no DuckLM server is running");
+      expect(stale.stdout).toBe("");
+    } finally {
+      first.child.kill("SIGKILL");
+      second.child.kill("SIGKILL");
+    }
+  }, 180_000);
+
   it("stops with the file and field when a config file is wrong", () => {
     const config = makeTempDir("ducklm-badconfig-");
     writeFileSync(join(config, "runtime.json"), JSON.stringify({ scheduler: { max_parallel_steps: 0 } }));

@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { readdirSync, readFileSync } from "node:fs";
+import { readdirSync, readFileSync, statSync } from "node:fs";
 import { setTimeout as delay } from "node:timers/promises";
 import { join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -62,6 +62,8 @@ describe("the log of a long-running process", () => {
     expect(records.some((record) => record.line === 399)).toBe(true);
     expect(records.some((record) => record.line === 0)).toBe(false);
     expect(records.every((record) => record.token === "[Redacted]")).toBe(true);
+    // Every file, the rolled ones too, readable by this user alone.
+    for (const name of files) expect(statSync(join(home, "logs", name)).mode & 0o777).toBe(0o600);
   });
 
   it("`ducklm serve` logs each request at info, with no login code and no token in the file", async () => {
@@ -114,7 +116,7 @@ describe("npm start", () => {
         if (waited > 90_000) throw new Error(`npm start did not serve: ${stdout}`);
         await delay(100);
       }
-      const { pid } = JSON.parse(readFileSync(join(home, "server.json"), "utf8")) as { pid: number };
+      const { pid } = (JSON.parse(readFileSync(join(home, "server.json"), "utf8")) as { servers: Array<{ pid: number }> }).servers[0]!;
       expect(pid).not.toBe(npm.pid);
       // What a process manager does when npm does not stop in time.
       npm.kill("SIGKILL");

@@ -8,7 +8,15 @@ import { DuckError, ErrorCode } from "../errors/duck-error.js";
  */
 export function readRecording(file: string): DuckEvent[] {
   const events: DuckEvent[] = [];
-  const lines = readFileSync(file, "utf8").split("\n").filter((line) => line.trim() !== "");
+  let text: string;
+  try {
+    text = readFileSync(file, "utf8");
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    const why = code === "ENOENT" ? "no such file" : code === "EISDIR" ? "a folder, not a recording" : code === "EACCES" ? "not readable (permission denied)" : (error as Error).message;
+    throw new DuckError(ErrorCode.InvalidInput, `${file}: ${why}`);
+  }
+  const lines = text.split("\n").filter((line) => line.trim() !== "");
   lines.forEach((line, index) => {
     let value: unknown;
     try {

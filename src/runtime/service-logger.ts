@@ -34,7 +34,7 @@ export async function createServiceLogger(home: string, options: ServiceLoggerOp
   // the worker when the process exits.
   const file = pino.transport({
     target: createRequire(import.meta.url).resolve("pino-roll"),
-    options: { file: join(folder, "server"), extension: ".log", size: options.fileSize ?? SERVICE_LOG_FILE_SIZE, limit: { count: (options.filesKept ?? SERVICE_LOG_FILES_KEPT) - 1, removeOtherLogFiles: true }, mkdir: true },
+    options: { file: join(folder, "server"), extension: ".log", size: options.fileSize ?? SERVICE_LOG_FILE_SIZE, limit: { count: (options.filesKept ?? SERVICE_LOG_FILES_KEPT) - 1, removeOtherLogFiles: true }, mkdir: true, mode: 0o600 },
   });
   const streams: StreamEntry[] = [{ level: level as pino.Level, stream: file }];
   if (options.pretty ?? process.stdout.isTTY === true) {

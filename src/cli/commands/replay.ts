@@ -9,11 +9,12 @@ export function registerReplay(program: Command): void {
     .argument("[id]", "task id")
     .option("--file <events.jsonl>", "a recording: `ducklm events --json` output or an archive file")
     .option("--json", "print the report as JSON")
-    .action(async (id: string | undefined, options: { file?: string; json?: boolean }) =>
-      withDuckLM(program.opts<GlobalOptions>(), async (ducklm) => {
+    .action(async (id: string | undefined, options: { file?: string; json?: boolean }, command: Command) => {
+      if ((id === undefined) === (options.file === undefined)) command.error(id === undefined ? "error: give a task id or --file <events.jsonl>" : "error: give a task id or --file, not both");
+      return withDuckLM(program.opts<GlobalOptions>(), async (ducklm) => {
         const { readRecording } = await import("../../replay/recording-file.js");
         const { replayTask } = await import("../../replay/replay-task.js");
-        const events = options.file ? readRecording(options.file) : ducklm.events(id ?? "");
+        const events = options.file !== undefined ? readRecording(options.file) : ducklm.events(id!);
         const report = await replayTask(events, ducklm.config);
         if (options.json) {
           console.log(JSON.stringify(report));
@@ -26,6 +27,6 @@ export function registerReplay(program: Command): void {
           console.log(`  replayed: ${difference.actual ? `${difference.actual.type} ${JSON.stringify(difference.actual.payload).slice(0, 400)}` : "(nothing: the replay stopped)"}`);
         }
         return report.matches ? 0 : 1;
-      }),
-    );
+      });
+    });
 }

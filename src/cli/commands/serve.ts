@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { createServer as createNetServer } from "node:net";
 import { join } from "node:path";
 import type { Command } from "commander";
@@ -11,9 +11,55 @@ import { TASK_RUNNER, withDuckLM, type GlobalOptions } from "../with-ducklm.js";
 
 const LOOPBACK = new Set(["127.0.0.1", "localhost", "::1"]);
 
-/** Where a running server says how to reach it, so `ducklm login` can print a link for it. */
+/** Where the running servers say how to reach them, so `ducklm login` can print a link for one. */
 function serverFile(home: string): string {
   return join(home, "server.json");
+}
+
+interface RunningServer {
+  url: string;
+  pid: number;
+}
+
+/** The servers server.json names (one or more may have died without taking their line out). */
+function readServers(home: string): RunningServer[] {
+  let value: unknown;
+  try {
+    value = JSON.parse(readFileSync(serverFile(home), "utf8"));
+  } catch {
+    return [];
+  }
+  const listed = value && typeof value === "object" && "servers" in value && Array.isArray(value.servers) ? (value.servers as unknown[]) : [value];
+  return listed.filter((entry): entry is RunningServer => !!entry && typeof entry === "object" && typeof (entry as RunningServer).url === "string" && Number.isInteger((entry as RunningServer).pid));
+}
+
+/** Written whole, then renamed over: a reader never sees half a file. */
+function writeServers(home: string, servers: RunningServer[]): void {
+  if (servers.length === 0) {
+    rmSync(serverFile(home), { force: true });
+    return;
+  }
+  const partial = `${serverFile(home)}.${process.pid}.tmp`;
+  writeFileSync(partial, `${JSON.stringify({ servers })}\n`, { mode: 0o600 });
+  renameSync(partial, serverFile(home));
+}
+
+/** Another `ducklm serve` on this home keeps its line: each takes out only its own. */
+function recordServer(home: string, url: string | null): void {
+  const others = readServers(home).filter((server) => server.pid !== process.pid && isProcessAlive(server.pid));
+  writeServers(home, url === null ? others : [...others, { url, pid: process.pid }]);
+}
+
+/** A server named in server.json that answers at its address as the process it was recorded as. */
+async function answers(server: RunningServer): Promise<boolean> {
+  if (!isProcessAlive(server.pid)) return false;
+  try {
+    const response = await fetch(new URL("health", server.url), { signal: AbortSignal.timeout(3000) });
+    const health = (await response.json()) as { worker?: { pid?: number } };
+    return response.ok && health.worker?.pid === server.pid;
+  } catch {
+    return false;
+  }
 }
 
 function openInBrowser(url: string): void {
@@ -42,6 +88,11 @@ async function serve(ducklm: DuckLM, options: { host?: string; port?: string; op
     console.error("error DUCK_ERR_INVALID_INPUT: --port must be a number from 0 to 65535");
     return 2;
   }
+  try {
+    await (await import("node:dns/promises")).lookup(host);
+  } catch {
+    throw new DuckError(ErrorCode.InvalidInput, `--host ${host} is neither an address nor a name this machine can resolve: give one of its addresses (127.0.0.1 stays local, 0.0.0.0 listens on all of them)`);
+  }
   const { loadInstallToken } = await import("../../server/install-token.js");
   const { buildServer } = await import("../../server/build-server.js");
   const token = loadInstallToken(ducklm.home);
@@ -60,7 +111,7 @@ async function serve(ducklm: DuckLM, options: { host?: string; port?: string; op
   }
   const shown = host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host.includes(":") ? `[${host}]` : host;
   const base = `http://${shown}:${listenPort}/`;
-  writeFileSync(serverFile(ducklm.home), `${JSON.stringify({ url: base, pid: process.pid })}\n`, { mode: 0o600 });
+  recordServer(ducklm.home, base);
   const login = `${base}login?code=${ducklm.logins.issueCode()}`;
   console.log(`DuckLM is serving the chat at ${base} (API docs at /docs)`);
   console.log(`Log in by opening ${login}`);
@@ -86,16 +137,25 @@ async function serve(ducklm: DuckLM, options: { host?: string; port?: string; op
     }
   });
   console.log("stopping: unfinished tasks will resume at the next start");
-  rmSync(serverFile(ducklm.home), { force: true });
+  recordServer(ducklm.home, null);
   await app.close();
   return 0;
 }
 
-/** `ducklm login`: a new one-time login link for the server running on this home. */
-function login(ducklm: DuckLM, options: { open?: boolean }): number {
-  const file = serverFile(ducklm.home);
-  const running = existsSync(file) ? (JSON.parse(readFileSync(file, "utf8")) as { url?: string; pid?: number }) : null;
-  if (!running?.url || !running.pid || !isProcessAlive(running.pid)) {
+/**
+ * `ducklm login`: a new one-time login link for a server running on this home: the newest one that
+ * answers at its address as the process server.json names (a dead server's line, or a PID taken
+ * since by another program, gets no link).
+ */
+async function login(ducklm: DuckLM, options: { open?: boolean }): Promise<number> {
+  let running: RunningServer | null = null;
+  for (const server of readServers(ducklm.home).reverse()) {
+    if (await answers(server)) {
+      running = server;
+      break;
+    }
+  }
+  if (!running) {
     console.error(`error: no DuckLM server is running on ${ducklm.home}; start one with \`ducklm serve\` (it prints a login link)`);
     return 1;
   }
