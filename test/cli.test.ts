@@ -263,7 +263,7 @@ describe("ducklm CLI", () => {
 
   it("says which config files are in force, and shows the settings without the credentials a file holds", () => {
     const config = makeTempDir("ducklm-config-");
-    const server = { base_url: "http://127.0.0.1:9/v1", model: "m", api_key_env: "MY_KEY", headers: { Authorization: "Bearer sk-live-123", "X-Org": "${ORG_ID}" } };
+    const server = { base_url: "http://127.0.0.1:8/v1", model: "m", api_key_env: "MY_KEY", headers: { Authorization: "Bearer sk-live-123", "X-Org": "${ORG_ID}" } };
     writeFileSync(join(config, "models.json"), JSON.stringify({ roles: { thinker: { server } } }));
     const run = (args: string[]) => spawnSync(process.execPath, ["--import", tsxLoader, join(root, "src/cli/main.ts"), ...args], { cwd: workspace, env: { ...process.env, DUCKLM_HOME: home, DUCKLM_CONFIG: config }, encoding: "utf8" });
     const path = run(["config", "path"]);

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { PLAN_STEPS_CEILING } from "../contracts/directive.js";
+import { isFetchBlockedPort } from "../utils/fetch-blocked-ports.js";
 
 /** Most steps of one plan unless runtime.json says otherwise. */
 export const DEFAULT_MAX_PLAN_STEPS = 50;
@@ -12,6 +13,8 @@ export const ModelServerConfigSchema = z.strictObject({
   /** The server's OpenAI-compatible API root, e.g. http://127.0.0.1:8080/v1 (llama.cpp), http://127.0.0.1:11434/v1 (Ollama). */
   base_url: z.url({ protocol: /^https?$/ }).refine((url) => !new URL(url).username && !new URL(url).password, {
     message: "a user name or password in base_url would be shown and logged: put the key in api_key_env, or a header",
+  }).refine((url) => !isFetchBlockedPort(new URL(url)), {
+    message: "that port is one web clients refuse to connect to (the Fetch standard's blocked ports): serve the model on another port, such as 8080",
   }),
   /** The model name the server knows. */
   model: z.string().min(1),

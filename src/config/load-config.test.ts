@@ -48,6 +48,17 @@ describe("loadConfig", () => {
     expect(error.message).toMatch(/expected number/);
   });
 
+  it("refuses a model server on a port fetch will never connect to, naming the field, and takes the one next to it", () => {
+    const dir = copyOfBundled();
+    const withServer = (base_url: string) => writeFileSync(join(dir, "models.json"), JSON.stringify({ roles: { critic: { server: { base_url, model: "judge" } } } }));
+    withServer("http://127.0.0.1:9/v1");
+    const error = loadError(dir);
+    expect(error.message).toContain("roles.critic.server.base_url");
+    expect(error.message).toMatch(/that port is one web clients refuse to connect to.*serve the model on another port/);
+    withServer("http://127.0.0.1:8/v1");
+    expect(loadConfig(dir).models.roles.critic?.server?.base_url).toBe("http://127.0.0.1:8/v1");
+  });
+
   it("reports a misspelt key instead of ignoring it", () => {
     const dir = copyOfBundled();
     writeFileSync(join(dir, "runtime.json"), JSON.stringify({ retrieval_topk: 3 }));

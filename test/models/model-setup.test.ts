@@ -231,10 +231,10 @@ describe("ducklm setup", () => {
   it("keeps each role's own settings when it sets up its model", async () => {
     const models = JSON.parse(readFileSync(join(configDir, "models.json"), "utf8"));
     models.roles.coder = { ...models.roles.coder, context_size: 16384, gpu_layers: 20 };
-    models.roles.critic = { server: { base_url: "http://127.0.0.1:9/v1", model: "judge" } };
+    models.roles.critic = { server: { base_url: "http://127.0.0.1:8/v1", model: "judge" } };
     writeFileSync(join(configDir, "models.json"), JSON.stringify(models));
     const dry = await ducklm(["setup", "--dry-run"]);
-    expect(dry.stdout).toMatch(/critic: the server judge @ http:\/\/127\.0\.0\.1:9\/v1 → qwen2\.5-1\.5b-instruct-q4_k_m\.gguf/);
+    expect(dry.stdout).toMatch(/critic: the server judge @ http:\/\/127\.0\.0\.1:8\/v1 → qwen2\.5-1\.5b-instruct-q4_k_m\.gguf/);
     expect((await ducklm(["setup", "--yes"])).code).toBe(0);
     const after = JSON.parse(readFileSync(join(configDir, "models.json"), "utf8"));
     expect(after.roles.coder).toMatchObject({ file: "qwen2.5-1.5b-instruct-q4_k_m.gguf", context_size: 16384, gpu_layers: 20 });

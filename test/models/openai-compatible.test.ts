@@ -159,7 +159,7 @@ describe("a role on an OpenAI-compatible server", () => {
     await expect(models.generateText({ role: "thinker", system: "", prompt: "x" })).rejects.toMatchObject({ message: expect.stringContaining("model crashed") });
     const keyless = await provider({ thinker: remote({ api_key_env: "DUCK_TEST_MISSING_KEY" }) });
     await expect(keyless.generateText({ role: "thinker", system: "", prompt: "x" })).rejects.toMatchObject({ code: "DUCK_ERR_CONFIG_INVALID" });
-    const down = await provider({ thinker: { server: { base_url: "http://127.0.0.1:9/v1", model: "m" } } });
+    const down = await provider({ thinker: { server: { base_url: "http://127.0.0.1:8/v1", model: "m" } } });
     await expect(down.generateText({ role: "thinker", system: "", prompt: "x" })).rejects.toMatchObject({ code: "DUCK_ERR_MODEL_SERVER" });
   });
 
@@ -171,7 +171,7 @@ describe("a role on an OpenAI-compatible server", () => {
     expect(error.message).toContain("api-version=2024-02-01&api_key=hidden");
     expect(error.message).not.toContain("sk-in-the-query");
     // A password in the address would be shown and stored wherever the address is: refused at load.
-    expect(() => ModelsConfigSchema.parse({ roles: { thinker: { server: { base_url: "http://user:pa55word@127.0.0.1:9/v1", model: "m" } } } })).toThrow(/user name or password in base_url/);
+    expect(() => ModelsConfigSchema.parse({ roles: { thinker: { server: { base_url: "http://user:pa55word@127.0.0.1:8/v1", model: "m" } } } })).toThrow(/user name or password in base_url/);
   });
 
   it("stops a stalled stream when the call is cancelled", async () => {
