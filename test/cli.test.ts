@@ -373,6 +373,50 @@ describe("ducklm run at a terminal", () => {
     expect(result.stdout.includes("\u001b[1m")).toBe(false);
   });
 
+  it("takes SIGINT from another program in `ducklm chat` as Ctrl-C: it stops the running task, and at the prompt ends the session", async () => {
+    const child = spawn("script", ["-qec", `${process.execPath} ${join(root, "bin/ducklm.js")} chat --yes`, "/dev/null"], {
+      cwd: workspace,
+      env: { ...process.env, DUCKLM_HOME: home, DUCKLM_CONFIG: join(root, "config"), NO_COLOR: "1" },
+      stdio: ["pipe", "pipe", "pipe"],
+    });
+    let output = "";
+    child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
+    const exited = new Promise<number | null>((done) => child.on("exit", (code) => done(code)));
+    const waitFor = async (text: string, count = 1) => {
+      for (let waited = 0; output.split(text).length - 1 < count; waited += 100) {
+        if (waited > 60_000) throw new Error(`no "${text}": ${output}`);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    };
+    // The CLI's own process, below script and its shell.
+    const cliPid = () => {
+      const rows = spawnSync("ps", ["-eo", "pid=,ppid=,args="], { encoding: "utf8" }).stdout.split("\n").map((line) => line.trim().split(/\s+/));
+      const below = new Set([child.pid!]);
+      for (let changed = true; changed; ) {
+        changed = false;
+        for (const [pid, ppid] of rows) {
+          if (!pid || !below.has(Number(ppid)) || below.has(Number(pid))) continue;
+          below.add(Number(pid));
+          changed = true;
+        }
+      }
+      return Number(rows.find(([pid, , command, entry]) => below.has(Number(pid)) && command === process.execPath && entry?.endsWith("bin/ducklm.js"))![0]);
+    };
+    try {
+      await waitFor("› ");
+      child.stdin.write("run `sleep 30`\n");
+      await waitFor("sleep 30", 2);
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      process.kill(cliPid(), "SIGINT");
+      await waitFor("› ", 2);
+      expect(output).toMatch(/cancel/i);
+      process.kill(cliPid(), "SIGINT");
+      expect(await exited).toBe(130);
+    } finally {
+      child.kill("SIGKILL");
+    }
+  }, 120_000);
+
   it("leaves the task waiting, with exit 130, when Ctrl-C is pressed at the permission question", async () => {
     const child = spawn("script", ["-qec", `${process.execPath} ${join(root, "bin/ducklm.js")} run 'run \`cp kept.txt interrupted-copy.txt\`'`, "/dev/null"], {
       cwd: workspace,

@@ -93,7 +93,10 @@ function renderToolResult(block, call, result) {
   const head = block.querySelector(".tool-head");
   const status = el("span", `exit ${result.ok ? "ok" : "bad"}`);
   const tested = call.tool === "code_apply" && result.exit_code !== undefined && result.exit_code !== null;
-  if (call.tool === "shell_exec" || tested) status.textContent = `exit ${result.exit_code ?? "?"}`;
+  // A call that never ran has no exit code to show: it was refused.
+  const refused = result.error?.code === "DUCK_ERR_PERMISSION_DENIED" ? "denied" : result.error?.code === "DUCK_ERR_HARD_STOP" ? "never run" : null;
+  if (refused) status.textContent = refused;
+  else if (call.tool === "shell_exec" || tested) status.textContent = `exit ${result.exit_code ?? "?"}`;
   else status.textContent = result.ok ? "ok" : "failed";
   head.append(status);
   const data = result.data || {};
@@ -128,7 +131,7 @@ function taskView(taskId, text) {
   const answer = el("div", "answer");
   assistant.append(thinking, tools, answer);
   messages.append(user, assistant);
-  return { taskId, user, assistant, thinking, tools, answer, toolBlocks: new Map(), calls: new Map(), approvals: new Map(), lastOutput: null, directive: "", iteration: 1, pendingAnswer: null };
+  return { taskId, user, assistant, thinking, tools, answer, toolBlocks: new Map(), calls: new Map(), approvals: new Map(), askedCalls: new Map(), askedAbout: new Map(), denied: null, lastOutput: null, directive: "", iteration: 1, pendingAnswer: null };
 }
 
 function followQueuePosition(view) {
@@ -299,8 +302,13 @@ function applyEvent(view, event, { live }) {
       const key = `${view.iteration}:${p.step_id}/${p.attempt}`;
       let block = view.toolBlocks.get(key);
       if (!block) {
+        // No tool-called before it: the call was refused before it ran; its title is the one asked about.
         block = el("div", "tool");
-        block.append(el("div", "tool-head", p.result.tool));
+        const asked = view.askedCalls.get(p.step_id);
+        const command = asked ? exactCommandOf(asked) : null;
+        const head = el("div", "tool-head");
+        head.append(el("span", null, command ? `\`${command}\`` : asked ? toolTitle(asked, view.workspace) : p.result.tool));
+        block.append(head);
         view.tools.append(block);
       }
       renderToolResult(block, view.calls.get(key) ?? { tool: p.result.tool }, p.result);
@@ -312,6 +320,8 @@ function applyEvent(view, event, { live }) {
       const what = exactCommandOf(p.call) ?? toolTitle(p.call, view.workspace);
       const waiting = el("div", "iteration waiting", `Waiting for your approval: ${what}`);
       view.approvals.set(p.request_id, waiting);
+      view.askedCalls.set(p.step_id, p.call);
+      view.askedAbout.set(p.request_id, what);
       view.tools.append(waiting);
       if (live) queuePermission(event.task_id, { ...p, workspace: view.workspace });
       break;
@@ -322,6 +332,7 @@ function applyEvent(view, event, { live }) {
         waiting.classList.remove("waiting");
         waiting.textContent = waiting.textContent.replace("Waiting for your approval", p.decision === "deny" ? "You denied" : "You allowed");
       }
+      if (p.decision === "deny") view.denied = view.askedAbout.get(p.request_id) ?? null;
       break;
     }
     case "secret-requested":
@@ -340,7 +351,9 @@ function applyEvent(view, event, { live }) {
       // A half-written answer whose directive then failed is not an answer.
       if (view.answer.classList.contains("streaming")) view.answer.textContent = "";
       view.answer.classList.remove("streaming");
-      view.answer.append(el("span", "error", p.code === "DUCK_ERR_PERMISSION_DENIED" ? `Stopped: ${p.message}` : `Failed (${p.code}): ${p.message}`));
+      view.answer.append(
+        el("span", "error", p.code === "DUCK_ERR_PERMISSION_DENIED" ? (view.denied ? `Stopped: you did not allow ${view.denied}` : "Stopped: a permission was refused") : `Failed (${p.code}): ${p.message}`),
+      );
       taskEnded(view);
       if (live) refreshTasks();
       break;
@@ -667,7 +680,7 @@ $("stop").addEventListener("click", async () => {
   if (!state.taskId) return;
   $("stop").disabled = true;
   try {
-    await api(`/tasks/${encodeURIComponent(state.taskId)}/cancel`, { method: "POST", body: "{}" });
+    await api(`/tasks/${encodeURIComponent(state.taskId)}/cancel`, { method: "POST", body: JSON.stringify({ reason: "stopped in the web chat" }) });
   } catch (error) {
     state.view?.answer.append(el("div", "error", String(error.message)));
   } finally {

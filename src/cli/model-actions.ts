@@ -66,7 +66,7 @@ async function downloadWithProgress(source: string, label: string, options: { di
   const interactive = process.stderr.isTTY === true;
   // Ctrl-C stops the download where it is (resumable) and gives the terminal back as it was.
   const interrupt = new AbortController();
-  const onInterrupt = () => interrupt.abort(new DuckError(ErrorCode.Cancelled, "interrupted"));
+  const onInterrupt = () => interrupt.abort(new DuckError(ErrorCode.Cancelled, `${label}: stopped before the file began to arrive; nothing was saved`));
   process.once("SIGINT", onInterrupt);
   const started = Date.now();
   let bar: SingleBar | null = null;

@@ -232,6 +232,7 @@ describe("the web chat in Chromium", () => {
     await page.waitForSelector(".tool");
     await page.click("#stop");
     await page.waitForFunction(() => document.querySelector(".answer .error")?.textContent?.startsWith("Cancelled"));
+    expect(await page.textContent(".answer .error")).toBe("Cancelled: stopped in the web chat");
     await page.waitForSelector("#stop", { state: "hidden" });
     await page.close();
   });
@@ -263,7 +264,10 @@ describe("the web chat in Chromium", () => {
     await page.waitForSelector("#permission-dialog[open]");
     await page.click("#permission-deny");
     await page.waitForSelector(".answer .error");
-    expect(await page.textContent(".answer .error")).toContain("DUCK_ERR_PERMISSION_DENIED");
+    // Said as what happened: the command refused, not an exit code it never had or a critic's verdict.
+    expect(await page.textContent(".answer .error")).toBe("Stopped: you did not allow cp /dev/null denied-in-browser.txt");
+    expect(await page.textContent(".tool .tool-head")).toBe("`cp /dev/null denied-in-browser.txt`denied");
+    expect(await page.textContent(".tool .error")).toContain("DUCK_ERR_PERMISSION_DENIED: the user denied permission");
     await page.close();
   });
 

@@ -34,6 +34,18 @@ function lineReader(): { ask: AskLine; close: () => void } {
     if (waiting.length > 0) reader.close();
     else process.emit("SIGINT");
   });
+  // The same for SIGINT sent by another program (`kill -INT`, a process manager): at the prompt the
+  // session ends as /exit ends it, the terminal given back as it was; while a task runs, followTask's
+  // own handler cancels it; with neither, the signal is not swallowed.
+  const onSignal = () => {
+    if (waiting.length > 0) reader.close();
+    else if (process.listenerCount("SIGINT") === 1) {
+      reader.close();
+      process.exit(130);
+    }
+  };
+  process.on("SIGINT", onSignal);
+  reader.on("close", () => process.removeListener("SIGINT", onSignal));
   return {
     ask: (question) => {
       process.stdout.write(question);

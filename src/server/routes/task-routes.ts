@@ -1,9 +1,13 @@
 import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import { ChatRequestSchema, ConversationListQuerySchema, RecentEventsQuerySchema, SinceQuerySchema, TaskIdParamsSchema, TaskListQuerySchema, readTaskCursor, taskCursor } from "../../contracts/index.js";
 import { DuckError, ErrorCode } from "../../errors/duck-error.js";
+import { z } from "zod";
 import type { RouteOptions } from "./route-options.js";
 
 /** Tasks: submit, list, one with what it waits for, its events, cancel; and the newest events of all. */
+/** Why, in the caller's words (the web chat's Stop button says so), recorded in the task-cancelled event. */
+const CancelBodySchema = z.strictObject({ reason: z.string().trim().min(1).max(200).optional() }).optional();
+
 export const taskRoutes: FastifyPluginAsyncZod<RouteOptions> = async (app, { ducklm }) => {
   app.post("/chat", { schema: { summary: "Submit a task; answers with its id at once, or with its outcome when `wait` is true", body: ChatRequestSchema } }, async (request, reply) => {
     const body = request.body;
@@ -34,8 +38,8 @@ export const taskRoutes: FastifyPluginAsyncZod<RouteOptions> = async (app, { duc
   app.get("/tasks/:id/events", { schema: { summary: "A task's stored events from `since`", params: TaskIdParamsSchema, querystring: SinceQuerySchema } }, async (request) => ({
     events: ducklm.events(request.params.id, { since: request.query.since, limit: request.query.limit }),
   }));
-  app.post("/tasks/:id/cancel", { schema: { summary: "Cancel a task", params: TaskIdParamsSchema } }, async (request) => {
-    ducklm.cancel(request.params.id, "cancelled through the API");
+  app.post("/tasks/:id/cancel", { schema: { summary: "Cancel a task", params: TaskIdParamsSchema, body: CancelBodySchema } }, async (request) => {
+    ducklm.cancel(request.params.id, request.body?.reason ?? "cancelled through the API");
     // A task that waited in line, or that nobody drove, is cancelled already; a running one stops at its next step.
     const now = ducklm.getTask(request.params.id).task.state;
     return { task_id: request.params.id, state: now === "cancelled" ? "cancelled" : "cancelling" };

@@ -1,3 +1,4 @@
+import { DuckError, ErrorCode } from "../../errors/duck-error.js";
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -163,6 +164,13 @@ describe("shell_exec", () => {
     expect(result.error?.code).toBe("DUCK_ERR_TOOL_TIMEOUT");
     await new Promise((resolve) => setTimeout(resolve, 1_300));
     expect(existsSync(marker)).toBe(false);
+  });
+  it("says a command stopped by a person was cancelled, not that it timed out", async () => {
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(new DuckError(ErrorCode.Cancelled, "interrupted at the terminal")), 200);
+    const result = await registry.run("shell_exec", { command: "sleep 30" }, context({ signal: controller.signal }));
+    expect(result.ok).toBe(false);
+    expect(result.error).toEqual({ code: "DUCK_ERR_CANCELLED", message: "command stopped: interrupted at the terminal" });
   });
   it("does not pass secrets in the environment to commands", () => {
     const clean = scrubEnvironment({ PATH: "/bin", GITHUB_TOKEN: "x", AWS_SECRET_ACCESS_KEY: "y", DUCKLM_TOKEN: "z", HOME: "/h" });

@@ -1,6 +1,6 @@
 import { spawn } from "node:child_process";
 import { z } from "zod";
-import { ErrorCode } from "../../errors/duck-error.js";
+import { DuckError, ErrorCode } from "../../errors/duck-error.js";
 import { unconfinedShell } from "../shell-sandbox.js";
 import { defineTool } from "../tool-definition.js";
 
@@ -86,8 +86,11 @@ export const shellExecTool = defineTool({
       child.stdout.on("data", (chunk: Buffer) => stdout.push(chunk));
       child.stderr.on("data", (chunk: Buffer) => stderr.push(chunk));
       let stoppedBy: string | null = null;
+      // Stopped by a person (Ctrl-C, Stop, the cancel API) says so; a time limit or a shutdown is a timeout.
+      let stoppedCode: typeof ErrorCode.ToolTimeout | typeof ErrorCode.Cancelled = ErrorCode.ToolTimeout;
       const killGroup = () => {
         stoppedBy = String(context.signal.reason instanceof Error ? context.signal.reason.message : context.signal.reason ?? "cancelled");
+        if (DuckError.isInstance(context.signal.reason) && context.signal.reason.code === ErrorCode.Cancelled) stoppedCode = ErrorCode.Cancelled;
         try {
           if (child.pid !== undefined) process.kill(-child.pid, "SIGKILL");
         } catch {
@@ -109,7 +112,7 @@ export const shellExecTool = defineTool({
         if (truncated) output += `\n[shell_exec: output cut, ${stdout.truncatedBytes + stderr.truncatedBytes} bytes not kept]`;
         const data = { command: input.command, stdout: stdout.text(), stderr: errText, exit_code: code, signal };
         if (stoppedBy !== null) {
-          resolvePromise({ ok: false, output, exit_code: code, truncated, data, error: { code: ErrorCode.ToolTimeout, message: `command stopped: ${stoppedBy}` } });
+          resolvePromise({ ok: false, output, exit_code: code, truncated, data, error: { code: stoppedCode, message: `command stopped: ${stoppedBy}` } });
           return;
         }
         const ok = code === 0;
