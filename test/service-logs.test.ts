@@ -1,5 +1,6 @@
 import { spawn } from "node:child_process";
 import { readdirSync, readFileSync, statSync } from "node:fs";
+import { Writable } from "node:stream";
 import { setTimeout as delay } from "node:timers/promises";
 import { join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -64,6 +65,27 @@ describe("the log of a long-running process", () => {
     expect(records.every((record) => record.token === "[Redacted]")).toBe(true);
     // Every file, the rolled ones too, readable by this user alone.
     for (const name of files) expect(statSync(join(home, "logs", name)).mode & 0o777).toBe(0o600);
+  });
+
+  it("shows each request on the terminal as a readable line: what was asked, how it ended, and its id", async () => {
+    const home = makeTempDir();
+    const lines: string[] = [];
+    const terminal = new Writable({ write: (chunk: Buffer, _encoding, done) => (lines.push(...chunk.toString().split("\n").filter(Boolean)), done()) });
+    const logger = await createServiceLogger(home, { pretty: true, prettyDestination: terminal });
+    const request = logger.child({ reqId: "req-7" });
+    request.info({ req: { method: "GET", url: "/tasks?limit=5", remote: "127.0.0.1" } }, "incoming request");
+    request.info({ res: { statusCode: 200 }, responseTime: 3.4 }, "request completed");
+    request.error({ req: { method: "POST", url: "/chat" }, err: new Error("boom") }, "the handler failed");
+    logger.info("plain");
+    await delay(200);
+    // A record's first line starts with its time; an error's stack follows on lines of its own.
+    const records = lines.filter((line) => /^\[\d\d:\d\d:\d\d/.test(line));
+    expect(records).toHaveLength(4);
+    expect(records[0]).toMatch(/INFO.*: → GET \/tasks\?limit=5 \[req-7\]$/);
+    expect(records[1]).toMatch(/INFO.*: ← 200 in 3 ms \[req-7\]$/);
+    expect(records[2]).toMatch(/ERROR.*: the handler failed \(POST \/chat\) \[req-7\]/);
+    expect(lines.join("\n")).toContain("boom");
+    expect(records[3]).toMatch(/INFO.*: plain$/);
   });
 
   it("`ducklm serve` logs each request at info, with no login code and no token in the file", async () => {

@@ -157,6 +157,23 @@ describe("MemoryService", () => {
     expect(memory.forget(entry.id)).toBe(false);
   });
 
+  it("never gives a forgotten memory's id to another, not even the newest one's, across restarts", async () => {
+    const home = makeTempDir();
+    let memory = await open(home);
+    await memory.remember("ducks like ponds", "fact", null);
+    const newest = (await memory.remember("my car is red", "fact", null)).entry;
+    memory.forget(newest.id);
+    const next = (await memory.remember("bread for the ducks", "fact", null)).entry;
+    expect(next.id).toBe(newest.id + 1);
+    await close(memory);
+    memory = await open(home);
+    memory.forget(next.id);
+    const after = (await memory.remember("red paint for the barn", "fact", null)).entry;
+    expect(after.id).toBe(next.id + 1);
+    // The vector index holds no vector of the forgotten ones under the new ids.
+    expect((await memory.recall("my car is red", 5)).map((hit) => hit.entry.id)).not.toContain(newest.id);
+  });
+
   it("rebuilds a deleted or corrupted index file at start, with identical results", async () => {
     const home = makeTempDir();
     let memory = await open(home);

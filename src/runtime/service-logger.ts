@@ -13,6 +13,23 @@ export interface ServiceLoggerOptions {
   fileSize?: string;
   /** Files kept, the one being written included. Defaults to SERVICE_LOG_FILES_KEPT. */
   filesKept?: number;
+  /** Where the readable lines go (tests). Defaults to standard output. */
+  prettyDestination?: NodeJS.WritableStream;
+}
+
+/**
+ * One readable line per record: Fastify's request records say what was asked and how it ended (the
+ * JSON file keeps every field), and any record of a request names its id, so an error can be told
+ * to the request that caused it.
+ */
+export function readableMessage(record: Record<string, unknown>, messageKey: string): string {
+  const message = String(record[messageKey] ?? "");
+  const request = record.req as { method?: string; url?: string } | undefined;
+  const response = record.res as { statusCode?: number } | undefined;
+  const id = typeof record.reqId === "string" || typeof record.reqId === "number" ? ` [${record.reqId}]` : "";
+  if (message === "incoming request" && request) return `→ ${request.method} ${request.url}${id}`;
+  if (message === "request completed" && response) return `← ${response.statusCode}${typeof record.responseTime === "number" ? ` in ${Math.round(record.responseTime)} ms` : ""}${id}`;
+  return `${message}${request?.method ? ` (${request.method} ${request.url})` : ""}${id}`;
 }
 
 /** How big one file of a long-running process's log grows before the next one starts, and how many are kept. */
@@ -39,7 +56,18 @@ export async function createServiceLogger(home: string, options: ServiceLoggerOp
   const streams: StreamEntry[] = [{ level: level as pino.Level, stream: file }];
   if (options.pretty ?? process.stdout.isTTY === true) {
     const { default: pretty } = await import("pino-pretty");
-    streams.push({ level: level as pino.Level, stream: pretty({ colorize: !process.env.NO_COLOR, ignore: "pid,hostname,reqId", translateTime: "HH:MM:ss", singleLine: true }) });
+    streams.push({
+      level: level as pino.Level,
+      stream: pretty({
+        colorize: !process.env.NO_COLOR && !options.prettyDestination,
+        // What the message already says is not repeated after it.
+        ignore: "pid,hostname,reqId,req,res,responseTime",
+        messageFormat: readableMessage,
+        translateTime: "HH:MM:ss",
+        singleLine: true,
+        ...(options.prettyDestination ? { destination: options.prettyDestination } : {}),
+      }),
+    });
   }
   return pino({ level, redact: LOG_REDACTIONS }, pino.multistream(streams));
 }

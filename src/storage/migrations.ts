@@ -163,6 +163,18 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; description: string; s
       ALTER TABLE task_leases ADD COLUMN offered INTEGER NOT NULL DEFAULT 0;
     `,
   },
+  {
+    version: 11,
+    description: "memory ids are never given again: the highest one ever used is kept, so a forgotten memory's id, named in the event log, never names another",
+    sql: `
+      -- SQLite gives the id after the largest one present, so forgetting the newest memory freed its id.
+      CREATE TABLE memory_id_high (last INTEGER NOT NULL);
+      INSERT INTO memory_id_high (last) SELECT ifnull(max(id), 0) FROM memories;
+      CREATE TRIGGER memories_id_high AFTER INSERT ON memories BEGIN
+        UPDATE memory_id_high SET last = max(last, new.id);
+      END;
+    `,
+  },
 ];
 
 export function migrate(db: Database): number {

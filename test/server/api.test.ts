@@ -124,9 +124,11 @@ describe("the HTTP API", () => {
     directive = { kind: "tool", tool: "echo", arguments: { text: "slow", wait_ms: 10_000 }, reason: "" };
     const slow = await call("POST", "/chat", { text: "slow" });
     await new Promise((r) => setTimeout(r, 100));
-    expect((await call("POST", `/tasks/${slow.body.task_id}/cancel`)).status).toBe(200);
+    expect((await call("POST", `/tasks/${slow.body.task_id}/cancel`, { reason: "changed my mind" })).status).toBe(200);
     for (let i = 0; i < 50 && (await call("GET", `/tasks/${slow.body.task_id}`)).body.state !== "cancelled"; i += 1) await new Promise((r) => setTimeout(r, 50));
     expect((await call("GET", `/tasks/${slow.body.task_id}`)).body.state).toBe("cancelled");
+    const events = (await call("GET", `/tasks/${slow.body.task_id}/events`)).body.events as Array<{ type: string; payload: { reason?: string } }>;
+    expect(events.find((event) => event.type === "task-cancelled")?.payload.reason).toBe("changed my mind");
     expect((await call("POST", `/tasks/${slow.body.task_id}/cancel`)).status).toBe(409);
   });
 

@@ -6,7 +6,7 @@ import type { RouteOptions } from "./route-options.js";
 
 /** Tasks: submit, list, one with what it waits for, its events, cancel; and the newest events of all. */
 /** Why, in the caller's words (the web chat's Stop button says so), recorded in the task-cancelled event. */
-const CancelBodySchema = z.strictObject({ reason: z.string().trim().min(1).max(200).optional() }).optional();
+const CancelBodySchema = z.strictObject({ reason: z.string().trim().min(1).max(200).optional() }).nullish();
 
 export const taskRoutes: FastifyPluginAsyncZod<RouteOptions> = async (app, { ducklm }) => {
   app.post("/chat", { schema: { summary: "Submit a task; answers with its id at once, or with its outcome when `wait` is true", body: ChatRequestSchema } }, async (request, reply) => {

@@ -104,7 +104,10 @@ port.on("message", async (message) => {
   const failed = settled.find((outcome) => outcome.status === "rejected");
   if (failed) {
     const error = failed.reason;
-    return answer({ error: { message: error.message, code: error.code, detail: error.detail }, fatal: broken !== null });
+    // The client's own "error" event may come after the query's rejection: a socket error, a
+    // terminated session (57P01…) or a connection failure (08…) ends the connection all the same.
+    const connectionGone = broken !== null || /^(ECONNRESET|EPIPE|ETIMEDOUT|ECONNREFUSED|57P0[123]|08...)$/.test(String(error.code ?? "")) || /Connection terminated/i.test(error.message);
+    return answer({ error: { message: error.message, code: error.code, detail: error.detail }, fatal: connectionGone });
   }
   answer({ results: settled.map(({ value }) => ({ rows: value.rows ?? [], rowCount: value.rowCount ?? 0, command: value.command ?? null })) });
 });
