@@ -40,6 +40,25 @@ describe("EventBus", () => {
     expect(liveOnly).toEqual([3, 4, 5]);
   });
 
+  it("gives a subscriber to every task what other processes committed, in order, beside this process's own events", () => {
+    const stored = new Map<string, DuckEvent[]>([["far", []], ["near", []]]);
+    const bus = new EventBus((task, from, limit) => stored.get(task)!.filter((e) => e.seq >= from).slice(0, limit), pino({ level: "silent" }));
+    const seen: string[] = [];
+    bus.subscribeAll((e) => void seen.push(`${e.task_id}:${e.seq}`));
+    // Another process committed 1–2 of "far" (one notice), this one publishes "near", then 3 of "far" comes.
+    stored.get("far")!.push(event(1, "far"), event(2, "far"));
+    bus.committedElsewhere("far", 1, 2);
+    bus.publish(event(1, "near"));
+    stored.get("far")!.push(event(3, "far"), event(4, "far"));
+    // A notice for 3 alone: 4 is another commit's, with a notice of its own.
+    bus.committedElsewhere("far", 3, 3);
+    bus.committedElsewhere("far", 3, 4);
+    // A repeated notice, or a reconnect's read-again, gives nothing twice.
+    bus.committedElsewhere("far", 1, 4);
+    bus.committedElsewhere("far", Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER);
+    expect(seen).toEqual(["far:1", "far:2", "near:1", "far:3", "far:4"]);
+  });
+
   it("isolates a throwing subscriber and logs it", () => {
     const logged: unknown[] = [];
     const logger = pino({ level: "error" }, { write: (line: string) => void logged.push(JSON.parse(line)) });

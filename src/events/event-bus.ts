@@ -87,7 +87,10 @@ export class EventBus {
     else setImmediate(() => this.catchUp(subscription, taskId, next));
   }
 
-  /** Live events of every task (for logs and terminals); no replay. */
+  /**
+   * Live events of every task (for logs and terminals); no replay. On a shared PostgreSQL database
+   * that includes the events other processes commit, read from storage when their notice comes.
+   */
   subscribeAll(handler: EventHandler): () => void {
     const subscription: Subscription = { handler, delivered: new Map(), catchingUp: false, closed: false };
     this.everyTask.add(subscription);
@@ -110,6 +113,7 @@ export class EventBus {
    * them on its next page anyway.
    */
   committedElsewhere(taskId: string, from: number, to: number): void {
+    if (this.everyTask.size > 0 && to !== Number.MAX_SAFE_INTEGER) this.deliverCommittedToEveryTask(taskId, from, to);
     const forTask = this.byTask.get(taskId);
     if (!forTask) return;
     for (const subscription of [...forTask]) {
@@ -120,6 +124,33 @@ export class EventBus {
       if (start > to) continue;
       subscription.catchingUp = true;
       this.catchUp(subscription, taskId, start);
+    }
+  }
+
+  /**
+   * Events `from`…`to` another process committed, to the subscribers to every task: read from storage
+   * in order and delivered at once (a notice covers one commit, so the range is short). Each
+   * subscriber's marks drop what it already had; live delivery to them of this process's own events
+   * goes on meanwhile, as nothing here yields.
+   */
+  private deliverCommittedToEveryTask(taskId: string, from: number, to: number): void {
+    for (let seq = Math.max(1, from); seq <= to; ) {
+      let page: DuckEvent[];
+      try {
+        page = this.readStored(taskId, seq, Math.min(CATCH_UP_PAGE, to - seq + 1));
+      } catch (error) {
+        this.logger.error({ err: error, task_id: taskId, from_seq: seq }, "reading another process's events for the subscribers to every task failed");
+        return;
+      }
+      if (page.length === 0) return;
+      for (const event of page) {
+        if (event.seq > to) return;
+        for (const subscription of [...this.everyTask]) {
+          this.deliver(subscription, event, true);
+          if (FINAL_EVENTS.has(event.type)) subscription.delivered.delete(event.task_id);
+        }
+      }
+      seq = page.at(-1)!.seq + 1;
     }
   }
 

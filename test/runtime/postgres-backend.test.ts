@@ -121,6 +121,29 @@ describe("the runtime on PostgreSQL (storage.backend: postgres)", () => {
     expect(watcher.store.projection(handle.taskId).state).toBe("completed");
   });
 
+  it("gives a subscriber to every task in one process the tasks another process runs, each in order", async () => {
+    const url = postgres.createDatabase();
+    const driver = runtimeOn(url, { models: scriptedAgent({ directive: threePauses, draft: null, verdict: () => "pass" }), tools: [pause] });
+    const watcher = runtimeOn(url, { tools: [pause] });
+    await watcher.ready();
+    const seen: DuckEvent[] = [];
+    const finished = new Set<string>();
+    let bothDone: () => void = () => undefined;
+    const done = new Promise<void>((resolve) => (bothDone = resolve));
+    watcher.bus.subscribeAll((event) => {
+      seen.push(event);
+      if (event.type === "task-completed" || event.type === "task-failed") finished.add(event.task_id);
+      if (finished.size === 2) bothDone();
+    });
+    const handles = [driver.loop.submit({ text: "pause three times" }), driver.loop.submit({ text: "pause three times again" })];
+    await Promise.race([done, delay(20_000).then(() => { throw new Error(`the watcher saw only ${seen.map((event) => `${event.task_id.slice(0, 4)}:${event.type}`).join(", ")}`); })]);
+    for (const handle of handles) {
+      expect((await handle.done).state).toBe("completed");
+      const stored = driver.store.listEvents(handle.taskId);
+      expect(seen.filter((event) => event.task_id === handle.taskId).map((event) => event.seq)).toEqual(stored.map((event) => event.seq));
+    }
+  });
+
   it("lets a second process answer a permission the first asked for, and the first sees the task finish", async () => {
     const url = postgres.createDatabase();
     const workspace = makeTempDir("ducklm-ws-");
