@@ -135,7 +135,10 @@ describe("the runtime on PostgreSQL (storage.backend: postgres)", () => {
       if (event.type === "task-completed" || event.type === "task-failed") finished.add(event.task_id);
       if (finished.size === 2) bothDone();
     });
-    const handles = [driver.loop.submit({ text: "pause three times" }), driver.loop.submit({ text: "pause three times again" })];
+    // One after the other: a second task waiting in the driver's line would be offered to the watcher, which takes offers.
+    const first = driver.loop.submit({ text: "pause three times" });
+    await first.done;
+    const handles = [first, driver.loop.submit({ text: "pause three times again" })];
     await Promise.race([done, delay(20_000).then(() => { throw new Error(`the watcher saw only ${seen.map((event) => `${event.task_id.slice(0, 4)}:${event.type}`).join(", ")}`); })]);
     for (const handle of handles) {
       expect((await handle.done).state).toBe("completed");
