@@ -417,6 +417,41 @@ describe("ducklm run at a terminal", () => {
     }
   }, 120_000);
 
+  it("keeps `ducklm chat` going when Ctrl-C is pressed at a permission question: the task waits, the next message runs", async () => {
+    writeFileSync(join(workspace, "kept.txt"), "x\n");
+    const child = spawn("script", ["-qec", `${process.execPath} ${join(root, "bin/ducklm.js")} chat`, "/dev/null"], {
+      cwd: workspace,
+      env: { ...process.env, DUCKLM_HOME: home, DUCKLM_CONFIG: join(root, "config"), NO_COLOR: "1" },
+      stdio: ["pipe", "pipe", "pipe"],
+    });
+    let output = "";
+    child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
+    const exited = new Promise<number | null>((done) => child.on("exit", (code) => done(code)));
+    const waitFor = async (pattern: RegExp) => {
+      for (let waited = 0; !pattern.test(output); waited += 100) {
+        if (waited > 60_000) throw new Error(`no ${pattern}: ${output}`);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    };
+    try {
+      await waitFor(/› /);
+      child.stdin.write("run `cp kept.txt chat-interrupted-copy.txt`\n");
+      await waitFor(/\[N\]o:/);
+      child.stdin.write("\u0003");
+      await waitFor(/Left unanswered: task (\S+) still waits for permission/);
+      const id = /Left unanswered: task (\S+) still waits/.exec(output)![1]!;
+      // Still a chat: the next message is a task of its own, which completes.
+      child.stdin.write("read file kept.txt\n");
+      await waitFor(/read file kept\.txt[\s\S]*✔ completed/);
+      child.stdin.write("/exit\n");
+      expect([0, 130]).toContain(await exited);
+      expect(JSON.parse(ducklm(["tasks", "--json", "--state", "awaiting_permission"]).stdout.trim().split("\n").find((line) => line.includes(id))!).state).toBe("awaiting_permission");
+      expect(existsSync(join(workspace, "chat-interrupted-copy.txt"))).toBe(false);
+    } finally {
+      child.kill("SIGKILL");
+    }
+  }, 120_000);
+
   it("leaves the task waiting, with exit 130, when Ctrl-C is pressed at the permission question", async () => {
     const child = spawn("script", ["-qec", `${process.execPath} ${join(root, "bin/ducklm.js")} run 'run \`cp kept.txt interrupted-copy.txt\`'`, "/dev/null"], {
       cwd: workspace,

@@ -15,10 +15,12 @@ function coloured(format: Parameters<typeof styleText>[0], text: string): string
  * The terminal's lines, one reader for the whole session: what is typed while a task runs waits its
  * turn (an answer to the permission question it will ask, or the next message), nothing is lost.
  */
-function lineReader(): { ask: AskLine; close: () => void } {
+function lineReader(): { ask: AskLine; askMessage: AskLine; close: () => void } {
   const lines: string[] = [];
   const waiting: Array<(line: string | null) => void> = [];
   let ended = false;
+  // Whether what waits is the chat's own prompt, or a question a task asks (a permission).
+  let atPrompt = false;
   const reader = createInterface({ input: process.stdin, output: process.stdout, terminal: process.stdin.isTTY === true });
   reader.on("line", (line) => {
     const next = waiting.shift();
@@ -29,51 +31,68 @@ function lineReader(): { ask: AskLine; close: () => void } {
     ended = true;
     for (const next of waiting.splice(0)) next(null);
   });
-  // Ctrl-C at the prompt ends the session; while a task runs it cancels that task (see followTask).
+  // Ctrl-C at the prompt ends the session; at a task's question it leaves that question unanswered
+  // (the task waits) and the chat goes on; while a task runs it cancels that task (see followTask).
+  const interrupt = (): boolean => {
+    if (waiting.length === 0) return false;
+    if (atPrompt) reader.close();
+    else waiting.shift()!(null);
+    return true;
+  };
   reader.on("SIGINT", () => {
-    if (waiting.length > 0) reader.close();
-    else process.emit("SIGINT");
+    if (!interrupt()) process.emit("SIGINT");
   });
-  // The same for SIGINT sent by another program (`kill -INT`, a process manager): at the prompt the
-  // session ends as /exit ends it, the terminal given back as it was; while a task runs, followTask's
-  // own handler cancels it; with neither, the signal is not swallowed.
+  // The same for SIGINT sent by another program (`kill -INT`, a process manager); with neither a
+  // prompt nor a running task to take it, the signal is not swallowed.
   const onSignal = () => {
-    if (waiting.length > 0) reader.close();
-    else if (process.listenerCount("SIGINT") === 1) {
+    if (!interrupt() && process.listenerCount("SIGINT") === 1) {
       reader.close();
       process.exit(130);
     }
   };
   process.on("SIGINT", onSignal);
   reader.on("close", () => process.removeListener("SIGINT", onSignal));
+  const ask: AskLine = (question) => {
+    process.stdout.write(question);
+    const queued = lines.shift();
+    if (queued !== undefined) {
+      if (!process.stdin.isTTY) process.stdout.write(`${queued}\n`);
+      return Promise.resolve(queued);
+    }
+    if (ended) return Promise.resolve(null);
+    return new Promise((resolve) => waiting.push(resolve));
+  };
   return {
-    ask: (question) => {
-      process.stdout.write(question);
-      const queued = lines.shift();
-      if (queued !== undefined) {
-        if (!process.stdin.isTTY) process.stdout.write(`${queued}\n`);
-        return Promise.resolve(queued);
+    ask,
+    askMessage: async (question) => {
+      atPrompt = true;
+      try {
+        return await ask(question);
+      } finally {
+        atPrompt = false;
       }
-      if (ended) return Promise.resolve(null);
-      return new Promise((resolve) => waiting.push(resolve));
     },
     close: () => reader.close(),
   };
 }
 
-const HELP = "Type a message and press Enter. /new starts a new conversation, /exit (or Ctrl-D) leaves; Ctrl-C stops the task that is running.";
+const HELP = "Type a message and press Enter. /new starts a new conversation, /exit (or Ctrl-D, or Ctrl-C at this prompt) leaves; Ctrl-C stops the task that is running, and at a permission question leaves it waiting.";
 
 async function chatSession(ducklm: DuckLM, options: { session?: string; yes?: boolean }): Promise<number> {
   const leftovers = await startAndResume(ducklm);
   let session = options.session ?? `chat-${randomUUID()}`;
-  const { ask, close } = lineReader();
+  const { ask, askMessage, close } = lineReader();
   const print = createEventPrinter(false);
   console.log(coloured("bold", "DuckLM chat") + coloured("dim", ` — conversation ${session}. ${HELP}`));
   let last = 0;
   try {
     for (;;) {
-      const line = await ask(coloured(["bold", "yellow"], "› "));
-      if (line === null) break;
+      const line = await askMessage(coloured(["bold", "yellow"], "› "));
+      if (line === null) {
+        // Ctrl-D or Ctrl-C: the shell's prompt starts on a line of its own.
+        if (process.stdout.isTTY) process.stdout.write("\n");
+        break;
+      }
       const text = line.trim();
       if (!text) continue;
       if (text === "/exit" || text === "/quit") break;
