@@ -102,6 +102,14 @@ describe("ducklm CLI", () => {
     expect(ducklm(["tasks", "--state", "sleeping"]).stderr).toMatch(/--state must be one of/);
     expect(ducklm(["run", "   "]).stderr).toMatch(/task text is empty/);
     expect(ducklm(["frobnicate"]).code).toBe(2);
+    expect(ducklm(["run", "-", "extra"])).toMatchObject({ code: 2, stderr: expect.stringContaining("`-` reads the task from standard input and takes no other words") });
+    expect(ducklm(["--home", "", "tasks"])).toMatchObject({ code: 2, stderr: expect.stringContaining("--home is empty") });
+    expect(ducklm(["--config", "", "tasks"])).toMatchObject({ code: 2, stderr: expect.stringContaining("--config is empty") });
+    // A directory where a file is to be read: refused at once, not tried three times.
+    const folderRead = ducklm(["run", "read file ."]);
+    expect(folderRead.code).toBe(1);
+    expect(folderRead.stdout).toContain("is not a regular file");
+    expect(folderRead.stdout).not.toMatch(/retry in/);
   });
 
   it("prints its version", () => {
@@ -118,6 +126,7 @@ describe("ducklm CLI", () => {
       expect(result.stderr).toContain("DUCK_ERR_STORAGE");
       expect(result.stderr).toContain(`cannot create the folder ${unusable}`);
       expect(result.stderr).toContain("--home");
+      expect(result.stderr).not.toMatch(/ENOTDIR|ENOENT|mkdir '/);
     }
   });
 
@@ -170,6 +179,11 @@ describe("ducklm CLI", () => {
     expect(result.code).toBe(2);
     expect(result.stderr).toContain("--host 999.1.1.1 is neither an address nor a name this machine can resolve");
     expect(result.stderr).not.toMatch(/getaddrinfo|ENOTFOUND|EAI_AGAIN/);
+    // An address, but none of this machine's: said as such, and no warning about serving on it.
+    const foreign = ducklm(["serve", "--host", "8.8.8.8", "--port", "0", "--home", makeTempDir("ducklm-host-home-")]);
+    expect(foreign.code).toBe(2);
+    expect(foreign.stderr).toContain("8.8.8.8 is not an address of this machine");
+    expect(foreign.stderr).not.toMatch(/EADDRNOTAVAIL|warning: serving/);
   });
 
   it("names what is wrong with what replay was given, with exit 2", () => {

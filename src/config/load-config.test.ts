@@ -1,4 +1,4 @@
-import { mkdirSync, writeFileSync, cpSync } from "node:fs";
+import { mkdirSync, rmSync, writeFileSync, cpSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { makeTempDir } from "../../test/helpers/test-runtime.js";
@@ -57,6 +57,17 @@ describe("loadConfig", () => {
     expect(error.message).toMatch(/that port is one web clients refuse to connect to.*serve the model on another port/);
     withServer("http://127.0.0.1:8/v1");
     expect(loadConfig(dir).models.roles.critic?.server?.base_url).toBe("http://127.0.0.1:8/v1");
+  });
+
+  it("names a config file that is a folder, instead of a raw EISDIR", () => {
+    const dir = copyOfBundled();
+    rmSync(join(dir, "prompts", "critic.md"));
+    mkdirSync(join(dir, "prompts", "critic.md"));
+    expect(loadError(dir).message).toBe(`${join(dir, "prompts", "critic.md")} is a folder, not a file`);
+    const other = copyOfBundled();
+    rmSync(join(other, "runtime.json"));
+    mkdirSync(join(other, "runtime.json"));
+    expect(loadError(other)).toMatchObject({ code: "DUCK_ERR_CONFIG_INVALID", message: `${join(other, "runtime.json")} is a folder, not a file` });
   });
 
   it("reports a misspelt key instead of ignoring it", () => {

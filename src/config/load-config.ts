@@ -29,6 +29,7 @@ function xdgDir(env: NodeJS.ProcessEnv, variable: "XDG_DATA_HOME" | "XDG_CONFIG_
  * directory DuckLM happens to start in.
  */
 export function resolveConfigDir(explicit?: string, env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): string {
+  if (explicit === "") throw new DuckError(ErrorCode.InvalidInput, "--config is empty: give your config folder, or leave --config out");
   if (explicit) return namedConfigDir(resolve(cwd, explicit), "--config", env);
   if (env.DUCKLM_CONFIG) return namedConfigDir(resolve(cwd, env.DUCKLM_CONFIG), "DUCKLM_CONFIG", env);
   return join(xdgDir(env, "XDG_CONFIG_HOME", [".config"]), "ducklm");
@@ -53,6 +54,7 @@ function namedConfigDir(dir: string, namedBy: string, env: NodeJS.ProcessEnv): s
  * `$XDG_DATA_HOME/ducklm` (`~/.local/share/ducklm`) — never inside a workspace by default.
  */
 export function resolveHomeDir(explicit?: string, env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): string {
+  if (explicit === "") throw new DuckError(ErrorCode.InvalidInput, "--home is empty: give the folder DuckLM keeps its data in, or leave --home out");
   if (explicit) return resolve(cwd, explicit);
   if (env.DUCKLM_HOME) return resolve(cwd, env.DUCKLM_HOME);
   return join(xdgDir(env, "XDG_DATA_HOME", [".local", "share"]), "ducklm");
@@ -62,14 +64,26 @@ function describeIssuePath(path: ReadonlyArray<PropertyKey>): string {
   return path.length === 0 ? "(top level)" : path.map(String).join(".");
 }
 
+/** A config file's text, or an error that names the file and what is wrong with it (a folder, unreadable). */
+function readConfigText(file: string): string {
+  try {
+    return readFileSync(file, "utf8");
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    const why = code === "EISDIR" ? "is a folder, not a file" : code === "EACCES" ? "cannot be read (permission denied)" : `cannot be read (${(error as Error).message})`;
+    throw new DuckError(ErrorCode.ConfigInvalid, `${file} ${why}`, { details: { file }, cause: error });
+  }
+}
+
 function readJsonFile<S extends z.ZodType>(file: string, schema: S): z.infer<S> {
   if (!existsSync(file)) {
     // A missing file means "all defaults"; only a present but broken file stops start-up.
     return schema.parse({});
   }
+  const text = readConfigText(file);
   let raw: unknown;
   try {
-    raw = JSON.parse(readFileSync(file, "utf8"));
+    raw = JSON.parse(text);
   } catch (error) {
     throw new DuckError(ErrorCode.ConfigInvalid, `${file}: not valid JSON (${(error as Error).message})`, {
       details: { file },
@@ -103,7 +117,7 @@ function readPrompts(dir: string, fallback: string | null, sources: Record<strin
       });
     }
     sources[`prompts/${name}.md`] = file;
-    prompts[name] = readFileSync(file, "utf8").trim();
+    prompts[name] = readConfigText(file).trim();
   }
   return prompts;
 }

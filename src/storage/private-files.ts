@@ -55,7 +55,10 @@ function makeDirectories(dir: string): void {
       mkdirSync(folder, { mode: 0o700 });
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code === "EEXIST") continue;
-      throw new DuckError(ErrorCode.StorageFailed, `cannot create the folder ${folder} for ${dir} (${(error as Error).message}): choose a home DuckLM can write with --home or DUCKLM_HOME`, {
+      const code = (error as NodeJS.ErrnoException).code;
+      const why =
+        code === "ENOTDIR" ? "a file stands where a folder of that path would be" : code === "ENOENT" ? "the folder above it refuses new entries" : code === "EACCES" || code === "EPERM" ? "this user may not create it" : code === "EROFS" ? "the filesystem is read-only" : (error as Error).message;
+      throw new DuckError(ErrorCode.StorageFailed, `cannot create the folder ${folder}${folder === dir ? "" : ` (for ${dir})`}: ${why}; choose a home DuckLM can write with --home or DUCKLM_HOME`, {
         cause: error,
         details: { directory: dir },
       });

@@ -13,8 +13,9 @@ export function registerRun(program: Command): void {
     .option("--session <id>", "conversation id: earlier tasks of it become history")
     .option("--yes", "run commands that no rule covers without asking (no_always is still asked, hard_stop never runs)")
     .option("--allow-network", "let commands that need the network use it without asking (never DuckLM's own API)")
-    .action(async (words: string[], options: { json?: boolean; session?: string; yes?: boolean; allowNetwork?: boolean }) =>
-      withDuckLM(
+    .action(async (words: string[], options: { json?: boolean; session?: string; yes?: boolean; allowNetwork?: boolean }, command: Command) => {
+      if (words[0] === "-" && words.length > 1) command.error("error: `-` reads the task from standard input and takes no other words: give `-` alone, or the task as words");
+      return withDuckLM(
         program.opts<GlobalOptions>(),
         async (ducklm) => {
           const text = words.length === 1 && words[0] === "-" ? await taskTextFromStdin() : checkedText(words.join(" "));
@@ -34,8 +35,8 @@ export function registerRun(program: Command): void {
           return code;
         },
         TASK_RUNNER,
-      ),
-    );
+      );
+    });
 }
 
 /** The task text piped in (`ducklm run -`), refused when it is not UTF-8 rather than changed. */

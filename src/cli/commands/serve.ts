@@ -96,19 +96,27 @@ async function serve(ducklm: DuckLM, options: { host?: string; port?: string; op
   const { loadInstallToken } = await import("../../server/install-token.js");
   const { buildServer } = await import("../../server/build-server.js");
   const token = loadInstallToken(ducklm.home);
-  if (!LOOPBACK.has(host)) console.error(`warning: serving on ${host}, reachable from other machines. Every request needs a login or the token in ${ducklm.home}/token.`);
-  const listenPort = port === 0 ? await freePort(host) : port;
+  const listenFailure = (error: unknown, listenPort: number): unknown => {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === "EADDRINUSE") return new DuckError(ErrorCode.InvalidInput, `port ${listenPort} on ${host} is already in use (another DuckLM, or another program): choose another with --port, or --port 0 for any free one`);
+    if (code === "EADDRNOTAVAIL") return new DuckError(ErrorCode.InvalidInput, `${host} is not an address of this machine: choose one with --host (127.0.0.1 to stay local)`);
+    if (code === "EACCES") return new DuckError(ErrorCode.InvalidInput, `port ${listenPort} needs privileges this user does not have: choose one above 1023 with --port`);
+    return error;
+  };
+  let listenPort = port;
+  try {
+    if (port === 0) listenPort = await freePort(host);
+  } catch (error) {
+    throw listenFailure(error, port);
+  }
   const app = await buildServer({ ducklm, token, port: listenPort, extraHosts: LOOPBACK.has(host) ? [] : [host], requestLog: ducklm.logger.child({ component: "http" }) });
   try {
     await app.listen({ host, port: listenPort });
   } catch (error) {
     await app.close();
-    const code = (error as NodeJS.ErrnoException).code;
-    if (code === "EADDRINUSE") throw new DuckError(ErrorCode.InvalidInput, `port ${listenPort} on ${host} is already in use (another DuckLM, or another program): choose another with --port, or --port 0 for any free one`);
-    if (code === "EADDRNOTAVAIL") throw new DuckError(ErrorCode.InvalidInput, `${host} is not an address of this machine: choose one with --host (127.0.0.1 to stay local)`);
-    if (code === "EACCES") throw new DuckError(ErrorCode.InvalidInput, `port ${listenPort} needs privileges this user does not have: choose one above 1023 with --port`);
-    throw error;
+    throw listenFailure(error, listenPort);
   }
+  if (!LOOPBACK.has(host)) console.error(`warning: serving on ${host}, reachable from other machines. Every request needs a login or the token in ${ducklm.home}/token.`);
   const shown = host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host.includes(":") ? `[${host}]` : host;
   const base = `http://${shown}:${listenPort}/`;
   recordServer(ducklm.home, base);

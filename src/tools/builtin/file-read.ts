@@ -32,7 +32,7 @@ export const fileReadTool = defineTool({
     let size: number;
     try {
       const info = await handle.stat();
-      if (!info.isFile()) throw new DuckError(ErrorCode.ToolFailed, `${input.path} is not a regular file`);
+      if (!info.isFile()) throw new DuckError(ErrorCode.ToolInputInvalid, `${input.path} is not a regular file: give the path of a file`);
       size = info.size;
       const length = Math.min(size, context.fileReadMaxBytes);
       buffer = Buffer.alloc(length);

@@ -64,7 +64,7 @@ export const fileWriteTool = defineTool({
     const protectedPaths = context.protectedPaths ?? [];
     const path = resolveInWorkspace(context.workspace, input.path, protectedPaths);
     const existing = await lstat(path).catch(() => null);
-    if (existing && !existing.isFile()) throw new DuckError(ErrorCode.ToolFailed, `${input.path} exists and is not a regular file`);
+    if (existing && !existing.isFile()) throw new DuckError(ErrorCode.ToolInputInvalid, `${input.path} exists and is not a regular file: give the path of a file`);
     if (existing && input.mode === "create") throw new DuckError(ErrorCode.ToolFailed, `${input.path} already exists (mode create)`);
     const before = existing ? await readExisting(context.workspace, path, protectedPaths) : null;
     const after = input.mode === "append" && before !== null ? before + input.content : input.content;
