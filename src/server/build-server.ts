@@ -41,6 +41,15 @@ export function requestForLog(request: { method: string; url: string; ip?: strin
   return { method: request.method, url: request.url.replace(/([?&](?:code|token|access_token|secret)=)[^&#]*/gi, "$1[hidden]"), remote: request.ip };
 }
 
+/** zod's wording of a value of the wrong kind, as a person would say it ("a number, not abc"). */
+function plainIssue(message: string | undefined): string {
+  if (!message) return "invalid";
+  const kind = /^Invalid input: expected (\w+), received (\w+)$/.exec(message);
+  if (!kind) return message;
+  const [, expected, received] = kind;
+  return received === "NaN" ? "must be a number" : `must be ${/^[aeiou]/.test(expected!) ? "an" : "a"} ${expected}, not ${/^[aeiou]/.test(received!) ? "an" : "a"} ${received}`;
+}
+
 const PUBLIC_PATHS = new Set(["/", "/index.html", "/health", "/login", "/session", ...WEB_ASSETS.map((asset) => `/${asset}`), ...Object.keys(VENDOR_MODULES).map((name) => `/vendor/${name}`)]);
 
 function badUtf8(buffer: Buffer): boolean {
@@ -72,7 +81,7 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
   }).withTypeProvider<ZodTypeProvider>();
 
   // Bodies are JSON in valid UTF-8, or they are refused before anything parses them.
-  app.removeContentTypeParser(["application/json"]);
+  app.removeContentTypeParser(["application/json", "text/plain"]);
   app.addContentTypeParser("application/json", { parseAs: "buffer" }, (_request, body: Buffer, done) => {
     if (badUtf8(body)) return done(new DuckError(ErrorCode.InvalidInput, "the body is not valid UTF-8"), undefined);
     if (body.length === 0) return done(null, {});
@@ -94,7 +103,7 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
     }
     const fastifyError = error as FastifyError;
     if (fastifyError.validation) {
-      const message = fastifyError.validation.map((issue) => `${issue.instancePath?.replace(/^\//, "").replace(/\//g, ".") || fastifyError.validationContext || "input"}: ${issue.message ?? "invalid"}`).join("; ");
+      const message = fastifyError.validation.map((issue) => `${issue.instancePath?.replace(/^\//, "").replace(/\//g, ".") || fastifyError.validationContext || "input"}: ${plainIssue(issue.message)}`).join("; ");
       void reply.code(400).send({ error: { code: ErrorCode.InvalidInput, message } });
       return;
     }

@@ -213,6 +213,14 @@ describe("bad input gets a 4xx JSON error and the server stays up", () => {
     expect((await call("GET", "/health")).status).toBe(200);
   });
 
+  it("says in plain words what is wrong with a value, and refuses a body that is not JSON with 415", async () => {
+    expect((await call("GET", "/tasks?limit=abc")).body.error.message).toBe("limit: must be a number");
+    expect((await call("POST", "/chat", { text: 5 })).body.error.message).toBe("text: must be a string, not a number");
+    const plain = await call("POST", "/chat", "tell me a joke", { "content-type": "text/plain" });
+    expect(plain.status).toBe(415);
+    expect(plain.body.error.code).toBe("DUCK_ERR_UNSUPPORTED_MEDIA_TYPE");
+  });
+
   it("rejects deep nesting in a body without falling over", async () => {
     const result = await call("POST", "/chat", deep);
     expect(result.status).toBe(400);
