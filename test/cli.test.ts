@@ -1,5 +1,5 @@
 import { spawn, spawnSync } from "node:child_process";
-import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createServer, type AddressInfo } from "node:net";
 import { join, resolve } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -128,6 +128,12 @@ describe("ducklm CLI", () => {
       expect(result.stderr).toContain("--home");
       expect(result.stderr).not.toMatch(/ENOTDIR|ENOENT|mkdir '/);
     }
+    // A file (`--home /dev/null`): refused, and its mode left as it was.
+    chmodSync(file, 0o666);
+    const onFile = ducklm(["tasks", "--home", file]);
+    expect(onFile.code).toBe(1);
+    expect(onFile.stderr).toContain(`${file} is not a folder`);
+    expect(statSync(file).mode & 0o777).toBe(0o666);
   });
 
   // A read-only home, even for root: the home bound read-only into a bubblewrap namespace.

@@ -1,17 +1,42 @@
-import { accessSync, chmodSync, closeSync, constants, existsSync, mkdirSync, openSync } from "node:fs";
+import { accessSync, chmodSync, closeSync, constants, existsSync, mkdirSync, openSync, readdirSync, statSync, type Stats } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
 
+/** What DuckLM itself writes into its folders: a folder holding one of these is DuckLM's to tighten. */
+const OWN_ENTRY = /^(token|ducklm\.sqlite3|server\.json|memory\.hnsw|(ducklm|server)(\.\d+)?\.log|.+\.gguf(\.part)?)$/;
+
 /**
  * DuckLM's home holds the token, the approvals and every task's log: only its owner may read it.
- * Creates the folder 0700 (and tightens an existing one); a folder that cannot be changed is left as it is.
+ * Creates the folder 0700, and tightens an existing one that is DuckLM's: this user's, and empty or
+ * holding what DuckLM writes. Any other folder (`--home /etc`, a home directory) keeps its mode, as
+ * running as root must never change a system folder; the files DuckLM writes in it are 0600 anyway.
+ * A path that is not a folder (`--home /dev/null`) is refused.
  */
 export function ensurePrivateDir(dir: string): void {
-  makeDirectories(dir);
+  const created = makeDirectories(dir);
+  let info: Stats;
+  try {
+    info = statSync(dir);
+  } catch (error) {
+    throw new DuckError(ErrorCode.StorageFailed, `cannot use the folder ${dir} (${(error as Error).message}): choose a home DuckLM can write with --home or DUCKLM_HOME`, { cause: error, details: { directory: dir } });
+  }
+  if (!info.isDirectory()) throw new DuckError(ErrorCode.StorageFailed, `${dir} is not a folder: choose a home DuckLM can write with --home or DUCKLM_HOME`, { details: { directory: dir } });
+  if ((info.mode & 0o777) === 0o700) return;
+  if (!created && !isDuckLMFolder(dir, info)) return;
   try {
     chmodSync(dir, 0o700);
   } catch {
     // A read-only or foreign folder: opening files in it reports the real problem.
+  }
+}
+
+function isDuckLMFolder(dir: string, info: Stats): boolean {
+  if (typeof process.getuid === "function" && info.uid !== process.getuid()) return false;
+  try {
+    const entries = readdirSync(dir);
+    return entries.length === 0 || entries.some((name) => OWN_ENTRY.test(name));
+  } catch {
+    return false;
   }
 }
 
@@ -44,7 +69,8 @@ export function makePrivate(file: string): void {
  * `mkdir -p`, one level at a time from the deepest folder that exists. Node's recursive mkdir retries
  * for ever where a parent refuses new entries with ENOENT (inside /proc); here that is an error.
  */
-function makeDirectories(dir: string): void {
+/** Whether it created `dir` itself. */
+function makeDirectories(dir: string): boolean {
   const missing: string[] = [];
   for (let current = resolve(dir); !existsSync(current); current = dirname(current)) {
     missing.push(current);
@@ -64,4 +90,5 @@ function makeDirectories(dir: string): void {
       });
     }
   }
+  return missing.length > 0;
 }
