@@ -199,7 +199,9 @@ describe("ducklm CLI", () => {
       [["replay", "some-id", "--file", "x.jsonl"], /not both/],
       [["replay", "--file", join(folder, "missing.jsonl")], /missing\.jsonl: no such file/],
       [["replay", "--file", folder], /: a folder, not a recording/],
+      [["replay", "--file", join(folder, "object.jsonl")], /object\.jsonl:1: not an event of a task \(\S+ is missing\): give a file written by `ducklm events --json`/],
     ];
+    writeFileSync(join(folder, "object.jsonl"), '{"a":1}\n');
     for (const [args, message] of cases) {
       const result = ducklm(args);
       expect(result.code, args.join(" ")).toBe(2);

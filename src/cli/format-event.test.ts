@@ -51,4 +51,12 @@ describe("askedAbout", () => {
     expect(askedAbout({ call: shell("cp a.txt b.txt"), commands: ["cp a.txt b.txt"] })).toBe("cp a.txt b.txt");
     expect(askedAbout({ call: { tool: "file_write", arguments: { path: "x.txt" } }, commands: [] })).toBe('file_write {"path":"x.txt"}');
   });
+
+  it("says a failed command's exit code once", () => {
+    const format = createEventFormatter();
+    const failed = format(event("tool-result", { step_id: "step-1", attempt: 1, result: { tool: "shell_exec", ok: false, output: "", exit_code: 1, error: { code: "DUCK_ERR_TOOL_FAILED", message: "command exited with 1" }, truncated: false, duration_ms: 12 } }));
+    expect(failed).toBe("    ← DUCK_ERR_TOOL_FAILED: command exited with 1 (12 ms)");
+    const passed = format(event("tool-result", { step_id: "step-2", attempt: 1, result: { tool: "shell_exec", ok: true, output: "", exit_code: 0, truncated: false, duration_ms: 3 } }));
+    expect(passed).toBe("    ← ok exit 0 (3 ms)");
+  });
 });

@@ -159,7 +159,8 @@ export function formatEvent(event: DuckEvent): string | null {
       const p = payloadOf(event, "tool-result");
       const r = p.result;
       const head = r.ok ? `    ← ok` : `    ← ${r.error?.code ?? "failed"}: ${r.error?.message ?? ""}`;
-      const exit = r.exit_code !== undefined && r.exit_code !== null ? ` exit ${r.exit_code}` : "";
+      // A failure's message may already name the exit code ("command exited with 1"): not said twice.
+      const exit = r.exit_code !== undefined && r.exit_code !== null && !(r.error?.message ?? "").endsWith(`exited with ${r.exit_code}`) ? ` exit ${r.exit_code}` : "";
       const body = r.output ? `\n${preview(r.output, "      ")}` : "";
       return `${head}${exit} (${Math.round(r.duration_ms)} ms)${body}`;
     }

@@ -26,7 +26,11 @@ export function readRecording(file: string): DuckEvent[] {
     }
     if (value && typeof value === "object" && "task" in value && !("seq" in value)) return;
     const parsed = EventSchema.safeParse(value);
-    if (!parsed.success) throw new DuckError(ErrorCode.InvalidInput, `${file}:${index + 1}: not an event (${parsed.error.issues[0]?.message ?? "invalid"})`);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      const field = issue?.path.length ? `${issue.path.join(".")} ` : "";
+      throw new DuckError(ErrorCode.InvalidInput, `${file}:${index + 1}: not an event of a task (${field}${issue?.code === "invalid_type" && issue.message.endsWith("received undefined") ? "is missing" : (issue?.message ?? "invalid")}): give a file written by \`ducklm events --json\` or an archive`);
+    }
     events.push(parsed.data);
   });
   if (events.length === 0) throw new DuckError(ErrorCode.InvalidInput, `${file}: no events`);
