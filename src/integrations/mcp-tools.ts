@@ -215,7 +215,16 @@ export async function connectMcpServers(config: IntegrationsConfig["mcp"], optio
         options.logger.info({ server: name, tools: listed.length }, "MCP server connected");
       } catch (error) {
         await session.close();
-        const reason = error instanceof Error ? error.message : String(error);
+        const code = (error as NodeJS.ErrnoException).code;
+        const command = "command" in server ? String(server.command) : null;
+        const reason =
+          code === "ENOENT" && command
+            ? `its command ${command} was not found: install it, or fix "command" in integrations.json`
+            : code === "EACCES" && command
+              ? `its command ${command} cannot be run (permission denied)`
+              : error instanceof Error
+                ? error.message
+                : String(error);
         failures.push({ server: name, reason });
         options.logger.warn({ server: name, err: error }, "MCP server unavailable; its tools are left out");
       }

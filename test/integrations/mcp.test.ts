@@ -183,7 +183,8 @@ describe("`ducklm doctor` with MCP servers configured", () => {
     const line = result.stdout.split("\n").find((text) => text.includes("integrations")) ?? "";
     expect(line).toMatch(/^warn/);
     expect(line).toContain("mcp__files__read_text_file");
-    expect(line).toContain("MCP server gone");
+    expect(line).toContain(`MCP server gone: its command ${join(workspace, "missing-server")} was not found: install it, or fix "command" in integrations.json`);
+    expect(line).not.toContain("ENOENT");
   }, 60_000);
 });
 
