@@ -395,8 +395,9 @@ describe("ducklm run at a terminal", () => {
     expect(result.stdout.includes("\u001b[1m")).toBe(false);
   });
 
-  it("takes SIGINT from another program in `ducklm chat` as Ctrl-C: it stops the running task, and at the prompt ends the session", async () => {
-    const child = spawn("script", ["-qec", `${process.execPath} ${join(root, "bin/ducklm.js")} chat --yes`, "/dev/null"], {
+  /** `ducklm chat` on a real terminal (`script`): what it printed so far, and a wait for what it will print. */
+  function chatOnTerminal(args: string[] = []) {
+    const child = spawn("script", ["-qec", `${process.execPath} ${join(root, "bin/ducklm.js")} chat ${args.join(" ")}`, "/dev/null"], {
       cwd: workspace,
       env: { ...process.env, DUCKLM_HOME: home, DUCKLM_CONFIG: join(root, "config"), NO_COLOR: "1" },
       stdio: ["pipe", "pipe", "pipe"],
@@ -404,16 +405,23 @@ describe("ducklm run at a terminal", () => {
     let output = "";
     child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
     const exited = new Promise<number | null>((done) => child.on("exit", (code) => done(code)));
-    const waitFor = async (text: string, count = 1) => {
-      for (let waited = 0; output.split(text).length - 1 < count; waited += 100) {
-        if (waited > 60_000) throw new Error(`no "${text}": ${output}`);
+    /** Until `pattern` has been printed `count` times. */
+    const waitFor = async (pattern: RegExp, count = 1) => {
+      const every = new RegExp(pattern.source, "g");
+      for (let waited = 0; (output.match(every) ?? []).length < count; waited += 100) {
+        if (waited > 60_000) throw new Error(`no ${pattern} (×${count}): ${output}`);
         await new Promise((resolve) => setTimeout(resolve, 100));
       }
     };
+    return { child, exited, waitFor, output: () => output };
+  }
+
+  it("takes SIGINT from another program in `ducklm chat` as Ctrl-C: it stops the running task, and at the prompt ends the session", async () => {
+    const chat = chatOnTerminal(["--yes"]);
     // The CLI's own process, below script and its shell.
     const cliPid = () => {
       const rows = spawnSync("ps", ["-eo", "pid=,ppid=,args="], { encoding: "utf8" }).stdout.split("\n").map((line) => line.trim().split(/\s+/));
-      const below = new Set([child.pid!]);
+      const below = new Set([chat.child.pid!]);
       for (let changed = true; changed; ) {
         changed = false;
         for (const [pid, ppid] of rows) {
@@ -425,52 +433,39 @@ describe("ducklm run at a terminal", () => {
       return Number(rows.find(([pid, , command, entry]) => below.has(Number(pid)) && command === process.execPath && entry?.endsWith("bin/ducklm.js"))![0]);
     };
     try {
-      await waitFor("› ");
-      child.stdin.write("run `sleep 30`\n");
-      await waitFor("sleep 30", 2);
+      await chat.waitFor(/› /);
+      chat.child.stdin.write("run `sleep 30`\n");
+      await chat.waitFor(/sleep 30/, 2);
       await new Promise((resolve) => setTimeout(resolve, 1500));
       process.kill(cliPid(), "SIGINT");
-      await waitFor("› ", 2);
-      expect(output).toMatch(/cancel/i);
+      await chat.waitFor(/› /, 2);
+      expect(chat.output()).toMatch(/cancel/i);
       process.kill(cliPid(), "SIGINT");
-      expect(await exited).toBe(130);
+      expect(await chat.exited).toBe(130);
     } finally {
-      child.kill("SIGKILL");
+      chat.child.kill("SIGKILL");
     }
   }, 120_000);
 
   it("keeps `ducklm chat` going when Ctrl-C is pressed at a permission question: the task waits, the next message runs", async () => {
     writeFileSync(join(workspace, "kept.txt"), "x\n");
-    const child = spawn("script", ["-qec", `${process.execPath} ${join(root, "bin/ducklm.js")} chat`, "/dev/null"], {
-      cwd: workspace,
-      env: { ...process.env, DUCKLM_HOME: home, DUCKLM_CONFIG: join(root, "config"), NO_COLOR: "1" },
-      stdio: ["pipe", "pipe", "pipe"],
-    });
-    let output = "";
-    child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
-    const exited = new Promise<number | null>((done) => child.on("exit", (code) => done(code)));
-    const waitFor = async (pattern: RegExp) => {
-      for (let waited = 0; !pattern.test(output); waited += 100) {
-        if (waited > 60_000) throw new Error(`no ${pattern}: ${output}`);
-        await new Promise((resolve) => setTimeout(resolve, 100));
-      }
-    };
+    const chat = chatOnTerminal();
     try {
-      await waitFor(/› /);
-      child.stdin.write("run `cp kept.txt chat-interrupted-copy.txt`\n");
-      await waitFor(/\[N\]o:/);
-      child.stdin.write("\u0003");
-      await waitFor(/Left unanswered: task (\S+) still waits for permission/);
-      const id = /Left unanswered: task (\S+) still waits/.exec(output)![1]!;
+      await chat.waitFor(/› /);
+      chat.child.stdin.write("run `cp kept.txt chat-interrupted-copy.txt`\n");
+      await chat.waitFor(/\[N\]o:/);
+      chat.child.stdin.write("\u0003");
+      await chat.waitFor(/Left unanswered: task \S+ still waits for permission/);
+      const id = /Left unanswered: task (\S+) still waits/.exec(chat.output())![1]!;
       // Still a chat: the next message is a task of its own, which completes.
-      child.stdin.write("read file kept.txt\n");
-      await waitFor(/read file kept\.txt[\s\S]*✔ completed/);
-      child.stdin.write("/exit\n");
-      expect([0, 130]).toContain(await exited);
+      chat.child.stdin.write("read file kept.txt\n");
+      await chat.waitFor(/read file kept\.txt[\s\S]*✔ completed/);
+      chat.child.stdin.write("/exit\n");
+      expect([0, 130]).toContain(await chat.exited);
       expect(JSON.parse(ducklm(["tasks", "--json", "--state", "awaiting_permission"]).stdout.trim().split("\n").find((line) => line.includes(id))!).state).toBe("awaiting_permission");
       expect(existsSync(join(workspace, "chat-interrupted-copy.txt"))).toBe(false);
     } finally {
-      child.kill("SIGKILL");
+      chat.child.kill("SIGKILL");
     }
   }, 120_000);
 

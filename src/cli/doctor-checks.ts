@@ -41,7 +41,11 @@ export async function doctorCommand(globals: GlobalOptions): Promise<number> {
   });
   await check("data directory", () => {
     ensurePrivateDir(home);
-    accessSync(home, constants.W_OK);
+    try {
+      accessSync(home, constants.W_OK);
+    } catch {
+      return ["fail", `${home} cannot be written by this user: choose another home with --home or DUCKLM_HOME`];
+    }
     const mode = statSync(home).mode & 0o777;
     return mode & 0o077 ? ["warn", `${home} is readable by other users (mode ${mode.toString(8)}); chmod 700 it`] : ["ok", `${home} (private, mode 700)`];
   });
