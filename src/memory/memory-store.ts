@@ -45,7 +45,7 @@ export class MemoryStore {
     this.insertStatement = db.prepare(
       dialectOf(db) === "postgres"
         ? "INSERT INTO memories (text, kind, source_task, created_at, embedding, embedding_model) VALUES (@text, @kind, @source_task, @created_at, @embedding, @embedding_model) RETURNING id"
-        : "INSERT INTO memories (id, text, kind, source_task, created_at, embedding, embedding_model) VALUES ((SELECT max(last, ifnull((SELECT max(id) FROM memories), 0)) + 1 FROM memory_id_high), @text, @kind, @source_task, @created_at, @embedding, @embedding_model) RETURNING id",
+        : "INSERT INTO memories (id, text, kind, source_task, created_at, embedding, embedding_model) VALUES ((SELECT last + 1 FROM memory_id_high), @text, @kind, @source_task, @created_at, @embedding, @embedding_model) RETURNING id",
     );
     this.getStatement = db.prepare(`SELECT ${COLUMNS} FROM memories WHERE id = ?`);
     this.listStatement = db.prepare(`SELECT ${COLUMNS} FROM memories ORDER BY created_at DESC, id DESC LIMIT ?`);
