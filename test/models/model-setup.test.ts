@@ -71,8 +71,9 @@ beforeAll(async () => {
       // Pins the hub contradicts: refused before a byte is fetched.
       "pinned-other-hash": { ...pinned("hf:hub/redirected/good.gguf", chat), sha256: "12".repeat(32) },
       "pinned-other-size": { ...pinned("hf:hub/redirected/good.gguf", chat), bytes: chat.length + 1 },
+      "someone-unpinned": { source: "hf:someone/unpinned/unpinned.gguf", approx_bytes: 4_680_000_000, license: "MIT", description: "a file of no pinned size or hash" },
     },
-    presets: {},
+    presets: { unpinned: { description: "a file that is not pinned", roles: { coder: "someone-unpinned" } } },
   };
   writeFileSync(join(configDir, "models-catalogue.json"), JSON.stringify(catalogue));
   // The hub states one hash and sends other bytes.
@@ -155,12 +156,25 @@ describe("ducklm setup", () => {
     expect(requests).toEqual([]);
   });
 
-  it("says which files of a preset are not pinned and how they are checked instead", async () => {
+  it("pins every file of the bundled gpu preset: revision, exact size and hash", async () => {
     const result = await ducklm(["setup", "--preset", "gpu", "--dry-run"], { DUCKLM_CONFIG: emptyConfigDir });
     expect(result.code).toBe(0);
-    expect(result.stdout).toMatch(/qwen2\.5-7b-instruct\s+about 4\.4 GiB/);
-    expect(result.stdout).toMatch(/sha256 not pinned: checked against the one the hub states, while downloading/);
+    expect(result.stdout).toMatch(/qwen2\.5-7b-instruct\s+4\.4 GiB/);
+    expect(result.stdout).toMatch(/bartowski\/Qwen2\.5-7B-Instruct-GGUF@[0-9a-f]{40}\/Qwen2\.5-7B-Instruct-Q4_K_M\.gguf/);
+    expect(result.stdout).toMatch(/4683074240 bytes exactly/);
+    expect(result.stdout).toMatch(/sha256 65b8fcd92af6b4fefa935c625d1ac27ea29dcb6ee14589c55a8f115ceaaa1423/);
+    expect(result.stdout).toMatch(/Qwen\/Qwen2\.5-Coder-7B-Instruct-GGUF@[0-9a-f]{40}\/qwen2\.5-coder-7b-instruct-q4_k_m\.gguf/);
+    expect(result.stdout).not.toMatch(/not pinned/);
     expect(result.stdout).toMatch(/thinker: qwen2\.5-1\.5b-instruct-q4_k_m\.gguf → Qwen2\.5-7B-Instruct-Q4_K_M\.gguf/);
+    expect(requests).toEqual([]);
+  });
+
+  it("says which files of a preset are not pinned and how they are checked instead", async () => {
+    const result = await ducklm(["setup", "--preset", "unpinned", "--dry-run"]);
+    expect(result.code).toBe(0);
+    expect(result.stdout).toMatch(/someone-unpinned\s+about 4\.4 GiB/);
+    expect(result.stdout).toMatch(/size not pinned: the download states it/);
+    expect(result.stdout).toMatch(/sha256 not pinned: checked against the one the hub states, while downloading/);
     expect(requests).toEqual([]);
   });
 
