@@ -128,6 +128,11 @@ describe("ducklm CLI", () => {
       expect(result.stderr).toContain("--home");
       expect(result.stderr).not.toMatch(/ENOTDIR|ENOENT|mkdir '/);
     }
+    // doctor says it once, under the data directory; the database line does not repeat it.
+    const doctor = ducklm(["doctor", "--home", join(file, "home")]);
+    expect(doctor.code).toBe(1);
+    expect(doctor.stdout.match(/cannot create the folder/g)).toHaveLength(1);
+    expect(doctor.stdout).toMatch(/FAIL {2}database +not checked: the database lives in the data directory above/);
     // A file (`--home /dev/null`): refused, and its mode left as it was.
     chmodSync(file, 0o666);
     const onFile = ducklm(["tasks", "--home", file]);

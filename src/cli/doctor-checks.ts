@@ -39,6 +39,7 @@ export async function doctorCommand(globals: GlobalOptions): Promise<number> {
     loaded = loadConfig(configDir);
     return ["ok", `${configDir} (files it lacks come from the bundled defaults)`];
   });
+  let homeUsable = false;
   await check("data directory", () => {
     ensurePrivateDir(home);
     try {
@@ -46,6 +47,7 @@ export async function doctorCommand(globals: GlobalOptions): Promise<number> {
     } catch {
       return ["fail", `${home} cannot be written by this user: choose another home with --home or DUCKLM_HOME`];
     }
+    homeUsable = true;
     const mode = statSync(home).mode & 0o777;
     return mode & 0o077 ? ["warn", `${home} is readable by other users (mode ${mode.toString(8)}); chmod 700 it`] : ["ok", `${home} (private, mode 700)`];
   });
@@ -62,6 +64,7 @@ export async function doctorCommand(globals: GlobalOptions): Promise<number> {
       if (found.schemaVersion > found.newestVersion) return ["fail", `${where}: schema version ${found.schemaVersion} is newer than this DuckLM knows (${found.newestVersion}); upgrade DuckLM`];
       return [found.schemaVersion === found.newestVersion ? "ok" : "warn", `${where}, schema version ${found.schemaVersion} of ${found.newestVersion}${found.schemaVersion < found.newestVersion ? " (brought up to date at the next start)" : ""}`];
     }
+    if (!homeUsable) return ["fail", "not checked: the database lives in the data directory above, which cannot be used"];
     const integrity = checkDatabaseIntegrity(join(home, "ducklm.sqlite3"), { synchronous: config.runtime.storage.synchronous });
     return integrity === "ok" ? ["ok", `integrity ok, synchronous=${config.runtime.storage.synchronous}`] : ["fail", `integrity_check: ${integrity}`];
   });

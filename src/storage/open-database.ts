@@ -60,6 +60,8 @@ export function openDatabase(file: string, options: OpenDatabaseOptions = {}): S
     }
     db = new Database(file);
   } catch (error) {
+    // The home's own check already says what is wrong with the folder and what to do.
+    if (error instanceof DuckError) throw error;
     throw storageErrorOf(error, file) ?? new DuckError(ErrorCode.StorageFailed, `cannot open database ${file}: ${(error as Error).message}; check that its folder exists and is writable, or choose another home with --home`, { cause: error });
   }
   try {
