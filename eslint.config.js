@@ -3,7 +3,7 @@ import tseslint from "typescript-eslint";
 import globals from "globals";
 
 export default tseslint.config(
-  { ignores: ["dist/**", "node_modules/**", "data/**", "web/vendor/**"] },
+  { ignores: ["dist/**", ".bench-build/**", "node_modules/**", "data/**", "web/vendor/**"] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

@@ -1,4 +1,5 @@
 // Summaries the benches share.
+import { join, resolve } from "node:path";
 
 /** The middle value (the upper of the two middle ones for an even count). */
 export function median(numbers: number[]): number {
@@ -9,4 +10,18 @@ export function median(numbers: number[]): number {
 /** `[min–max]`, with `digits` decimals. */
 export function spread(numbers: number[], digits = 3): string {
   return `[${Math.min(...numbers).toFixed(digits)}–${Math.max(...numbers).toFixed(digits)}]`;
+}
+
+/** Whether this bench runs compiled (`npm run bench…` builds it into .bench-build/) or from its source through tsx. */
+const COMPILED = import.meta.url.endsWith(".js");
+
+/** The repository's root folder, from a bench compiled into .bench-build/bench/ or from its source in bench/. */
+export const REPO_ROOT = resolve(import.meta.dirname, COMPILED ? "../.." : "..");
+
+/**
+ * A script of the benches to start in a child process, as this one runs: compiled, or through tsx.
+ * `execArgv` goes before the script's path.
+ */
+export function benchScript(name: string): { file: string; execArgv: string[] } {
+  return COMPILED ? { file: join(import.meta.dirname, `${name}.js`), execArgv: [] } : { file: join(import.meta.dirname, `${name}.ts`), execArgv: ["--import", import.meta.resolve("tsx")] };
 }

@@ -6,13 +6,13 @@
 //
 //   npm run bench:cli-start [-- --rounds 9]
 import { spawn, spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { median, spread } from "./bench-stats.js";
+import { median, REPO_ROOT, spread } from "./bench-stats.js";
 
 const { values } = parseArgs({ options: { rounds: { type: "string", default: "9" } } });
 const ROUNDS = Number(values.rounds);
@@ -20,12 +20,15 @@ const TARGET_SECONDS = 0.4;
 /** `ducklm run` with no model, against `node -e 0`; and server spawn to /health, against bare Fastify. */
 const RUN_TARGET_RATIO = 4;
 const SERVE_TARGET_RATIO = 2;
-const root = join(import.meta.dirname, "..");
+const root = REPO_ROOT;
 const bin = join(root, "bin", "ducklm.js");
 const home = mkdtempSync(join(tmpdir(), "ducklm-bench-cli-"));
 const workspace = mkdtempSync(join(tmpdir(), "ducklm-bench-cli-ws-"));
 writeFileSync(join(workspace, "README.md"), "# A workspace\n");
-const env = { ...process.env, DUCKLM_HOME: home, DUCKLM_CONFIG: join(home, "config"), NO_COLOR: "1" };
+// An empty config folder of its own: every file comes from the bundled defaults.
+const configDir = join(home, "config");
+mkdirSync(configDir);
+const env = { ...process.env, DUCKLM_HOME: home, DUCKLM_CONFIG: configDir, NO_COLOR: "1" };
 // The peer of `ducklm serve`: Fastify, as DuckLM's server uses it, answering /health and nothing else.
 const bareFastify = join(workspace, "bare-fastify.mjs");
 writeFileSync(

@@ -18,7 +18,7 @@ import { setImmediate as nextTurn } from "node:timers/promises";
 import { parseArgs } from "node:util";
 import Fastify from "fastify";
 import { startTestServer } from "../test/helpers/test-server.js";
-import { median, spread } from "./bench-stats.js";
+import { benchScript, median, spread } from "./bench-stats.js";
 
 const { values } = parseArgs({ options: { tasks: { type: "string", default: "400" }, rounds: { type: "string", default: "5" } } });
 const TASKS = Number(values.tasks);
@@ -45,7 +45,8 @@ bare.post("/chat", async (request) => ({ task_id: "00000000-0000-7000-8000-00000
 await bare.listen({ host: "127.0.0.1", port: 0 });
 const bareUrl = `http://127.0.0.1:${(bare.server.address() as { port: number }).port}/chat`;
 
-const client = fork(join(import.meta.dirname, "http-task-client.ts"), [], { execArgv: ["--import", "tsx"], stdio: ["ignore", "inherit", "inherit", "ipc"] });
+const clientScript = benchScript("http-task-client");
+const client = fork(clientScript.file, [], { execArgv: clientScript.execArgv, stdio: ["ignore", "inherit", "inherit", "ipc"] });
 const exited = new Promise<number | null>((resolve) => client.once("exit", resolve));
 function fromClient<T>(key: string): Promise<T> {
   return new Promise((resolve, reject) => {

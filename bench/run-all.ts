@@ -5,16 +5,20 @@
 //
 //   npm run bench [-- --only agent-loop,event-append] [-- --quick]
 //
+// `npm run bench` compiles the benches first (bench/build-benches.mjs) and runs them compiled, as
+// DuckLM runs from its package.
+//
 // `--quick` gives each bench smaller sizes (a minute or two in all): for checking that they run, not
 // for figures.
 import { spawn } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { cpus, totalmem } from "node:os";
-import { join, resolve } from "node:path";
+import { join, relative } from "node:path";
 import { parseArgs } from "node:util";
+import { benchScript, REPO_ROOT } from "./bench-stats.js";
 
 const { values } = parseArgs({ options: { only: { type: "string" }, quick: { type: "boolean", default: false } } });
-const root = resolve(import.meta.dirname, "..");
+const root = REPO_ROOT;
 
 interface Bench {
   name: string;
@@ -48,7 +52,8 @@ interface BenchResult {
 }
 
 function runBench(bench: Bench): Promise<BenchResult> {
-  const args = [...(bench.nodeOptions ?? []), "--import", "tsx", join("bench", `${bench.name}.ts`), ...(values.quick ? bench.quickArgs : bench.args)];
+  const script = benchScript(bench.name);
+  const args = [...(bench.nodeOptions ?? []), ...script.execArgv, script.file, ...(values.quick ? bench.quickArgs : bench.args)];
   const started = Date.now();
   return new Promise((done) => {
     const child = spawn(process.execPath, args, { cwd: root, stdio: ["ignore", "pipe", "pipe"] });
@@ -64,7 +69,7 @@ function runBench(bench: Bench): Promise<BenchResult> {
         .split("\n")
         .filter((line) => /target/i.test(line) && /\bmet\b/.test(line))
         .map((line) => ({ line: line.trim(), met: !/NOT met/.test(line) }));
-      done({ bench: bench.name, command: `node ${args.join(" ")}`, exit_code: code, seconds: (Date.now() - started) / 1000, targets, output });
+      done({ bench: bench.name, command: `node ${args.map((arg) => (arg === script.file ? relative(root, arg) : arg)).join(" ")}`, exit_code: code, seconds: (Date.now() - started) / 1000, targets, output });
     });
   });
 }

@@ -6,12 +6,12 @@
 //   npm run bench:stream-fanout [-- --events 10000 --rounds 5 --clients 1,10,100]
 import type { Socket } from "node:net";
 import { fork } from "node:child_process";
-import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { setImmediate as nextTurn } from "node:timers/promises";
 import { WebSocketServer, type WebSocket } from "ws";
 import { serialise } from "../src/server/event-stream.js";
 import { startTestServer } from "../test/helpers/test-server.js";
+import { benchScript } from "./bench-stats.js";
 
 const { values } = parseArgs({ options: { events: { type: "string", default: "10000" }, clients: { type: "string", default: "1,10,100" }, rounds: { type: "string", default: "5" } } });
 const ROUNDS = Number(values.rounds);
@@ -39,8 +39,9 @@ const now = () => performance.timeOrigin + performance.now();
  * client has every message. The CPU is this process's alone: the server's, with no client in it.
  */
 async function measure(url: string, clients: number, headers: Record<string, string>, produce: () => Promise<void>): Promise<Result> {
-  const child = fork(join(import.meta.dirname, "stream-fanout-clients.ts"), [url, String(clients), String(EVENTS), JSON.stringify(headers)], {
-    execArgv: ["--import", "tsx"],
+  const clientScript = benchScript("stream-fanout-clients");
+  const child = fork(clientScript.file, [url, String(clients), String(EVENTS), JSON.stringify(headers)], {
+    execArgv: clientScript.execArgv,
     stdio: ["ignore", "inherit", "inherit", "ipc"],
   });
   const exited = new Promise<number | null>((resolve) => child.once("exit", resolve));

@@ -30,6 +30,7 @@ import { openPostgresStores } from "../src/state/open-stores.js";
 import { timeOrderedId } from "../src/utils/time-ordered-id.js";
 import { startTestPostgres } from "../test/helpers/postgres-server.js";
 import { APPEND_TASKS, APPEND_TEXT, appendThroughTaskStore, timedPerEvent, yieldTurn, type AppendSample } from "./task-store-append.js";
+import { benchScript } from "./bench-stats.js";
 
 const { values } = parseArgs({ options: { events: { type: "string", default: "2000" }, rounds: { type: "string", default: "5" }, tasks: { type: "string", default: "120" } } });
 const EVENTS = Number(values.events);
@@ -104,7 +105,7 @@ function summary(samples: number[]): { median: number; min: number; max: number 
 
 const format = (figures: { median: number; min: number; max: number }) => `${figures.median.toFixed(1)} µs [${figures.min.toFixed(1)}–${figures.max.toFixed(1)}]`;
 
-const tsxLoader = import.meta.resolve("tsx");
+const childScript = benchScript("workers-child");
 
 /** Runs TASKS tasks over `workers` worker processes on `backend`; tasks per second from "go" to the last one done. */
 async function throughput(backend: "postgres" | "sqlite", workers: number, url: string | null): Promise<number> {
@@ -117,7 +118,7 @@ async function throughput(backend: "postgres" | "sqlite", workers: number, url: 
     const home = mkdtempSync(join(tmpdir(), "ducklm-bench-home-"));
     dirs.push(home);
     const count = Math.floor(total / workers) + (index < total % workers ? 1 : 0);
-    const child = spawn(process.execPath, ["--import", tsxLoader, join(import.meta.dirname, "workers-child.ts"), home, workspace, String(count)], {
+    const child = spawn(process.execPath, [...childScript.execArgv, childScript.file, home, workspace, String(count)], {
       stdio: ["pipe", "pipe", "inherit"],
       env: { ...process.env, DUCKLM_BENCH_BACKEND: backend, ...(url ? { DUCKLM_POSTGRES_URL: url } : {}) },
     });
