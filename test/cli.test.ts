@@ -1,5 +1,5 @@
 import { spawn, spawnSync } from "node:child_process";
-import { chmodSync, existsSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createServer, type AddressInfo } from "node:net";
 import { join, resolve } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -67,6 +67,11 @@ describe("ducklm CLI", () => {
     expect(result.code).toBe(2);
     expect(result.stderr).toContain("session_id");
     expect(result.stdout).not.toContain("resuming");
+    // A workspace that is not there: the same.
+    const noWorkspace = ducklm(["--workspace", join(leftHome, "no-such-folder"), "run", "read file x.txt"], { home: leftHome });
+    expect(noWorkspace.code).toBe(2);
+    expect(noWorkspace.stderr).toContain(`workspace ${join(leftHome, "no-such-folder")} is not a directory`);
+    expect(noWorkspace.stdout + noWorkspace.stderr).not.toContain("resum");
     const after = openStores(join(leftHome, "ducklm.sqlite3"), { logger: pino({ level: "silent" }) });
     try {
       expect(after.tasks.listEvents(left.task_id)).toEqual(before);
@@ -280,6 +285,10 @@ describe("ducklm CLI", () => {
     const run = (args: string[]) => spawnSync(process.execPath, ["--import", tsxLoader, join(root, "src/cli/main.ts"), ...args], { cwd: workspace, env: { ...process.env, DUCKLM_HOME: home, DUCKLM_CONFIG: config }, encoding: "utf8" });
     const path = run(["config", "path"]);
     expect(path.stdout).toContain(`config   ${config}`);
+    // It lists the files in force, the broken one among them, before it says what is wrong.
+    expect(path.stdout).toMatch(new RegExp(`runtime\\.json\\s+${join(config, "runtime.json")} {2}\\(over the default\\)`));
+    expect(path.stdout).toMatch(/prompts\/system\.md\s+\S+\/config\/prompts\/system\.md {2}\(default\)/);
+    expect(path.status).toBe(2);
     expect(path.stderr).toMatch(/runtime\.json: scheduler\.max_parallel_steps/);
     const doctor = run(["doctor"]);
     expect(doctor.status).toBe(1);
@@ -297,7 +306,7 @@ describe("ducklm CLI", () => {
     expect(path.status).toBe(0);
     expect(path.stdout).toContain(`config   ${config}`);
     expect(path.stdout).toContain(`data     ${home}`);
-    expect(path.stdout).toMatch(new RegExp(`models\\.json\\s+${join(config, "models.json")}\n`));
+    expect(path.stdout).toMatch(new RegExp(`models\\.json\\s+${join(config, "models.json")} {2}\\(over the default\\)\n`));
     expect(path.stdout).toMatch(/runtime\.json\s+\S+\/config\/runtime\.json {2}\(default\)/);
     const shown = run(["config", "show", "models"]);
     expect(shown.status).toBe(0);
@@ -341,6 +350,20 @@ describe("ducklm permissions, feedback and --yes", () => {
     expect(yes.code).toBe(0);
     const noAlways = ducklm(["run", "--yes", "run `rm -f copy.txt`"]);
     expect(noAlways.code).toBe(3);
+
+    // A permissions.json of one's own, with no safety rules in it, still has the bundled ones in force.
+    const ownConfig = makeTempDir("ducklm-cli-own-config-");
+    writeFileSync(join(ownConfig, "permissions.json"), JSON.stringify({ categories: { normal: [], no_always: [], hard_stop: [] }, network: [] }));
+    mkdirSync(join(workspace, "keep"));
+    writeFileSync(join(workspace, "keep", "notes.txt"), "kept\n");
+    const ownRules = ducklm(["--config", ownConfig, "run", "--yes", "run `rm -r keep`"]);
+    expect(ownRules.code).toBe(3);
+    expect(ownRules.stdout).toMatch(/no_always/);
+    expect(readFileSync(join(workspace, "keep", "notes.txt"), "utf8")).toBe("kept\n");
+    // One that says it stands alone is warned about.
+    writeFileSync(join(ownConfig, "permissions.json"), JSON.stringify({ extends_bundled: false }));
+    expect(ducklm(["--config", ownConfig, "doctor"]).stdout).toMatch(/warn {2}config +.*permissions\.json stands alone/);
+    rmSync(ownConfig, { recursive: true, force: true });
 
     const list = ducklm(["permissions", "list"]);
     expect(list.code).toBe(0);

@@ -37,7 +37,10 @@ export async function doctorCommand(globals: GlobalOptions): Promise<number> {
   let loaded: DuckConfig | null = null;
   await check("config", () => {
     loaded = loadConfig(configDir);
-    return ["ok", `${configDir} (files it lacks come from the bundled defaults)`];
+    if (!(loaded as DuckConfig).permissions.extends_bundled) {
+      return ["warn", `${configDir}: your permissions.json stands alone ("extends_bundled": false), so the bundled hard stops and always-asked commands are in force only where it repeats them`];
+    }
+    return ["ok", `${configDir} (each file laid over the bundled one of its name)`];
   });
   let homeUsable = false;
   await check("data directory", () => {

@@ -10,6 +10,7 @@ import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import { createModelProvider, modelsDirectory } from "../models/create-model-provider.js";
 import { catalogueModel, listedBytes, loadCatalogue, presetPlan, roleSettings } from "../models/model-catalogue.js";
 import { downloadModel, type DownloadResult } from "../models/model-download.js";
+import { ggufEmbeddingLength } from "../models/gguf/gguf-header.js";
 import { resolveRolesChecked } from "../models/model-roles.js";
 import { createLogger } from "../runtime/logger.js";
 import { urlForDisplay } from "../utils/url-for-display.js";
@@ -166,8 +167,10 @@ export async function modelsPullCommand(globals: GlobalOptions, source: string, 
   console.log(describeResult(result, options.sha256 === undefined && listed?.sha256 ? CATALOGUE_PIN : undefined));
   if (role) {
     const file = result.file.slice(modelsDirectory(home).length + 1);
-    setRoleModels(configDir, { [role]: listed ? roleSettings(role, listed) : { file } });
-    console.log(`${join(configDir, "models.json")}: role ${role} now uses it`);
+    // An embedding model's width is what memory search stores: taken from the file, which says it.
+    const dimension = role === "embeddings" && !listed ? await ggufEmbeddingLength(result.file) : null;
+    setRoleModels(configDir, { [role]: listed ? roleSettings(role, listed) : { file, ...(dimension !== null ? { dimension } : {}) } });
+    console.log(`${join(configDir, "models.json")}: role ${role} now uses it${dimension !== null ? ` (${dimension}-dimensional vectors)` : ""}`);
   }
   return 0;
 }

@@ -35,7 +35,7 @@ const ModelRoleFields = z.strictObject({
   /** llama.cpp backend. Defaults to `auto`. */
   backend: z.enum(["auto", "cpu", "cuda", "vulkan", "metal"]).default("auto"),
   /** Layers offloaded to the GPU: a count, `auto` or `max`. Defaults to `auto`. */
-  gpu_layers: z.union([z.number().int().nonnegative(), z.enum(["auto", "max"])]).default("auto"),
+  gpu_layers: z.union([z.number().int().nonnegative(), z.enum(["auto", "max"])], { error: 'a number of layers (0 or more), "auto" or "max"' }).default("auto"),
   /** Context size in tokens. Defaults to 4096. */
   context_size: z.number().int().positive().default(4096),
   /** Most tokens one call may generate. Defaults to 1024. */
@@ -246,6 +246,11 @@ export type SafeShapeConfig = z.infer<typeof SafeShapeSchema>;
 const CheckedCategory = z.enum(["normal", "unknown", "no_always", "hard_stop"]);
 
 export const PermissionsConfigSchema = z.strictObject({
+  /**
+   * Whether this file adds to the bundled rules (the default) or stands alone. Alone, the bundled
+   * hard stops and always-asked commands are not in force unless the file repeats them.
+   */
+  extends_bundled: z.boolean().default(true),
   categories: z.strictObject({
     /**
      * Never run, never approvable, in addition to what DuckLM judges destructive by meaning (`rm -r /`,

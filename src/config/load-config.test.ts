@@ -95,6 +95,68 @@ describe("loadConfig", () => {
     expect(config.sources?.["prompts/system.md"]).toBe(join(BUNDLED_CONFIG_DIR, "prompts", "system.md"));
   });
 
+  it("lays the user's file over the bundled one: a setting given replaces its default, the others stay", () => {
+    const bundled = loadConfig(BUNDLED_CONFIG_DIR);
+    const dir = makeTempDir("ducklm-config-");
+    writeFileSync(join(dir, "models.json"), JSON.stringify({ threads: 1, roles: { coder: { server: { base_url: "http://127.0.0.1:8080/v1", model: "coder" } }, critic: { temperature: 0.5 } } }));
+    writeFileSync(join(dir, "runtime.json"), JSON.stringify({ timeouts: { step_ms: 5_000 } }));
+    writeFileSync(join(dir, "integrations.json"), JSON.stringify({ web: { fetch: { max_bytes: 1000 } } }));
+    const config = loadConfig(dir);
+    expect(config.models.threads).toBe(1);
+    // Roles the file does not name keep their bundled model; a role it sets keeps what it does not say.
+    expect(config.models.roles.thinker).toEqual(bundled.models.roles.thinker);
+    expect(config.models.roles.embeddings?.dimension).toBe(768);
+    expect(config.models.roles.critic).toEqual({ ...bundled.models.roles.critic, temperature: 0.5 });
+    // A server given for a role replaces the bundled file.
+    expect(config.models.roles.coder?.file).toBeUndefined();
+    expect(config.models.roles.coder?.server?.model).toBe("coder");
+    expect(config.models.roles.coder?.context_size).toBe(bundled.models.roles.coder?.context_size);
+    expect(config.runtime.timeouts.step_ms).toBe(5_000);
+    expect(config.runtime.timeouts.task_ms).toBe(bundled.runtime.timeouts.task_ms);
+    expect(config.integrations.web.fetch.max_bytes).toBe(1000);
+    expect(config.integrations.web.fetch.timeout_ms).toBe(bundled.integrations.web.fetch.timeout_ms);
+    // null removes a setting, as in a JSON merge patch: a role with no model, a setting back to its default.
+    writeFileSync(join(dir, "models.json"), JSON.stringify({ roles: { coder: null } }));
+    writeFileSync(join(dir, "runtime.json"), JSON.stringify({ timeouts: { step_ms: null } }));
+    const removed = loadConfig(dir);
+    expect(removed.models.roles.coder).toBeUndefined();
+    expect(removed.models.roles.thinker).toEqual(bundled.models.roles.thinker);
+    expect(removed.runtime.timeouts.step_ms).toBe(30_000);
+  });
+
+  it("adds the user's permission rules to the bundled ones: a file of one's own cannot drop the safety rules by leaving them out", () => {
+    const bundled = loadConfig(BUNDLED_CONFIG_DIR).permissions;
+    const dir = makeTempDir("ducklm-config-");
+    writeFileSync(join(dir, "permissions.json"), JSON.stringify({ categories: { normal: [], no_always: ["make deploy"] }, network: ["my-sync"], unknown: "deny" }));
+    const own = loadConfig(dir).permissions;
+    expect(own.categories.hard_stop).toEqual(bundled.categories.hard_stop);
+    expect(own.categories.no_always).toEqual([...bundled.categories.no_always, "make deploy"]);
+    expect(own.categories.no_always).toContain("rm -r");
+    expect(own.categories.normal).toEqual(bundled.categories.normal);
+    expect(own.network).toEqual([...bundled.network, "my-sync"]);
+    expect(own.examples).toEqual(bundled.examples);
+    expect(own.unknown).toBe("deny");
+    // A rule the bundled file has already is not listed twice.
+    writeFileSync(join(dir, "permissions.json"), JSON.stringify({ categories: { no_always: ["rm -r"] } }));
+    expect(loadConfig(dir).permissions.categories.no_always).toEqual(bundled.categories.no_always);
+    // A file that says it stands alone does.
+    writeFileSync(join(dir, "permissions.json"), JSON.stringify({ extends_bundled: false, categories: { no_always: ["make deploy"] } }));
+    const alone = loadConfig(dir).permissions;
+    expect(alone.categories.no_always).toEqual(["make deploy"]);
+    expect(alone.categories.hard_stop).toEqual([]);
+  });
+
+  it("reads a file saved with a byte-order mark, and places a JSON error by line and column", () => {
+    const dir = makeTempDir("ducklm-config-");
+    writeFileSync(join(dir, "runtime.json"), `\uFEFF${JSON.stringify({ retrieval_top_k: 4 })}`);
+    expect(loadConfig(dir).runtime.retrieval_top_k).toBe(4);
+    writeFileSync(join(dir, "runtime.json"), '{\n  "retrieval_top_k": 4,\n  oops\n}');
+    expect(loadError(dir).message).toMatch(/runtime\.json: not valid JSON \(.*line 3 column 3\)/);
+    writeFileSync(join(dir, "runtime.json"), "{}");
+    writeFileSync(join(dir, "models.json"), JSON.stringify({ roles: { thinker: { file: "x.gguf", gpu_layers: "lots" } } }));
+    expect(loadError(dir).message).toMatch(/models\.json: roles\.thinker\.gpu_layers: a number of layers \(0 or more\), "auto" or "max"/);
+  });
+
   it("fills defaults for a missing JSON file but requires every prompt when there is no fallback", () => {
     const dir = makeTempDir("ducklm-config-");
     mkdirSync(join(dir, "prompts"));

@@ -3,6 +3,7 @@ import { homedir } from "node:os";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { z } from "zod";
+import { overlayConfig } from "./config-overlay.js";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import {
   IntegrationsConfigSchema,
@@ -67,7 +68,8 @@ function describeIssuePath(path: ReadonlyArray<PropertyKey>): string {
 /** A config file's text, or an error that names the file and what is wrong with it (a folder, unreadable). */
 function readConfigText(file: string): string {
   try {
-    return readFileSync(file, "utf8");
+    // A byte-order mark (some editors save one) is not part of the text.
+    return readFileSync(file, "utf8").replace(/^\uFEFF/, "");
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     const why = code === "EISDIR" ? "is a folder, not a file" : code === "EACCES" ? "cannot be read (permission denied)" : `cannot be read (${(error as Error).message})`;
@@ -75,21 +77,39 @@ function readConfigText(file: string): string {
   }
 }
 
-function readJsonFile<S extends z.ZodType>(file: string, schema: S): z.infer<S> {
-  if (!existsSync(file)) {
-    // A missing file means "all defaults"; only a present but broken file stops start-up.
-    return schema.parse({});
-  }
+/** Where a JSON.parse error is, as a line and column of the text (its message gives a character position). */
+function jsonErrorPlace(text: string, message: string): string {
+  const position = /at position (\d+)/.exec(message);
+  if (!position) return "";
+  const before = text.slice(0, Number(position[1]));
+  const line = before.split("\n").length;
+  return `, line ${line} column ${before.length - before.lastIndexOf("\n")}`;
+}
+
+function readJsonText(file: string): unknown {
   const text = readConfigText(file);
-  let raw: unknown;
   try {
-    raw = JSON.parse(text);
+    return JSON.parse(text);
   } catch (error) {
-    throw new DuckError(ErrorCode.ConfigInvalid, `${file}: not valid JSON (${(error as Error).message})`, {
+    const message = (error as Error).message;
+    throw new DuckError(ErrorCode.ConfigInvalid, `${file}: not valid JSON (${message}${jsonErrorPlace(text, message)})`, {
       details: { file },
       cause: error,
     });
   }
+}
+
+/**
+ * The settings of `name`: the user's file laid over the bundled one (see config-overlay.ts), either
+ * alone where the other is missing, or the schema's defaults where both are. Errors name the user's
+ * file, which is where a setting that does not validate comes from.
+ */
+function readJsonFile<S extends z.ZodType>(name: string, own: string, bundled: string | null, schema: S): z.infer<S> {
+  const ownRaw = existsSync(own) ? readJsonText(own) : undefined;
+  const bundledRaw = bundled !== null && existsSync(bundled) ? readJsonText(bundled) : undefined;
+  // A missing file means "all defaults"; only a present but broken file stops start-up.
+  const raw = ownRaw === undefined ? (bundledRaw ?? {}) : bundledRaw === undefined ? ownRaw : overlayConfig(name, bundledRaw, ownRaw);
+  const file = ownRaw !== undefined ? own : (bundled ?? own);
   const parsed = schema.safeParse(raw);
   if (!parsed.success) {
     const issues = parsed.error.issues.map((issue) => `${describeIssuePath(issue.path)}: ${issue.message}`);
@@ -138,9 +158,11 @@ export function loadConfig(dir: string, options: LoadConfigOptions = {}): DuckCo
   }
   const sources: Record<string, string> = {};
   const json = <S extends z.ZodType>(name: string, schema: S): z.infer<S> => {
+    const own = join(dir, name);
+    const bundled = fallback === null ? null : join(fallback, name);
     const file = layered(dir, fallback, name);
     if (existsSync(file)) sources[name] = file;
-    return readJsonFile(file, schema);
+    return readJsonFile(name, own, bundled, schema);
   };
   return {
     dir,

@@ -1,6 +1,8 @@
+import { statSync } from "node:fs";
 import { join } from "node:path";
 import type { Logger } from "pino";
 import { loadConfig, resolveConfigDir, resolveHomeDir } from "../config/load-config.js";
+import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import type { ModelProvider } from "../models/model-provider.js";
 import { loadPlugins } from "../tools/plugin-loader.js";
 import type { AnyToolDefinition } from "../tools/tool-definition.js";
@@ -43,6 +45,11 @@ export interface CreateDuckLMOptions {
 export async function createDuckLM(options: CreateDuckLMOptions = {}): Promise<DuckLM> {
   const home = resolveHomeDir(options.home);
   const config = loadConfig(resolveConfigDir(options.config));
+  // Refused before anything is opened: a wrong folder must not first resume what other runs left.
+  const workspace = resolveWorkspace(config, options.workspace);
+  if (!statSync(workspace, { throwIfNoEntry: false })?.isDirectory()) {
+    throw new DuckError(ErrorCode.InvalidInput, `workspace ${workspace} is not a directory: give a folder that exists (--workspace, or runtime.json's workspace)`);
+  }
   const logger = options.logger ?? createLogger({ file: join(home, "logs", "ducklm.log") });
   const warn = options.onWarning ?? ((message: string) => logger.warn(message));
   const models =
@@ -53,7 +60,6 @@ export async function createDuckLM(options: CreateDuckLMOptions = {}): Promise<D
         : await (await import("../models/create-model-provider.js")).createModelProvider({ config: config.models, home, logger, callTimeoutMs: config.runtime.timeouts.model_call_ms, ...(options.onWarning ? { onWarning: options.onWarning } : {}) });
   const plugins = await loadPlugins(pluginFolders(config.dir, home), logger, BUILTIN_TOOL_NAMES);
   for (const failure of plugins.failures) warn(`plugin ${failure.file} skipped: ${failure.reason}`);
-  const workspace = resolveWorkspace(config, options.workspace);
   // MCP's SDK, the web tools' HTML converter and their kin load only where they are used.
   const integrations = options.integrations === false ? null : await (await import("../integrations/connect-integrations.js")).connectIntegrations(config.integrations, { workspace, home, logger });
   for (const failure of integrations?.failures ?? []) warn(`${failure.what} left out: ${failure.reason}`);

@@ -34,11 +34,18 @@ function ducklm(args: string[]): Promise<{ code: number | null; stdout: string; 
 
 beforeAll(async () => {
   cpSync(join(root, "config"), configDir, { recursive: true });
-  // No role has a file yet.
-  writeFileSync(join(configDir, "models.json"), JSON.stringify({ roles: {} }));
+  // No role has a file yet: each bundled one is removed (null, as in a JSON merge patch).
+  const noRoles = Object.fromEntries(["thinker", "json_compiler", "critic", "coder", "sys_util", "orchestrator", "embeddings"].map((role) => [role, null]));
+  writeFileSync(join(configDir, "models.json"), JSON.stringify({ roles: noRoles }));
   fixture = readFileSync(fixtureModels().chat);
+  const embedding = readFileSync(fixtureModels().embedding);
   server = createServer((request, response) => {
     const range = request.headers.range;
+    if (request.url === "/models/embed/tiny-embedding.gguf") {
+      response.writeHead(200, { "content-length": String(embedding.length) });
+      response.end(request.method === "HEAD" ? undefined : embedding);
+      return;
+    }
     // What a server says of a file before sending it: its size.
     if (request.method === "HEAD") {
       if (request.url?.endsWith("/tiny.gguf")) response.writeHead(200, { "content-length": String(fixture.length) }).end();
@@ -156,6 +163,27 @@ describe("ducklm models", () => {
     } finally {
       writeFileSync(join(configDir, "models.json"), before);
       rmSync(join(home, "models", "copied.gguf"));
+    }
+  });
+
+  it("records an embedding model's dimension from its file, and names a file of another width", async () => {
+    const before = readFileSync(join(configDir, "models.json"), "utf8");
+    try {
+      const pulled = await ducklm(["models", "pull", `${baseUrl}/models/embed/tiny-embedding.gguf`, "--role", "embeddings"]);
+      expect(pulled.code).toBe(0);
+      expect(pulled.stdout).toMatch(/role embeddings now uses it \(64-dimensional vectors\)/);
+      expect(JSON.parse(readFileSync(join(configDir, "models.json"), "utf8")).roles.embeddings).toEqual({ file: "tiny-embedding.gguf", dimension: 64 });
+      // Said wrong by hand: the list and doctor name the width the file gives and the setting to change.
+      const models = JSON.parse(readFileSync(join(configDir, "models.json"), "utf8"));
+      models.roles.embeddings.dimension = 768;
+      writeFileSync(join(configDir, "models.json"), JSON.stringify(models));
+      const list = await ducklm(["models", "list", "--json"]);
+      const row = list.stdout.trim().split("\n").map((line) => JSON.parse(line)).find((entry: { role: string }) => entry.role === "embeddings");
+      expect(row).toMatchObject({ present: false, problem: expect.stringMatching(/gives 64-dimensional vectors, but models\.json says dimension 768: set roles\.embeddings\.dimension to 64/) });
+      const doctor = await ducklm(["doctor"]);
+      expect(doctor.stdout).toMatch(/embeddings: .*tiny-embedding\.gguf gives 64-dimensional vectors/);
+    } finally {
+      writeFileSync(join(configDir, "models.json"), before);
     }
   });
 

@@ -1,3 +1,5 @@
+import { existsSync } from "node:fs";
+import { join, resolve } from "node:path";
 import type { Command } from "commander";
 import { DuckError, ErrorCode } from "../../errors/duck-error.js";
 import { urlForDisplay } from "../../utils/url-for-display.js";
@@ -34,19 +36,23 @@ export function registerConfig(program: Command): void {
     .action(async () =>
       runPlain(async () => {
         const { BUNDLED_CONFIG_DIR, loadConfig, resolveConfigDir, resolveHomeDir } = await import("../../config/load-config.js");
+        const { PROMPT_NAMES } = await import("../../config/config-schemas.js");
         const dir = resolveConfigDir(globals().config);
-        console.log(`config   ${dir}  (your files; any file missing here comes from the bundled defaults)`);
+        console.log(`config   ${dir}  (your files, each laid over the bundled file of its name)`);
         console.log(`defaults ${BUNDLED_CONFIG_DIR}`);
         console.log(`data     ${resolveHomeDir(globals().home)}  (database, logs, models, login token)`);
-        // The folders are worth knowing most when a file in them is broken.
-        const loaded = loadConfig(dir);
-        const sources = loaded.sources ?? {};
+        // The folders and files are worth knowing most when a file in them is broken: listed first, then checked.
+        const names = [...FILES.map((name) => `${name}.json`), ...PROMPT_NAMES.map((name) => `prompts/${name}.md`)];
+        const width = Math.max(...names.map((name) => name.length));
+        const ownDir = resolve(dir) === BUNDLED_CONFIG_DIR ? null : dir;
         console.log("in force:");
-        const width = Math.max(...Object.keys(sources).map((name) => name.length));
-        for (const [name, file] of Object.entries(sources)) {
-          console.log(`  ${name.padEnd(width)}  ${file}${file.startsWith(BUNDLED_CONFIG_DIR) ? "  (default)" : ""}`);
+        for (const name of names) {
+          const own = ownDir !== null && existsSync(join(ownDir, name));
+          const bundled = existsSync(join(BUNDLED_CONFIG_DIR, name));
+          const where = own ? `${join(ownDir, name)}${bundled && name.endsWith(".json") ? "  (over the default)" : ""}` : bundled ? `${join(BUNDLED_CONFIG_DIR, name)}  (default)` : "(no file: built-in defaults)";
+          console.log(`  ${name.padEnd(width)}  ${where}`);
         }
-        for (const name of FILES) if (!sources[`${name}.json`]) console.log(`  ${`${name}.json`.padEnd(width)}  (no file: built-in defaults)`);
+        loadConfig(dir);
         return 0;
       }),
     );

@@ -87,3 +87,20 @@ export async function ggufModelProblem(path: string): Promise<string | null> {
   if (needed > info.size) return `is cut short: it holds ${info.size} bytes, and its tensors need ${needed}; download it again`;
   return null;
 }
+
+/**
+ * The width of the vectors a GGUF model gives (its `<architecture>.embedding_length`), read from its
+ * metadata, or null when the file does not say. For an embedding model, the dimension memory search
+ * stores.
+ */
+export async function ggufEmbeddingLength(path: string): Promise<number | null> {
+  if (ggufFileProblem(path) !== null) return null;
+  const { readGgufFileInfo } = await import("node-llama-cpp");
+  try {
+    const parsed = await readGgufFileInfo(path, { sourceType: "filesystem", logWarnings: false, spliceSplitFiles: false, readTensorInfo: false });
+    const length = (parsed.architectureMetadata as { embedding_length?: unknown } | undefined)?.embedding_length;
+    return typeof length === "number" && Number.isInteger(length) && length > 0 ? length : null;
+  } catch {
+    return null;
+  }
+}
