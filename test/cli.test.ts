@@ -5,6 +5,7 @@ import { join, resolve } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import pino from "pino";
 import { openStores } from "../src/state/open-stores.js";
+import { endlessFixtureModel } from "./helpers/fixture-models.js";
 import { makeTempDir } from "./helpers/test-runtime.js";
 
 // Resolved here, because `--import tsx` would be looked up from the child's working directory.
@@ -81,6 +82,28 @@ describe("ducklm CLI", () => {
       rmSync(leftHome, { recursive: true, force: true });
     }
   });
+
+  it("stops its task when the program reading its output stops (`ducklm run … | head -1`)", async () => {
+    const pipeHome = makeTempDir("ducklm-cli-pipe-");
+    // A model that writes until it is stopped: output goes on while the task runs.
+    const pipeConfig = makeTempDir("ducklm-cli-pipe-config-");
+    const role = { file: endlessFixtureModel(), backend: "cpu", gpu_layers: 0, context_size: 2048, max_tokens: 4096, threads: 1 };
+    writeFileSync(join(pipeConfig, "models.json"), JSON.stringify({ threads: 1, roles: { thinker: role, json_compiler: role, embeddings: null } }));
+    const child = spawn(process.execPath, ["--import", tsxLoader, join(root, "src/cli/main.ts"), "run", "--json", "tell me about ducks"], {
+      cwd: workspace,
+      env: { ...process.env, DUCKLM_HOME: pipeHome, DUCKLM_CONFIG: pipeConfig },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    // The first line read, the reader goes, as `head -1` does.
+    await new Promise<void>((resolve) => child.stdout.once("data", () => resolve()));
+    child.stdout.destroy();
+    const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
+    expect(code).toBe(130);
+    const listed = ducklm(["tasks", "--json"], { home: pipeHome }).stdout.trim().split("\n").map((line) => JSON.parse(line) as { state: string });
+    expect(listed.map((task) => task.state)).toEqual(["cancelled"]);
+    rmSync(pipeHome, { recursive: true, force: true });
+    rmSync(pipeConfig, { recursive: true, force: true });
+  }, 120_000);
 
   it("exits 3 when a task waits for permission and no terminal can answer", () => {
     const result = ducklm(["run", "run `cp a.txt b.txt`"]);

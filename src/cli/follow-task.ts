@@ -8,7 +8,7 @@ import type { TaskOutcome } from "../runtime/task-outcome.js";
 import { askedAbout, createEventFormatter } from "./format-event.js";
 import { safeForTerminal } from "./terminal-text.js";
 import { ErrorCode } from "../errors/duck-error.js";
-import { ExitCode } from "./with-ducklm.js";
+import { ExitCode, whenOutputCloses } from "./with-ducklm.js";
 
 /** Prints events as they happen: one JSON object a line, or a readable transcript. */
 export function createEventPrinter(json: boolean, write: (text: string) => void = (text) => process.stdout.write(text)) {
@@ -155,6 +155,14 @@ export async function followTask(
   const unsubscribe = ducklm.subscribe(taskId, options.print ?? createEventPrinter(options.json === true), { fromSeq: options.fromSeq ?? 1 });
   const onInterrupt = () => ducklm.cancel(taskId, "interrupted at the terminal");
   process.once("SIGINT", onInterrupt);
+  // `ducklm run … | head -1`: once the reader has stopped, nobody follows the task; it is stopped, not left running.
+  let outputClosed = false;
+  const stopListening = whenOutputCloses(() => {
+    if (outputClosed) return;
+    outputClosed = true;
+    process.exitCode = ExitCode.Cancelled;
+    ducklm.cancel(taskId, "its output was closed: the program reading it stopped");
+  });
   try {
     let outcome = await done;
     while (outcome.state === "awaiting_permission" && process.stdin.isTTY && !options.json) {
@@ -181,8 +189,9 @@ export async function followTask(
           `(POST /permissions/resolve), or with \`ducklm tasks resume ${taskId}\` in a terminal.`,
       );
     }
-    return exitCodeFor(outcome);
+    return outputClosed ? ExitCode.Cancelled : exitCodeFor(outcome);
   } finally {
+    stopListening();
     process.removeListener("SIGINT", onInterrupt);
     unsubscribe();
   }

@@ -13,7 +13,7 @@ import { registerRun } from "./commands/run.js";
 import { registerServe } from "./commands/serve.js";
 import { registerTasks } from "./commands/tasks.js";
 import { registerTelegram } from "./commands/telegram.js";
-import { reportError } from "./with-ducklm.js";
+import { outputClosed, reportError } from "./with-ducklm.js";
 
 /** The `ducklm` command: each subcommand registers its own options and action (src/cli/commands/). */
 export function buildProgram(): Command {
@@ -38,9 +38,11 @@ function packageVersion(): string {
 }
 
 export async function main(argv: string[]): Promise<void> {
-  // Output piped into a reader that stopped (`ducklm events … | head`) ends the command, quietly.
+  // Output piped into a reader that stopped (`ducklm events … | head`) ends the command, quietly; a
+  // command following a task first stops the task (see followTask), which would otherwise be left running.
   process.stdout.on("error", (error: NodeJS.ErrnoException) => {
-    if (error.code === "EPIPE") process.exit(process.exitCode ?? 0);
+    if (error.code !== "EPIPE") return;
+    if (!outputClosed()) process.exit(process.exitCode ?? 0);
   });
   const program = buildProgram();
   try {

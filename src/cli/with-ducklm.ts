@@ -9,6 +9,21 @@ export interface GlobalOptions {
   workspace?: string;
 }
 
+const outputClosedListeners = new Set<() => void>();
+
+/** Calls `listener` if standard output turns out to be a pipe whose reader has stopped; returns the way to stop listening. */
+export function whenOutputCloses(listener: () => void): () => void {
+  outputClosedListeners.add(listener);
+  return () => outputClosedListeners.delete(listener);
+}
+
+/** Tells the listeners that standard output's reader has stopped (EPIPE); false when none listens. */
+export function outputClosed(): boolean {
+  if (outputClosedListeners.size === 0) return false;
+  for (const listener of [...outputClosedListeners]) listener();
+  return true;
+}
+
 /** Exit codes the CLI uses, documented in the README. */
 export const ExitCode = { Ok: 0, TaskFailed: 1, BadInput: 2, AwaitingPermission: 3, Denied: 4, Cancelled: 130 } as const;
 
