@@ -136,6 +136,31 @@ describe("a damaged database", () => {
     expect(report.memories_kept).toBe(1);
   }, 120_000);
 
+  it("with the events table's root page overwritten: a task says the database is damaged, check answers at once in a few lines, recover counts what was lost", async () => {
+    const { home, file, original } = await populatedHome(12);
+    const db = new Database(file, { readonly: true });
+    const pageSize = db.pragma("page_size", { simple: true }) as number;
+    const root = (db.prepare("SELECT rootpage FROM sqlite_master WHERE name = 'events'").get() as { rootpage: number }).rootpage;
+    db.close();
+    const handle = openSync(file, "r+");
+    writeSync(handle, Buffer.alloc(pageSize, 0xff), 0, pageSize, (root - 1) * pageSize);
+    closeSync(handle);
+
+    const run = ducklm(home, ["run", "read file x.txt"]);
+    expect(run.code).toBe(1);
+    expect(run.stderr).toMatch(/error DUCK_ERR_DATABASE_CORRUPT: .*damaged .*ducklm db check.*ducklm db recover/);
+    // No row can be found: said once, not once for each rowid there might have been.
+    const check = checkDatabaseFile(file);
+    expect(check.ok).toBe(false);
+    expect(check.problems.filter((line) => line.startsWith("events:"))).toEqual([
+      expect.stringMatching(/^events: cannot be read straight through/),
+      "events: rows from 1 on cannot be read (the table's index to its last rows is damaged)",
+    ]);
+    const report = recoverDatabaseFile(file);
+    expect(report.tasks_lost.length).toBe(original.size);
+    expect(report.events_lost).toBe([...original.values()].reduce((sum, events) => sum + events.length, 0));
+  }, 120_000);
+
   it("truncated: every command names the damage and the way forward; recover keeps what is left", async () => {
     const { home, file, original } = await populatedHome();
     truncateSync(file, Math.floor(statSync(file).size * 0.6));

@@ -14,7 +14,8 @@ const STORAGE_RETRY_MAX_MS = 60_000;
  */
 export function recordEnding(context: ExecutorContext, taskId: string, error: unknown, signal: AbortSignal, timedOut: boolean): void {
   const { store, config } = context;
-  if (DuckError.isInstance(error) && (error.code === ErrorCode.StorageFailed || error.code === ErrorCode.SeqConflict)) throw error;
+  // A damaged database file is a storage failure too, one that waiting does not mend (StorageRetries leaves it).
+  if (DuckError.isInstance(error) && (error.code === ErrorCode.StorageFailed || error.code === ErrorCode.SeqConflict || error.code === ErrorCode.DatabaseCorrupt)) throw error;
   if (isShutdown(signal.reason) || isShutdown(error)) return; // left as it is, to be resumed by the next process
   const projection = store.projection(taskId);
   if (isTerminalTaskState(projection.state)) return;

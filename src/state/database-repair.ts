@@ -86,9 +86,18 @@ function openReadOnly(file: string, notes: string[] = []): { db: SqliteDatabase;
   };
 }
 
+/** Rowids read in one query while a table is read around its damage. */
+const ROW_WINDOW = 256;
+/**
+ * Where the highest rowid cannot be read either, rows are looked for until this many windows in a
+ * row hold none that can be read: past the last row, every query fails alike, absent or damaged.
+ */
+const EMPTY_WINDOWS_AFTER_THE_END = 4;
+
 /**
  * The rows of a table that can still be read: all at once when that works; otherwise in windows of
- * rowids, and row by row in a window that fails, so that one bad page loses only its own rows.
+ * rowids, and row by row in a window that fails, so that one bad page loses only its own rows. The
+ * rows that cannot be read are reported as ranges, one line each.
  */
 function readableRows<T>(db: SqliteDatabase, table: string, problems: string[]): T[] {
   try {
@@ -96,29 +105,51 @@ function readableRows<T>(db: SqliteDatabase, table: string, problems: string[]):
   } catch (error) {
     problems.push(`${table}: cannot be read straight through (${(error as Error).message})`);
   }
-  let highest: number;
+  let highest: number | null;
   try {
     highest = (db.prepare(`SELECT max(rowid) AS n FROM ${table}`).get() as { n: number | null }).n ?? 0;
   } catch {
-    // The index to the last row is damaged too: look as far as rows are usually numbered.
-    highest = 1_000_000;
+    // The way to the last row is damaged too: read on until nothing more can be.
+    highest = null;
   }
   const rows: T[] = [];
+  const unreadable: Array<[number, number]> = [];
+  const lost = (rowid: number) => {
+    const last = unreadable.at(-1);
+    if (last && last[1] === rowid - 1) last[1] = rowid;
+    else unreadable.push([rowid, rowid]);
+  };
   const window = db.prepare(`SELECT * FROM ${table} WHERE rowid BETWEEN ? AND ? ORDER BY rowid`);
   const one = db.prepare(`SELECT * FROM ${table} WHERE rowid = ?`);
-  for (let start = 1; start <= highest; start += 256) {
+  let emptyWindows = 0;
+  let lastRead = 0;
+  for (let start = 1; highest === null ? emptyWindows < EMPTY_WINDOWS_AFTER_THE_END : start <= highest; start += ROW_WINDOW) {
+    const end = highest === null ? start + ROW_WINDOW - 1 : Math.min(start + ROW_WINDOW - 1, highest);
+    const before = rows.length;
     try {
-      rows.push(...(window.all(start, start + 255) as T[]));
+      rows.push(...(window.all(start, end) as T[]));
     } catch {
-      for (let rowid = start; rowid < start + 256 && rowid <= highest; rowid += 1) {
+      for (let rowid = start; rowid <= end; rowid += 1) {
         try {
           const row = one.get(rowid) as T | undefined;
           if (row) rows.push(row);
         } catch {
-          problems.push(`${table}: row ${rowid} cannot be read`);
+          lost(rowid);
         }
       }
     }
+    if (rows.length > before) {
+      emptyWindows = 0;
+      lastRead = end;
+    } else emptyWindows += 1;
+  }
+  for (const [from, to] of unreadable) {
+    // With no known end, what failed after the last row read is taken for the end of the table.
+    if (highest === null && from > lastRead) {
+      problems.push(`${table}: rows from ${from} on cannot be read (the table's index to its last rows is damaged)`);
+      break;
+    }
+    problems.push(from === to ? `${table}: row ${from} cannot be read` : `${table}: rows ${from}–${to} cannot be read`);
   }
   return rows;
 }
@@ -267,7 +298,10 @@ export function recoverDatabaseFile(file: string, now = new Date()): RecoveryRep
       // Remembered approvals are a convenience: the user is asked again.
     }
     try {
-      tasksBefore = (source.prepare("SELECT id FROM tasks").all() as Array<{ id: string }>).map((row) => row.id);
+      const taskRows = source.prepare("SELECT id, last_seq FROM tasks").all() as Array<{ id: string; last_seq: number }>;
+      tasksBefore = taskRows.map((row) => row.id);
+      // A task row says how many events its task had, even where they cannot be read.
+      for (const row of taskRows) lastSeqOf.set(row.id, Math.max(row.last_seq, lastSeqOf.get(row.id) ?? 0));
     } catch {
       // The task rows are rebuilt from the events anyway.
     }
@@ -309,7 +343,12 @@ export function recoverDatabaseFile(file: string, now = new Date()): RecoveryRep
           report.events_lost += lastRecorded - kept;
         }
       }
-      for (const taskId of tasksBefore) if (!byTask.has(taskId)) report.tasks_lost.push(taskId);
+      for (const taskId of tasksBefore) {
+        if (byTask.has(taskId)) continue;
+        // A task with no readable event at all: each event its row counted is lost with it.
+        report.tasks_lost.push(taskId);
+        report.events_lost += lastSeqOf.get(taskId) ?? 0;
+      }
       const memoryColumns = (target.db.pragma("table_info(memories)") as Array<{ name: string }>).map((column) => column.name);
       const insertMemory = target.db.prepare(`INSERT INTO memories (${memoryColumns.join(", ")}) VALUES (${memoryColumns.map((name) => `@${name}`).join(", ")})`);
       for (const memory of memories) {

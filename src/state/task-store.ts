@@ -11,7 +11,7 @@ import {
   type TaskSummary,
   type ConversationSummary,
 } from "../contracts/index.js";
-import { DuckError, ErrorCode } from "../errors/duck-error.js";
+import { DuckError, ErrorCode, storageErrorOf } from "../errors/duck-error.js";
 import type { EventBus } from "../events/event-bus.js";
 import { DAMAGED_PAYLOAD, type EventStore } from "../events/event-store.js";
 import { rememberPayloadJson } from "../events/event-json.js";
@@ -527,9 +527,11 @@ export class TaskStore {
   private fail(batch: Batch, error: unknown): never {
     for (const taskId of batch.rows.keys()) this.forgetUncommitted(taskId);
     if (isUniqueViolation(error)) throw new DuckError(ErrorCode.SeqConflict, "a task was changed by another writer", { cause: error });
-    const message = `could not store events: ${(error as Error).message}`;
+    // A damaged file, a full disk, a read-only one: said as what it is, with what to do.
+    const known = storageErrorOf(error);
+    const message = `could not store events: ${known?.message ?? (error as Error).message}`;
     this.failingSince = { since: this.failingSince?.since ?? this.clock().toISOString(), message };
-    throw new DuckError(ErrorCode.StorageFailed, message, { cause: error });
+    throw new DuckError(known?.code ?? ErrorCode.StorageFailed, message, { cause: error });
   }
 
   private throwIfBroken(): void {
