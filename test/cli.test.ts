@@ -122,6 +122,10 @@ describe("ducklm CLI", () => {
     const parsed = events.stdout.trim().split("\n").map((line) => JSON.parse(line));
     expect(parsed[0].seq).toBe(2);
     expect(parsed.at(-1).type).toBe("task-completed");
+    // 0, as over HTTP: from the start.
+    const all = ducklm(["events", "--task", completed.id, "--since", "0", "--json"]);
+    expect(all.code).toBe(0);
+    expect(JSON.parse(all.stdout.split("\n")[0]!).seq).toBe(1);
   });
 
   it("answers bad input with a clear error and exit code 2", () => {
@@ -583,5 +587,8 @@ describe("ducklm memory", () => {
     expect(ducklm(["memory", "rm", String(id)]).code).toBe(0);
     expect(ducklm(["memory", "rm", String(id)]).code).toBe(2);
     expect(ducklm(["memory", "frobnicate"]).stderr).toMatch(/unknown memory action/);
+    for (const limit of ["x", "1.5", "0", "-1"]) {
+      for (const action of [["list"], ["search", "heron"]]) expect(ducklm(["memory", ...action, "--limit", limit]), `${action[0]} --limit ${limit}`).toMatchObject({ code: 2, stderr: expect.stringContaining("DUCK_ERR_INVALID_INPUT: --limit must be a whole number from 1") });
+    }
   });
 });

@@ -3,6 +3,7 @@ import { MemoryKindSchema } from "../../contracts/index.js";
 import { DuckError, ErrorCode } from "../../errors/duck-error.js";
 import type { DuckLM } from "../../runtime/ducklm.js";
 import { withDuckLM, type GlobalOptions } from "../with-ducklm.js";
+import { wholeNumberOption } from "../cli-numbers.js";
 
 function entryId(text: string): number {
   const id = Number(text);
@@ -12,7 +13,7 @@ function entryId(text: string): number {
 
 async function memoryAction(ducklm: DuckLM, action: string, args: string[], options: { json?: boolean; kind?: string; limit?: string }): Promise<number> {
   const memory = ducklm.memory;
-  const limit = Number(options.limit ?? 10);
+  const limit = wholeNumberOption(options.limit, 10, "--limit");
   const print = (value: unknown, human: () => void) => (options.json ? console.log(JSON.stringify(value)) : human());
   switch (action) {
     case "search": {

@@ -2,14 +2,9 @@ import type { Command } from "commander";
 import { isTerminalTaskState, TaskStateSchema } from "../../contracts/index.js";
 import { DuckError, ErrorCode } from "../../errors/duck-error.js";
 import { createEventPrinter, followTask } from "../follow-task.js";
+import { wholeNumberOption } from "../cli-numbers.js";
 import { safeForTerminal } from "../terminal-text.js";
 import { TASK_RUNNER, withDuckLM, withTaskStore, type GlobalOptions } from "../with-ducklm.js";
-
-function positiveInteger(text: string | undefined, fallback: number, what: string, min = 1): number {
-  const value = text === undefined ? fallback : Number(text);
-  if (!Number.isInteger(value) || value < min) throw new DuckError(ErrorCode.InvalidInput, `${what} must be a whole number from ${min}`);
-  return value;
-}
 
 /** `ducklm tasks` with `resume`, `cancel` and `prune`, and `ducklm events`. */
 export function registerTasks(program: Command): void {
@@ -24,7 +19,7 @@ export function registerTasks(program: Command): void {
       withTaskStore(globals(), (store) => {
         const state = options.state === undefined ? undefined : TaskStateSchema.safeParse(options.state);
         if (state && !state.success) throw new DuckError(ErrorCode.InvalidInput, `--state must be one of ${TaskStateSchema.options.join(", ")}`);
-        const listed = store.listTasks({ ...(state?.data ? { state: state.data } : {}), limit: positiveInteger(options.limit, 50, "--limit") });
+        const listed = store.listTasks({ ...(state?.data ? { state: state.data } : {}), limit: wholeNumberOption(options.limit, 50, "--limit") });
         if (options.json) for (const task of listed) console.log(JSON.stringify(task));
         else if (listed.length === 0) console.log(state?.data ? `no ${state.data} tasks` : 'no tasks yet: try  ducklm run "read file README.md"');
         else for (const task of listed) console.log(`${task.id}  ${task.state.padEnd(19)}  ${task.updated_at}  ${safeForTerminal(task.text.length > 60 ? `${task.text.slice(0, 57)}…` : task.text)}`);
@@ -70,7 +65,7 @@ export function registerTasks(program: Command): void {
       withDuckLM(globals(), (ducklm) => {
         const days = options.olderThan === undefined ? undefined : Number(options.olderThan);
         if (days !== undefined && !(days >= 0)) throw new DuckError(ErrorCode.InvalidInput, "--older-than must be a number of days");
-        const keep = options.keep === undefined ? undefined : positiveInteger(options.keep, 0, "--keep", 0);
+        const keep = options.keep === undefined ? undefined : wholeNumberOption(options.keep, 0, "--keep", 0);
         const result = ducklm.pruneTasks({ ...(days !== undefined ? { olderThanDays: days } : {}), ...(keep !== undefined ? { keep } : {}), ...(options.delete ? { delete: true } : {}) });
         console.log(`pruned ${result.pruned.length} finished task(s)${result.archivedTo ? `, archived to ${result.archivedTo}` : ""}; memory is kept`);
         return 0;
@@ -85,7 +80,7 @@ export function registerTasks(program: Command): void {
     .option("--json", "one JSON event per line")
     .action(async (options: { task: string; since?: string; json?: boolean }) =>
       withDuckLM(globals(), (ducklm) => {
-        const events = ducklm.events(options.task, { since: positiveInteger(options.since, 1, "--since") });
+        const events = ducklm.events(options.task, { since: wholeNumberOption(options.since, 1, "--since", 0) });
         const print = createEventPrinter(true);
         for (const event of events) {
           if (options.json) print(event);
