@@ -171,6 +171,15 @@ describe("ducklm CLI", () => {
     expect(onFile.code).toBe(1);
     expect(onFile.stderr).toContain(`${file} is not a folder`);
     expect(statSync(file).mode & 0o777).toBe(0o666);
+    // Every command names the home itself, in words: not a folder made in it, not an errno.
+    for (const args of [["run", "hi"], ["models", "list"], ["db", "check"]]) {
+      const result = ducklm([...args, "--home", file]);
+      expect(result.code, args.join(" ")).not.toBe(0);
+      expect(result.stderr, args.join(" ")).toContain(`${file} is not a folder`);
+      expect(result.stderr, args.join(" ")).not.toMatch(/ENOTDIR|\/logs/);
+    }
+    // A folder that takes no file though it says it may be written (inside /proc): doctor finds it.
+    expect(ducklm(["doctor", "--home", "/proc/1/fd"]).stdout).toMatch(/FAIL {2}data directory +\/proc\/1\/fd (takes no new files|cannot be written by this user)/);
   });
 
   // A read-only home, even for root: the home bound read-only into a bubblewrap namespace.
@@ -187,6 +196,8 @@ describe("ducklm CLI", () => {
     expect(result.status).toBe(1);
     expect(result.stderr).toContain("DUCK_ERR_STORAGE");
     expect(result.stderr).toContain(`cannot write ${readOnly}/`);
+    expect(result.stderr).toContain("the filesystem is read-only");
+    expect(result.stderr).not.toMatch(/EROFS|EACCES/);
     expect(result.stderr).toContain("--home");
   });
 

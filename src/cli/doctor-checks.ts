@@ -1,4 +1,4 @@
-import { accessSync, constants, statSync } from "node:fs";
+import { accessSync, closeSync, constants, openSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { connectIntegrations } from "../integrations/connect-integrations.js";
 import type { DuckConfig } from "../config/config-schemas.js";
@@ -49,6 +49,14 @@ export async function doctorCommand(globals: GlobalOptions): Promise<number> {
       accessSync(home, constants.W_OK);
     } catch {
       return ["fail", `${home} cannot be written by this user: choose another home with --home or DUCKLM_HOME`];
+    }
+    // Write access is not the whole story (a folder of /proc says yes and takes no file): one is made and removed.
+    const probe = join(home, `.doctor-${process.pid}`);
+    try {
+      closeSync(openSync(probe, "wx", 0o600));
+      rmSync(probe);
+    } catch {
+      return ["fail", `${home} takes no new files: choose another home with --home or DUCKLM_HOME`];
     }
     homeUsable = true;
     const mode = statSync(home).mode & 0o777;

@@ -1,4 +1,4 @@
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { ModelRoleNames } from "../config/config-schemas.js";
 import { BUNDLED_CONFIG_DIR, loadConfig, resolveConfigDir, resolveHomeDir } from "../config/load-config.js";
@@ -33,6 +33,10 @@ function checkRole(role: string): ModelRole {
 /** `ducklm models list`: each role, its file, whether the file is there, and what serves the role. */
 export async function modelsListCommand(globals: GlobalOptions, options: { json?: boolean }): Promise<number> {
   const home = resolveHomeDir(globals.home);
+  // A home that is a file holds no models; saying each one is missing would send the user to `setup` in vain.
+  if (statSync(home, { throwIfNoEntry: false })?.isDirectory() === false) {
+    throw new DuckError(ErrorCode.StorageFailed, `${home} is not a folder: choose a home DuckLM can write with --home or DUCKLM_HOME`);
+  }
   const config = loadConfig(resolveConfigDir(globals.config));
   const roles = await resolveRolesChecked(config.models, modelsDirectory(home));
   const rows = [...roles.values()].map((role) => ({

@@ -3,6 +3,7 @@ import { join } from "node:path";
 import type { Logger } from "pino";
 import { loadConfig, resolveConfigDir, resolveHomeDir } from "../config/load-config.js";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
+import { ensurePrivateDir } from "../storage/private-files.js";
 import type { ModelProvider } from "../models/model-provider.js";
 import { loadPlugins } from "../tools/plugin-loader.js";
 import type { AnyToolDefinition } from "../tools/tool-definition.js";
@@ -50,6 +51,8 @@ export async function createDuckLM(options: CreateDuckLMOptions = {}): Promise<D
   if (!statSync(workspace, { throwIfNoEntry: false })?.isDirectory()) {
     throw new DuckError(ErrorCode.InvalidInput, `workspace ${workspace} is not a directory: give a folder that exists (--workspace, or runtime.json's workspace)`);
   }
+  // The home itself is named when it cannot be used, not the first folder made in it.
+  ensurePrivateDir(home);
   const logger = options.logger ?? createLogger({ file: join(home, "logs", "ducklm.log") });
   const warn = options.onWarning ?? ((message: string) => logger.warn(message));
   const models =

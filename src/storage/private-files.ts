@@ -5,6 +5,17 @@ import { DuckError, ErrorCode } from "../errors/duck-error.js";
 /** What DuckLM itself writes into its folders: a folder holding one of these is DuckLM's to tighten. */
 const OWN_ENTRY = /^(token|ducklm\.sqlite3|server\.json|memory\.hnsw|(ducklm|server)(\.\d+)?\.log|.+\.gguf(\.part)?)$/;
 
+/** Why a folder or file could not be made, in words (an errno means little to most people). */
+function whyNot(error: unknown, making: "folder" | "file"): string {
+  const code = (error as NodeJS.ErrnoException).code;
+  if (code === "ENOTDIR") return "a file stands where a folder of that path would be";
+  if (code === "ENOENT") return making === "folder" ? "the folder above it refuses new entries" : "its folder does not take new files";
+  if (code === "EACCES" || code === "EPERM") return making === "folder" ? "this user may not create it" : "this user may not write it";
+  if (code === "EROFS") return "the filesystem is read-only";
+  if (code === "ENOSPC") return "the disk is full";
+  return (error as Error).message;
+}
+
 /**
  * DuckLM's home holds the token, the approvals and every task's log: only its owner may read it.
  * Creates the folder 0700, and tightens an existing one that is DuckLM's: this user's, and empty or
@@ -18,7 +29,7 @@ export function ensurePrivateDir(dir: string): void {
   try {
     info = statSync(dir);
   } catch (error) {
-    throw new DuckError(ErrorCode.StorageFailed, `cannot use the folder ${dir} (${(error as Error).message}): choose a home DuckLM can write with --home or DUCKLM_HOME`, { cause: error, details: { directory: dir } });
+    throw new DuckError(ErrorCode.StorageFailed, `cannot use the folder ${dir}: ${whyNot(error, "folder")}; choose a home DuckLM can write with --home or DUCKLM_HOME`, { cause: error, details: { directory: dir } });
   }
   if (!info.isDirectory()) throw new DuckError(ErrorCode.StorageFailed, `${dir} is not a folder: choose a home DuckLM can write with --home or DUCKLM_HOME`, { details: { directory: dir } });
   if ((info.mode & 0o777) === 0o700) return;
@@ -48,7 +59,7 @@ export function ensurePrivateFile(file: string): void {
     if (existsSync(file)) accessSync(file, constants.W_OK);
     else closeSync(openSync(file, "a", 0o600));
   } catch (error) {
-    throw new DuckError(ErrorCode.StorageFailed, `cannot write ${file} (${(error as Error).message}): DuckLM's home must be writable; choose another with --home or DUCKLM_HOME`, {
+    throw new DuckError(ErrorCode.StorageFailed, `cannot write ${file}: ${whyNot(error, "file")}; DuckLM's home must be writable: choose another with --home or DUCKLM_HOME`, {
       cause: error,
       details: { file },
     });
@@ -81,10 +92,7 @@ function makeDirectories(dir: string): boolean {
       mkdirSync(folder, { mode: 0o700 });
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code === "EEXIST") continue;
-      const code = (error as NodeJS.ErrnoException).code;
-      const why =
-        code === "ENOTDIR" ? "a file stands where a folder of that path would be" : code === "ENOENT" ? "the folder above it refuses new entries" : code === "EACCES" || code === "EPERM" ? "this user may not create it" : code === "EROFS" ? "the filesystem is read-only" : (error as Error).message;
-      throw new DuckError(ErrorCode.StorageFailed, `cannot create the folder ${folder}${folder === dir ? "" : ` (for ${dir})`}: ${why}; choose a home DuckLM can write with --home or DUCKLM_HOME`, {
+      throw new DuckError(ErrorCode.StorageFailed, `cannot create the folder ${folder}${folder === dir ? "" : ` (for ${dir})`}: ${whyNot(error, "folder")}; choose a home DuckLM can write with --home or DUCKLM_HOME`, {
         cause: error,
         details: { directory: dir },
       });

@@ -1,14 +1,16 @@
 import type { Command } from "commander";
-import { existsSync } from "node:fs";
+import { existsSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { runPlain, type GlobalOptions } from "../with-ducklm.js";
 
 /** The database of the home the global options name, or null (said, with the exit code 2) when there is none. */
 async function existingDatabase(program: Command): Promise<string | null> {
   const { resolveHomeDir } = await import("../../config/load-config.js");
-  const file = join(resolveHomeDir(program.opts<GlobalOptions>().home), "ducklm.sqlite3");
+  const home = resolveHomeDir(program.opts<GlobalOptions>().home);
+  const file = join(home, "ducklm.sqlite3");
   if (existsSync(file)) return file;
-  console.error(`error DUCK_ERR_INVALID_INPUT: there is no database at ${file} (choose the home with --home)`);
+  const homeIsFile = statSync(home, { throwIfNoEntry: false })?.isDirectory() === false;
+  console.error(`error DUCK_ERR_INVALID_INPUT: ${homeIsFile ? `${home} is not a folder, so it holds no database` : `there is no database at ${file}`} (choose the home with --home)`);
   return null;
 }
 
