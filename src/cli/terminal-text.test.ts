@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { safeForTerminal } from "./terminal-text.js";
+import { oneLine, safeForTerminal } from "./terminal-text.js";
 
 describe("text from a task printed at the terminal", () => {
   it("loses the escape sequences that could rewrite the prompt, the title or the clipboard", () => {
@@ -17,6 +17,17 @@ describe("text from a task printed at the terminal", () => {
     expect(shown).toContain("ok");
     expect(shown).toContain("Allow rm -rf ~? [y]");
     expect(shown).not.toContain("pwned\x07");
+  });
+
+  it("shows the characters that reorder or hide text as what they are, so a command reads as it runs", () => {
+    // "rm -rf ~ #" shown reversed after an override would read as something harmless.
+    const shown = safeForTerminal("echo safe \u202E~ fr- mr\u202C; ls\u200B\u2066x\u2069");
+    expect(shown).toBe("echo safe ⟨U+202E⟩~ fr- mr⟨U+202C⟩; ls⟨U+200B⟩⟨U+2066⟩x⟨U+2069⟩");
+    expect(shown).not.toMatch(/[\u200B-\u200F\u202A-\u202E\u2060-\u2064\u2066-\u2069\uFEFF]/);
+  });
+
+  it("puts a text of many lines on one line of a listing", () => {
+    expect(oneLine("hello\nworld\r\n\tthere")).toBe("hello ⏎ world ⏎ there");
   });
 
   it("keeps ordinary text, newlines, tabs and non-ASCII letters", () => {

@@ -4,6 +4,7 @@ import { DuckError, ErrorCode } from "../../errors/duck-error.js";
 import type { DuckLM } from "../../runtime/ducklm.js";
 import { withDuckLM, type GlobalOptions } from "../with-ducklm.js";
 import { wholeNumberOption } from "../cli-numbers.js";
+import { oneLine } from "../terminal-text.js";
 
 function entryId(text: string): number {
   const id = Number(text);
@@ -22,7 +23,7 @@ async function memoryAction(ducklm: DuckLM, action: string, args: string[], opti
       const hits = await memory.recall(query, limit);
       print(hits, () => {
         if (hits.length === 0) console.log("nothing found");
-        for (const hit of hits) console.log(`#${hit.entry.id}  ${hit.score.toFixed(4)}  (${hit.matched_by.join("+")})  [${hit.entry.kind}] ${hit.entry.text}`);
+        for (const hit of hits) console.log(`#${hit.entry.id}  ${hit.score.toFixed(4)}  (${hit.matched_by.join("+")})  [${hit.entry.kind}] ${oneLine(hit.entry.text)}`);
       });
       return 0;
     }
@@ -30,7 +31,7 @@ async function memoryAction(ducklm: DuckLM, action: string, args: string[], opti
       const entries = memory.list(limit);
       print(entries, () => {
         if (entries.length === 0) console.log("memory is empty");
-        for (const entry of entries) console.log(`#${entry.id}  w=${entry.weight.toFixed(2)}${entry.pinned ? "  pinned" : ""}  [${entry.kind}] ${entry.text}`);
+        for (const entry of entries) console.log(`#${entry.id}  w=${entry.weight.toFixed(2)}${entry.pinned ? "  pinned" : ""}  [${entry.kind}] ${oneLine(entry.text)}`);
       });
       return 0;
     }

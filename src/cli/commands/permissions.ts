@@ -1,5 +1,6 @@
 import type { Command } from "commander";
 import { withDuckLM, type GlobalOptions } from "../with-ducklm.js";
+import { oneLine } from "../terminal-text.js";
 
 /** `ducklm permissions list|revoke` and `ducklm feedback`. */
 export function registerPermissions(program: Command): void {
@@ -18,7 +19,7 @@ export function registerPermissions(program: Command): void {
         if (!options.json) {
           for (const approval of approvals) {
             const state = approval.revoked_at ? `revoked ${approval.revoked_at}` : approval.expires_at && approval.expires_at <= now ? `expired ${approval.expires_at}` : approval.expires_at ? `until ${approval.expires_at}` : "active";
-            console.log(`${approval.id}  ${state.padEnd(32)}  in ${approval.cwd}:  ${approval.command}`);
+            console.log(`${approval.id}  ${state.padEnd(32)}  in ${oneLine(approval.cwd)}:  ${oneLine(approval.command)}`);
           }
         }
         return 0;

@@ -3,7 +3,7 @@ import { isTerminalTaskState, TaskStateSchema } from "../../contracts/index.js";
 import { DuckError, ErrorCode } from "../../errors/duck-error.js";
 import { createEventPrinter, followTask } from "../follow-task.js";
 import { wholeNumberOption } from "../cli-numbers.js";
-import { safeForTerminal } from "../terminal-text.js";
+import { oneLine } from "../terminal-text.js";
 import { TASK_RUNNER, withDuckLM, withTaskStore, type GlobalOptions } from "../with-ducklm.js";
 
 /** `ducklm tasks` with `resume`, `cancel` and `prune`, and `ducklm events`. */
@@ -22,7 +22,7 @@ export function registerTasks(program: Command): void {
         const listed = store.listTasks({ ...(state?.data ? { state: state.data } : {}), limit: wholeNumberOption(options.limit, 50, "--limit") });
         if (options.json) for (const task of listed) console.log(JSON.stringify(task));
         else if (listed.length === 0) console.log(state?.data ? `no ${state.data} tasks` : 'no tasks yet: try  ducklm run "read file README.md"');
-        else for (const task of listed) console.log(`${task.id}  ${task.state.padEnd(19)}  ${task.updated_at}  ${safeForTerminal(task.text.length > 60 ? `${task.text.slice(0, 57)}…` : task.text)}`);
+        else for (const task of listed) console.log(`${task.id}  ${task.state.padEnd(19)}  ${task.updated_at}  ${oneLine(task.text.length > 60 ? `${task.text.slice(0, 57)}…` : task.text)}`);
         return 0;
       }),
     );
