@@ -442,8 +442,9 @@ describe("ducklm run at a terminal", () => {
     const result = spawnSync("script", ["-qec", `${process.execPath} ${join(root, "bin/ducklm.js")} chat`, "/dev/null"], {
       cwd: workspace,
       env: { ...process.env, DUCKLM_HOME: home, DUCKLM_CONFIG: join(root, "config"), NO_COLOR: "1" },
-      // Typed ahead: each line waits its turn, the third answers the second task's question.
-      input: "read file chat-notes.txt\nrun `cp chat-notes.txt chat-copy.txt`\ny\n/exit\n",
+      // Typed ahead: each line waits its turn. A mistyped command is not sent as a task; a typo at the
+      // question is asked about again, and the "y" after it answers.
+      input: "read file chat-notes.txt\n/bogus\nrun `cp chat-notes.txt chat-copy.txt`\nyse\ny\n/exit\n",
       encoding: "utf8",
       timeout: 90_000,
     });
@@ -451,6 +452,8 @@ describe("ducklm run at a terminal", () => {
     expect(result.stdout).toContain("DuckLM chat — conversation chat-");
     expect(result.stdout.match(/✔ completed/g)).toHaveLength(2);
     expect(result.stdout).toMatch(/Allow cp chat-notes\.txt chat-copy\.txt \[unknown\]\?/);
+    expect(result.stdout).toContain("unknown command /bogus");
+    expect(result.stdout).toContain("Please answer y (yes, once), a (always) or n (no; Enter alone is no)");
     expect(readFileSync(join(workspace, "chat-copy.txt"), "utf8")).toBe("ducks like bread\n");
     const ids = [...result.stdout.matchAll(/▸ task (\S+) received/g)].map((match) => match[1]!);
     expect(ids).toHaveLength(2);

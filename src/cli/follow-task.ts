@@ -82,16 +82,30 @@ const askOnce: AskLine = async (question) => {
 };
 
 /** The answers typed, or null when the person left the question (Ctrl-C, end of input). */
+/** What a person typed at a permission question, or null when it is none of the answers offered. */
+function permissionAnswerOf(typed: string, alwaysOffered: boolean): PermissionAnswer | null {
+  const reply = typed.trim().toLowerCase();
+  if (reply === "" || reply === "n" || reply === "no") return "deny";
+  if (reply === "y" || reply === "yes") return "allow";
+  if (alwaysOffered && (reply === "a" || reply === "always")) return "allow_always";
+  return null;
+}
+
 async function askPermission(outcome: TaskOutcome, ask: AskLine): Promise<Array<{ requestId: string; answer: PermissionAnswer }> | null> {
   const answers: Array<{ requestId: string; answer: PermissionAnswer }> = [];
   for (const request of outcome.pending_permissions) {
     const what = safeForTerminal(askedAbout(request));
     const always = request.category === "no_always" ? "" : ", allow [a]lways";
     const network = request.network ? " (needs the network)" : "";
-    const typed = await ask(`Allow ${what} [${request.category}]${network}? [y]es once${always}, [N]o: `);
-    if (typed === null) return null;
-    const reply = typed.trim().toLowerCase();
-    const answer: PermissionAnswer = reply === "y" || reply === "yes" ? "allow" : reply === "a" && always ? "allow_always" : "deny";
+    let question = `Allow ${what} [${request.category}]${network}? [y]es once${always}, [N]o: `;
+    let answer: PermissionAnswer | null = null;
+    // A typo is asked about again, not taken for an answer: Enter alone is the no the prompt offers.
+    while (answer === null) {
+      const typed = await ask(question);
+      if (typed === null) return null;
+      answer = permissionAnswerOf(typed, always !== "");
+      question = always ? "Please answer y (yes, once), a (always) or n (no; Enter alone is no): " : "Please answer y (yes, once) or n (no; Enter alone is no); always is not offered for this command: ";
+    }
     answers.push({ requestId: request.request_id, answer });
   }
   return answers;

@@ -105,6 +105,11 @@ async function chatSession(ducklm: DuckLM, options: { session?: string; yes?: bo
         console.log(coloured("dim", `new conversation ${session}`));
         continue;
       }
+      // A mistyped command is not sent as a message; a path (`/etc/hosts?`) or a sentence is.
+      if (/^\/[a-z]+$/i.test(text)) {
+        console.log(`unknown command ${text}: ${HELP}`);
+        continue;
+      }
       // Each message is a task of the same session: earlier turns are its history.
       const handle = ducklm.submit({ text, session_id: session, auto_approve: options.yes ? ["unknown"] : [] }, { evenWhenLineIsFull: true });
       last = await followTask(ducklm, handle.taskId, handle.done, { ask, print });
