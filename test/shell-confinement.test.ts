@@ -1,8 +1,10 @@
 import { spawn } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { BUNDLED_CONFIG_DIR } from "../src/config/load-config.js";
+import { sandboxPathsFor } from "../src/runtime/create-runtime.js";
 import { bubblewrapShell, probeBubblewrap, type ShellSandbox } from "../src/tools/shell-sandbox.js";
 import { createTestRuntime, makeTempDir } from "./helpers/test-runtime.js";
 
@@ -48,6 +50,34 @@ async function runIn(sandbox: ShellSandbox, command: string, workspace: string, 
     child.on("close", () => resolve(output));
   });
 }
+
+describe("a folder commands may read but not change (the bundled config of a checkout)", () => {
+  it("is there to read and list inside the workspace, and cannot be written, emptied, renamed or replaced", async () => {
+    const workspace = makeTempDir("ducklm-ro-ws-");
+    const defaults = join(workspace, "pkg", "config");
+    mkdirSync(defaults, { recursive: true });
+    writeFileSync(join(defaults, "permissions.json"), '{"categories":{}}\n');
+    const sandbox = bubblewrapShell({ hiddenPaths: [], readOnlyPaths: [defaults] });
+    expect(await runIn(sandbox, "cat pkg/config/permissions.json && ls pkg/config", workspace, false)).toBe('{"categories":{}}\npermissions.json\n');
+    for (const attack of ["echo '{}' > pkg/config/permissions.json", "rm -rf pkg/config", "mv pkg/config pkg/old && mkdir pkg/config", "mv pkg elsewhere", "touch pkg/config/extra.json"]) {
+      await runIn(sandbox, attack, workspace, false);
+      expect(readFileSync(join(defaults, "permissions.json"), "utf8"), attack).toBe('{"categories":{}}\n');
+      expect(readdirSync(defaults), attack).toEqual(["permissions.json"]);
+    }
+    // What the runtime gives the sandbox: the bundled config read-only, the user's own folders hidden;
+    // a config folder that is the bundled one (`--config config` in a checkout) is the user's, hidden.
+    const home = makeTempDir("ducklm-ro-home-");
+    const own = makeTempDir("ducklm-ro-config-");
+    const paths = sandboxPathsFor(home, own);
+    expect(paths.readOnlyPaths).toEqual([BUNDLED_CONFIG_DIR]);
+    expect(paths.hiddenPaths).toEqual(expect.arrayContaining([home, own]));
+    expect(paths.hiddenPaths).not.toContain(BUNDLED_CONFIG_DIR);
+    expect(sandboxPathsFor(home, BUNDLED_CONFIG_DIR)).toMatchObject({ readOnlyPaths: [], hiddenPaths: expect.arrayContaining([BUNDLED_CONFIG_DIR]) });
+    // The rest of the workspace stays writable.
+    await runIn(sandbox, "echo kept > pkg/notes.txt", workspace, false);
+    expect(readFileSync(join(workspace, "pkg", "notes.txt"), "utf8")).toBe("kept\n");
+  });
+});
 
 describe("the network of a confined command", () => {
   it("is none at all, unless given; given, it goes through the proxy, which decides where it may go", async () => {

@@ -6,7 +6,7 @@ import { loadConfig, resolveConfigDir, resolveHomeDir } from "../config/load-con
 import { modelsDirectory } from "../models/create-model-provider.js";
 import { resolveRolesChecked } from "../models/model-roles.js";
 import { CommandClassifier } from "../permissions/command-classifier.js";
-import { pluginFolders, protectedPathsFor, BUILTIN_TOOL_NAMES, resolveWorkspace } from "../runtime/create-runtime.js";
+import { pluginFolders, sandboxPathsFor, BUILTIN_TOOL_NAMES, resolveWorkspace } from "../runtime/create-runtime.js";
 import { postgresUrlOf } from "../runtime/postgres-url.js";
 import { inspectPostgres } from "../storage/postgres/open-postgres.js";
 import { ensurePrivateDir } from "../storage/private-files.js";
@@ -84,7 +84,7 @@ export async function doctorCommand(globals: GlobalOptions): Promise<number> {
     return ["ok", `tree-sitter-bash loaded; ${config.permissions.examples.length} examples hold`];
   });
   await check("shell confinement", () => {
-    const { sandbox, warning } = chooseShellSandbox(config.runtime.sandbox.mode, { hiddenPaths: protectedPathsFor(home, configDir) });
+    const { sandbox, warning } = chooseShellSandbox(config.runtime.sandbox.mode, sandboxPathsFor(home, configDir));
     return warning ? ["warn", warning] : ["ok", sandbox.note];
   });
   await check("models", async () => {

@@ -173,6 +173,18 @@ export function protectedPathsFor(home: string, configDir: string): string[] {
   return [...new Set([...paths, ...paths.map(realpathOfDeepestAncestor)])];
 }
 
+/**
+ * What the shell sandbox hides and what it only keeps from being changed: DuckLM's own folders are
+ * hidden; the bundled config, which holds no secret, stays readable where it lies inside the
+ * workspace (a checkout), and is bound read-only there.
+ */
+export function sandboxPathsFor(home: string, configDir: string): { hiddenPaths: string[]; readOnlyPaths: string[] } {
+  const bundled = new Set([BUNDLED_CONFIG_DIR, realpathOfDeepestAncestor(BUNDLED_CONFIG_DIR)]);
+  const own = new Set([resolve(configDir), realpathOfDeepestAncestor(resolve(configDir))]);
+  if ([...bundled].some((path) => own.has(path))) return { hiddenPaths: protectedPathsFor(home, configDir), readOnlyPaths: [] };
+  return { hiddenPaths: protectedPathsFor(home, configDir).filter((path) => !bundled.has(path)), readOnlyPaths: [BUNDLED_CONFIG_DIR] };
+}
+
 /** Where tools work: the explicit folder, else runtime.json's `workspace`, from the current directory. */
 export function resolveWorkspace(config: DuckConfig, explicit?: string): string {
   return resolve(explicit ?? config.runtime.workspace);
@@ -243,10 +255,12 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
   })();
   // A failure here is reported by `ready()`; tasks see it too, through the loop.
   ready.catch(() => undefined);
+  const sandboxPaths = sandboxPathsFor(home, config.dir);
   const { sandbox, warning } = options.sandbox
     ? { sandbox: options.sandbox, warning: null }
     : chooseShellSandbox(config.runtime.sandbox.mode, {
-        hiddenPaths: [...protectedPaths, ...config.runtime.sandbox.hide.map((path) => path.replace(/^~(?=\/|$)/, homedir())), ...(postgresUrl ? postgresPrivatePaths(postgresUrl, options.env ?? process.env, serverSocketDirs(database.db)) : [])],
+        hiddenPaths: [...sandboxPaths.hiddenPaths, ...config.runtime.sandbox.hide.map((path) => path.replace(/^~(?=\/|$)/, homedir())), ...(postgresUrl ? postgresPrivatePaths(postgresUrl, options.env ?? process.env, serverSocketDirs(database.db)) : [])],
+        readOnlyPaths: sandboxPaths.readOnlyPaths,
         allowPrivateNetwork: config.runtime.sandbox.private_network,
         logger,
       });

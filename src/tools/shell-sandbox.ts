@@ -116,6 +116,11 @@ function pinnedAncestors(workspace: string, hidden: string): string[] {
 export interface BubblewrapOptions {
   /** DuckLM's home, config and plugin folders: hidden from every command. */
   hiddenPaths: readonly string[];
+  /**
+   * Folders commands may read but never change, even inside the workspace: the bundled config of a
+   * checkout, which holds no secret (hidden, `git status` there would call its files deleted).
+   */
+  readOnlyPaths?: readonly string[];
   /** Commands given the network may reach private (LAN) addresses. Defaults to false. */
   allowPrivateNetwork?: boolean;
   /** Which addresses commands given the network may reach, instead of public ones only (tests). */
@@ -152,12 +157,14 @@ export function bubblewrapShell(options: BubblewrapOptions): ShellSandbox {
       const found = gitFolders(launch.workspace);
       const repositories = [...new Set([...found, ...found.flatMap((dotGit) => pointedRepositories(dotGit, launch.workspace)), ...workspaceRepositoryPaths(launch.workspace).filter((folder) => existsSync(folder))])];
       const inside = hidden.filter((candidate) => !holdsWorkspace(candidate));
+      // Outside the workspace everything is read-only already; inside, such a folder is bound read-only.
+      const readOnly = [...new Set((options.readOnlyPaths ?? []).map((path) => realOrNull(path)).filter((path): path is string => path !== null && path.startsWith(`${launch.workspace}/`)))];
       // Pinned first, protected after: a pinned folder must not cover a read-only `.git` or a hidden
       // path within it. Folders holding a nested `.git` are pinned too, or renaming one (`mv sub x`)
       // would carry the read-only `.git` off and leave a writable copy in its place.
-      const pinned = new Set([...inside, ...repositories].flatMap((path) => pinnedAncestors(launch.workspace, path)));
+      const pinned = new Set([...inside, ...repositories, ...readOnly].flatMap((path) => pinnedAncestors(launch.workspace, path)));
       for (const ancestor of pinned) args.push("--bind", ancestor, ancestor);
-      for (const path of repositories) args.push("--ro-bind", path, path);
+      for (const path of [...repositories, ...readOnly]) args.push("--ro-bind", path, path);
       for (const path of inside) hide(path);
       for (const path of SERVICE_SOCKET_DIRS) if (isDirectory(path) && realOrNull(path) === path) args.push("--tmpfs", path);
       for (const path of SERVICE_SOCKET_FILES) if (existsSync(path) && realOrNull(path) === path) args.push("--ro-bind", "/dev/null", path);
