@@ -73,10 +73,14 @@ describe("ducklm CLI", () => {
     expect(noWorkspace.code).toBe(2);
     expect(noWorkspace.stderr).toContain(`workspace ${join(leftHome, "no-such-folder")} is not a directory`);
     expect(noWorkspace.stdout + noWorkspace.stderr).not.toContain("resum");
+    // --no-resume: the run does its own task and leaves the other as it is, saying so.
+    const own = ducklm(["run", "--no-resume", "read file no-such-file.txt"], { home: leftHome });
+    expect(own.stderr).toMatch(/1 unfinished task\(s\) from an earlier run \(resume: never\)/);
+    expect(own.stdout).toContain("DUCK_ERR_FILE_NOT_FOUND");
     const after = openStores(join(leftHome, "ducklm.sqlite3"), { logger: pino({ level: "silent" }) });
     try {
       expect(after.tasks.listEvents(left.task_id)).toEqual(before);
-      expect(after.tasks.listTasks().map((task) => task.id)).toEqual([left.task_id]);
+      expect(after.tasks.listTasks().map((task) => task.id)).toContain(left.task_id);
     } finally {
       after.database.close();
       rmSync(leftHome, { recursive: true, force: true });
@@ -130,6 +134,7 @@ describe("ducklm CLI", () => {
 
   it("answers bad input with a clear error and exit code 2", () => {
     expect(ducklm(["events", "--task", "no-such-task"])).toMatchObject({ code: 2 });
+    expect(ducklm(["help", "bogus"])).toMatchObject({ code: 2, stderr: expect.stringContaining("error: unknown command 'bogus'") });
     expect(ducklm(["events", "--task", "no-such-task"]).stderr).toMatch(/DUCK_ERR_TASK_NOT_FOUND/);
     expect(ducklm(["tasks", "--state", "sleeping"]).stderr).toMatch(/--state must be one of/);
     expect(ducklm(["run", "   "]).stderr).toMatch(/task text is empty/);
@@ -301,7 +306,7 @@ describe("ducklm CLI", () => {
       writeFileSync(join(serverHome, "server.json"), JSON.stringify({ servers: [{ url: first.url, pid: process.pid }] }));
       const stale = await loginAsync();
       expect(stale.code).toBe(1);
-      expect(stale.stderr).toContain("no DuckLM server is running");
+      expect(stale.stderr).toContain("error DUCK_ERR_SERVER_NOT_RUNNING: no DuckLM server is running");
       expect(stale.stdout).toBe("");
     } finally {
       first.child.kill("SIGKILL");

@@ -91,7 +91,7 @@ export async function doctorCommand(globals: GlobalOptions): Promise<number> {
     const roles = [...(await resolveRolesChecked(config.models, modelsDirectory(home))).values()];
     const served = roles.filter((role) => role.role !== "embeddings" && role.servedBy);
     const broken = roles.filter((role) => role.problem).map((role) => `${role.role}: ${role.path} ${role.problem}`);
-    if (served.length === 0) return ["warn", `no chat model present: IntentParser mode (see \`ducklm models list\` and \`ducklm models pull\`)${broken.length > 0 ? `; ${broken.join("; ")}` : ""}`];
+    if (served.length === 0) return ["warn", `no chat model present: IntentParser mode (\`ducklm setup\` downloads the starter models; \`ducklm models list\` says what is missing)${broken.length > 0 ? `; ${broken.join("; ")}` : ""}`];
     const missing = roles.filter((role) => role.config && !role.present && !role.problem).map((role) => role.role);
     const notes = [...(missing.length > 0 ? [`missing files for ${missing.join(", ")}`] : []), ...broken];
     return [notes.length > 0 ? "warn" : "ok", `${served.length} role(s) served${notes.length > 0 ? `; ${notes.join("; ")}` : ""}`];

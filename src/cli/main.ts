@@ -45,6 +45,14 @@ export async function main(argv: string[]): Promise<void> {
     if (!outputClosed()) process.exit(process.exitCode ?? 0);
   });
   const program = buildProgram();
+  // `ducklm help bogus` would print the general help as if it had been asked for.
+  const [first, second] = argv.slice(2);
+  if (first === "help" && second !== undefined && !second.startsWith("-") && !program.commands.some((command) => command.name() === second || command.aliases().includes(second))) {
+    console.error(`error: unknown command '${second}'\n`);
+    console.error(program.helpInformation());
+    process.exitCode = 2;
+    return;
+  }
   try {
     await program.parseAsync(argv);
   } catch (error) {

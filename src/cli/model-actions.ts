@@ -20,7 +20,8 @@ function formatBytes(bytes: number | null): string {
   if (bytes === null) return "-";
   if (bytes >= 1024 ** 3) return `${(bytes / 1024 ** 3).toFixed(1)} GiB`;
   if (bytes >= 1024 ** 2) return `${(bytes / 1024 ** 2).toFixed(1)} MiB`;
-  return `${(bytes / 1024).toFixed(0)} KiB`;
+  if (bytes >= 1024) return `${(bytes / 1024).toFixed(0)} KiB`;
+  return `${bytes} B`;
 }
 
 function checkRole(role: string): ModelRole {
@@ -61,7 +62,11 @@ export async function modelsListCommand(globals: GlobalOptions, options: { json?
     if (row.problem) console.log(`${"".padEnd(14)} ↳ the file ${row.problem}`);
   }
   if (!rows.some((row) => row.role !== "embeddings" && row.served_by)) {
-    console.log("\nNo chat model is present: DuckLM runs in IntentParser mode. Get the starter models (about 1.3 GB) with\n  ducklm setup");
+    // The size as `ducklm setup` will show it: the starter preset's files, each counted once.
+    const catalogue = loadCatalogue(resolveConfigDir(globals.config));
+    const starter = new Set(Object.values(catalogue.presets.starter?.roles ?? {}));
+    const bytes = [...starter].reduce((sum, name) => sum + (catalogue.models[name] ? listedBytes(catalogueModel(catalogue, name)!) : 0), 0);
+    console.log(`\nNo chat model is present: DuckLM runs in IntentParser mode. Get the starter models (about ${formatBytes(bytes)}) with\n  ducklm setup`);
   }
   return 0;
 }
@@ -196,7 +201,8 @@ export async function setupCommand(globals: GlobalOptions, options: { preset?: s
     console.log(`  ${model.name.padEnd(26)} ${(present ? `${size}, present` : size).padEnd(16)} ${model.license.padEnd(11)} ${roles.join(", ")}`);
     console.log(`      ${model.source} → ${join(directory, model.file)}`);
     console.log(model.bytes !== undefined ? `      ${model.bytes} bytes exactly` : "      size not pinned: the download states it");
-    console.log(`      sha256 ${model.sha256 ?? "not pinned: checked against the one the hub states, while downloading"}`);
+    const unpinned = model.source.startsWith("hf:") ? "not pinned: checked against the one the hub states, while downloading" : "not pinned: checked only if the server states one, while downloading";
+    console.log(`      sha256 ${model.sha256 ?? unpinned}`);
   }
   console.log(missing.length === 0 ? "Every file is already there." : `To download: about ${formatBytes(total)} into ${directory}.`);
   // What each role has now: a role's own settings (context size, temperature…) stay; its model changes.

@@ -52,6 +52,7 @@ const FAILURES_NOT_INPUT = new Set<string>([
   ErrorCode.ModelLoadFailed,
   ErrorCode.ModelTimeout,
   ErrorCode.WebFetchFailed,
+  ErrorCode.ServerNotRunning,
 ]);
 
 /** Prints an error a person can act on and returns the exit code for it. */

@@ -83,6 +83,6 @@ export const NO_MODEL_ANSWER = [
   "  run `ls -la`            read file README.md       write file notes.txt: hello",
   "  remember that …         what do you remember about …",
   "  fetch https://…          search the web for …      (web_search needs web.search in integrations.json)",
-  "To answer anything else, install a GGUF model: `ducklm models pull <url> --role thinker`",
+  "To answer anything else, get a model: `ducklm setup` downloads a small one for every role",
   "(see README, \"Getting models\").",
 ].join("\n");

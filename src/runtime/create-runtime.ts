@@ -125,9 +125,9 @@ export interface Runtime {
   /**
    * Tasks an earlier process left unfinished (received, queued or running): with runtime.json `resume` `auto`
    * they are driven on (each records `task-resumed`); otherwise only listed. Tasks waiting for the user
-   * stay waiting.
+   * stay waiting. `mode` stands in for runtime.json's `resume`.
    */
-  resumeUnfinished(): ResumeReport;
+  resumeUnfinished(mode?: "auto" | "ask" | "never"): ResumeReport;
   /** Settles when the shell parser is loaded; rejects when permissions.json's examples do not hold. */
   ready(): Promise<void>;
   /** Stops running tasks, releases models and closes the database. */
@@ -148,6 +148,8 @@ export interface StartOptions {
    * server), not for a CLI run that ends with its own task.
    */
   adoptOrphans?: boolean;
+  /** What to do with unfinished tasks for this start, in place of runtime.json `resume` (`ducklm run --no-resume`). */
+  resume?: "auto" | "ask" | "never";
 }
 
 export interface StartReport {
@@ -348,10 +350,10 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
       leases.forgetMissingTasks();
       memory.scheduleCleanup();
       adoptOrphans = startOptions.adoptOrphans === true;
-      return { pruned: pruned.pruned, archivedTo: pruned.archivedTo, resume: this.resumeUnfinished() };
+      return { pruned: pruned.pruned, archivedTo: pruned.archivedTo, resume: this.resumeUnfinished(startOptions.resume) };
     },
-    resumeUnfinished() {
-      const mode = config.runtime.resume;
+    resumeUnfinished(override?: "auto" | "ask" | "never") {
+      const mode = override ?? config.runtime.resume;
       // Oldest first, so that tasks that waited in line before a restart keep their order.
       const unfinished = store.unfinishedTasks().filter((task) => !loop.isActive(task.id));
       // A task another live process drives is that process's: never resumed here.

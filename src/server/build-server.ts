@@ -92,7 +92,7 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
     }
   });
 
-  app.setErrorHandler((raw: FastifyError | DuckError, _request, reply) => {
+  app.setErrorHandler((raw: FastifyError | DuckError, request, reply) => {
     const error = storageErrorOf(raw) ?? raw;
     if (DuckError.isInstance(error)) {
       if (error.status >= 500) ducklm.logger.error({ err: error }, "request failed");
@@ -110,7 +110,9 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
     const status = fastifyError.statusCode && fastifyError.statusCode >= 400 && fastifyError.statusCode < 600 ? fastifyError.statusCode : 500;
     if (status >= 500) ducklm.logger.error({ err: error }, "request failed");
     const code = status === 413 ? ErrorCode.BodyTooLarge : status === 415 ? ErrorCode.UnsupportedMediaType : status < 500 ? ErrorCode.InvalidInput : ErrorCode.Internal;
-    void reply.code(status).send({ error: { code, message: status < 500 ? fastifyError.message : "internal error; see the log" } });
+    // Fastify's own words for a body it takes no parser for say nothing of what it does take.
+    const message = status === 415 ? `a body of type ${String(request.headers["content-type"] ?? "(none)").split(";")[0]} is not taken: send JSON with content-type: application/json` : status < 500 ? fastifyError.message : "internal error; see the log";
+    void reply.code(status).send({ error: { code, message } });
   });
   app.setNotFoundHandler((request, reply) => {
     void reply.code(404).send({ error: { code: ErrorCode.RouteNotFound, message: `no route ${request.method} ${request.url.split("?")[0]}` } });

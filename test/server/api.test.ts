@@ -219,6 +219,10 @@ describe("bad input gets a 4xx JSON error and the server stays up", () => {
     const plain = await call("POST", "/chat", "tell me a joke", { "content-type": "text/plain" });
     expect(plain.status).toBe(415);
     expect(plain.body.error.code).toBe("DUCK_ERR_UNSUPPORTED_MEDIA_TYPE");
+    expect(plain.body.error.message).toBe("a body of type text/plain is not taken: send JSON with content-type: application/json");
+    const form = await call("POST", "/chat", "text=hi", { "content-type": "application/x-www-form-urlencoded" });
+    expect(form.status).toBe(415);
+    expect(form.body.error.message).toContain("application/x-www-form-urlencoded is not taken: send JSON");
   });
 
   it("rejects deep nesting in a body without falling over", async () => {

@@ -13,7 +13,8 @@ export function registerRun(program: Command): void {
     .option("--session <id>", "conversation id: earlier tasks of it become history")
     .option("--yes", "run commands that no rule covers without asking (no_always is still asked, hard_stop never runs)")
     .option("--allow-network", "let commands that need the network use it without asking (never DuckLM's own API)")
-    .action(async (words: string[], options: { json?: boolean; session?: string; yes?: boolean; allowNetwork?: boolean }, command: Command) => {
+    .option("--no-resume", "leave tasks an earlier run left unfinished as they are (they are listed; `ducklm tasks resume ID` takes one on)")
+    .action(async (words: string[], options: { json?: boolean; session?: string; yes?: boolean; allowNetwork?: boolean; resume: boolean }, command: Command) => {
       if (words[0] === "-" && words.length > 1) command.error("error: `-` reads the task from standard input and takes no other words: give `-` alone, or the task as words");
       return withDuckLM(
         program.opts<GlobalOptions>(),
@@ -27,7 +28,7 @@ export function registerRun(program: Command): void {
           // Refused before anything starts: a bad task must not first resume what other runs left.
           const { checkedUserTask } = await import("../../runtime/runtime-loop.js");
           checkedUserTask(task);
-          const leftovers = await startAndResume(ducklm);
+          const leftovers = await startAndResume(ducklm, options.resume ? {} : { resume: "never" });
           const handle = ducklm.submit(task, { evenWhenLineIsFull: true });
           const code = await followTask(ducklm, handle.taskId, handle.done, options);
           // Closing now would only interrupt them again.

@@ -164,8 +164,7 @@ async function login(ducklm: DuckLM, options: { open?: boolean }): Promise<numbe
     }
   }
   if (!running) {
-    console.error(`error: no DuckLM server is running on ${ducklm.home}; start one with \`ducklm serve\` (it prints a login link)`);
-    return 1;
+    throw new DuckError(ErrorCode.ServerNotRunning, `no DuckLM server is running on ${ducklm.home}; start one with \`ducklm serve\` (it prints a login link)`);
   }
   const link = `${running.url}login?code=${ducklm.logins.issueCode()}`;
   console.log(link);
