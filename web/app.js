@@ -324,6 +324,8 @@ function applyEvent(view, event, { live }) {
       view.askedAbout.set(p.request_id, what);
       view.tools.append(waiting);
       if (live) queuePermission(event.task_id, { ...p, workspace: view.workspace });
+      // The conversation's line in the sidebar says it waits for you.
+      if (live) refreshTasks();
       break;
     }
     case "permission-resolved": {
@@ -333,6 +335,7 @@ function applyEvent(view, event, { live }) {
         waiting.textContent = waiting.textContent.replace("Waiting for your approval", p.decision === "deny" ? "You denied" : "You allowed");
       }
       if (p.decision === "deny") view.denied = view.askedAbout.get(p.request_id) ?? null;
+      if (live) refreshTasks();
       break;
     }
     case "secret-requested":

@@ -250,6 +250,8 @@ describe("the web chat in Chromium", () => {
     expect(await page.textContent("#permission-workspace")).toBe(server.runtime.workspace);
     // The chat says what it waits for, behind the dialog.
     expect(await page.textContent(".waiting")).toBe(`Waiting for your approval: ${command}`);
+    // And so does the conversation's line in the sidebar, without a reload.
+    await page.waitForFunction(() => document.querySelector("#task-list button.current .state")?.textContent?.endsWith("awaiting permission"));
     await page.click("#permission-allow");
     await page.waitForFunction(() => document.querySelector(".tool .terminal")?.textContent?.includes("made by the browser test"));
     expect(await page.textContent(".tool .tool-head span")).toBe(`Ran \`awk 'BEGIN{print "made by the browser test"}' > from-browser.txt && cat from-browser.txt\` in ${server.runtime.workspace}`);
