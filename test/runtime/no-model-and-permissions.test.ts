@@ -28,7 +28,7 @@ describe("without any model (IntentParser mode)", () => {
     const outcome = await handle.done;
     expect(outcome.state).toBe("completed");
     expect(outcome.answer).toMatch(/No language model is configured/);
-    expect(outcome.answer).toMatch(/ducklm models pull/);
+    expect(outcome.answer).toMatch(/`ducklm setup` downloads a small one for every role/);
     const decided = runtime.store.listEvents(handle.taskId).find((event) => event.type === "directive-decided");
     expect(decided?.payload.source).toBe("no-model");
   });
