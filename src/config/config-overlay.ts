@@ -16,6 +16,18 @@ type JsonObject = { [key: string]: Json };
 
 const isObject = (value: unknown): value is JsonObject => typeof value === "object" && value !== null && !Array.isArray(value);
 
+/** Sets a key as an own property, even `__proto__` (which the schema then reports as unknown, as it should). */
+function setOwn(target: JsonObject, key: string, value: Json): void {
+  Object.defineProperty(target, key, { value, enumerable: true, writable: true, configurable: true });
+}
+
+/** `own` with the settings it removes (null) left out. */
+function withoutRemoved(own: JsonObject): JsonObject {
+  const kept: JsonObject = {};
+  for (const [key, value] of Object.entries(own)) if (value !== null) setOwn(kept, key, value);
+  return kept;
+}
+
 /** The user's object laid over the bundled one: objects merge key by key; anything else is replaced. */
 function overlay(bundled: Json, own: Json, entryRule?: (path: string[], bundled: JsonObject, own: JsonObject) => JsonObject | null, path: string[] = []): Json {
   if (!isObject(bundled) || !isObject(own)) return own;
@@ -24,7 +36,7 @@ function overlay(bundled: Json, own: Json, entryRule?: (path: string[], bundled:
   const merged: JsonObject = { ...bundled };
   for (const [key, value] of Object.entries(own)) {
     if (value === null) delete merged[key];
-    else merged[key] = key in bundled ? overlay(bundled[key]!, value, entryRule, [...path, key]) : value;
+    else setOwn(merged, key, Object.hasOwn(bundled, key) ? overlay(bundled[key]!, value, entryRule, [...path, key]) : value);
   }
   return merged;
 }
@@ -40,14 +52,15 @@ function union(bundled: Json | undefined, own: Json | undefined): Json[] {
 function roleEntry(path: string[], bundled: JsonObject, own: JsonObject): JsonObject | null {
   if (path.length !== 2 || path[0] !== "roles") return null;
   const base = { ...bundled };
-  if ("file" in own) delete base.server;
-  if ("server" in own) delete base.file;
-  return { ...base, ...own };
+  if (own.file != null) delete base.server;
+  if (own.server != null) delete base.file;
+  for (const [key, value] of Object.entries(own)) if (value === null) delete base[key];
+  return { ...base, ...withoutRemoved(own) };
 }
 
 /** An MCP server the user names is theirs alone: a stdio server and an HTTP one share no settings. */
 function mcpServerEntry(path: string[], _bundled: JsonObject, own: JsonObject): JsonObject | null {
-  return path.length === 3 && path[0] === "mcp" && path[1] === "servers" ? own : null;
+  return path.length === 3 && path[0] === "mcp" && path[1] === "servers" ? withoutRemoved(own) : null;
 }
 
 function permissionsOverlay(bundled: JsonObject, own: JsonObject): JsonObject {

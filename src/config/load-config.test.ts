@@ -122,6 +122,12 @@ describe("loadConfig", () => {
     expect(removed.models.roles.coder).toBeUndefined();
     expect(removed.models.roles.thinker).toEqual(bundled.models.roles.thinker);
     expect(removed.runtime.timeouts.step_ms).toBe(30_000);
+    // Within a role too; and a key the schema does not know is reported, `__proto__` as much as any.
+    writeFileSync(join(dir, "models.json"), JSON.stringify({ roles: { critic: { temperature: null } } }));
+    expect(loadConfig(dir).models.roles.critic?.temperature).toBe(0.2);
+    writeFileSync(join(dir, "models.json"), '{"__proto__": {"threads": 3}, "roles": {}}');
+    expect(loadError(dir).message).toMatch(/models\.json: .*__proto__/);
+    expect(({} as Record<string, unknown>).threads).toBeUndefined();
   });
 
   it("adds the user's permission rules to the bundled ones: a file of one's own cannot drop the safety rules by leaving them out", () => {
