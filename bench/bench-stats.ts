@@ -1,4 +1,5 @@
 // Summaries the benches share.
+import { mkdirSync } from "node:fs";
 import { join, resolve } from "node:path";
 
 /** The middle value (the upper of the two middle ones for an even count). */
@@ -24,4 +25,11 @@ export const REPO_ROOT = resolve(import.meta.dirname, COMPILED ? "../.." : "..")
  */
 export function benchScript(name: string): { file: string; execArgv: string[] } {
   return COMPILED ? { file: join(import.meta.dirname, `${name}.js`), execArgv: [] } : { file: join(import.meta.dirname, `${name}.ts`), execArgv: ["--import", import.meta.resolve("tsx")] };
+}
+
+/** A workspace folder inside a bench's temporary home: a workspace may hold DuckLM's home, never be it. */
+export function workspaceIn(home: string): string {
+  const workspace = join(home, "workspace");
+  mkdirSync(workspace, { recursive: true });
+  return workspace;
 }

@@ -14,6 +14,7 @@
 // Each figure is the median of 5 rounds.
 //
 //   npm run bench:scaling [-- --vectors 10000,100000] [--rounds 5]
+import { workspaceIn } from "./bench-stats.js";
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -66,7 +67,7 @@ async function planRun(steps: number): Promise<{ ms: number; bytes: number }> {
   };
   const runtime = createTestRuntime({
     home: dir,
-    workspace: dir,
+    workspace: workspaceIn(dir),
     configDir: configForLongPlans(dir),
     models: scriptedAgent({ directive: (_request, view) => (view.decision === 1 ? plan : { kind: "respond", answer: "done" }), streaming: { chunkSize: 1_000_000 } }),
     tools: [createEchoTool()],
@@ -106,7 +107,7 @@ async function planSteps(): Promise<void> {
 
 async function catchUp(): Promise<void> {
   const dir = scratch();
-  const runtime = createTestRuntime({ home: dir, workspace: dir, runtime: { storage: { synchronous: "NORMAL" } } });
+  const runtime = createTestRuntime({ home: dir, workspace: workspaceIn(dir), runtime: { storage: { synchronous: "NORMAL" } } });
   try {
     const store = runtime.store;
     const taskOf = (events: number) => {
@@ -143,7 +144,7 @@ async function catchUp(): Promise<void> {
 async function taskListing(): Promise<void> {
   const perListing = async (tasks: number) => {
     const dir = scratch();
-    const runtime = createTestRuntime({ home: dir, workspace: dir, runtime: { storage: { synchronous: "NORMAL" } } });
+    const runtime = createTestRuntime({ home: dir, workspace: workspaceIn(dir), runtime: { storage: { synchronous: "NORMAL" } } });
     try {
       const store = runtime.store;
       for (let i = 0; i < tasks; i += 1) {

@@ -7,7 +7,7 @@ import hljs from "/vendor/highlight.js";
 
 // Characters that reorder or hide text (right-to-left overrides, isolates, zero-width marks): a file
 // named "a\u202Elmth.md" would read "adm.html". Shown as what they are instead.
-const INVISIBLE = /[\u200B-\u200F\u202A-\u202E\u2060-\u2064\u2066-\u2069\uFEFF]/g;
+const INVISIBLE = /[\u00AD\u061C\u180E\u200B-\u200F\u2028-\u202E\u2060-\u2064\u2066-\u2069\uFEFF]/g;
 
 /** Text with its reordering and invisible characters made visible (⟨U+202E⟩). */
 export function visible(text) {

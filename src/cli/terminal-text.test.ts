@@ -23,6 +23,8 @@ describe("text from a task printed at the terminal", () => {
     // "rm -rf ~ #" shown reversed after an override would read as something harmless.
     const shown = safeForTerminal("echo safe \u202E~ fr- mr\u202C; ls\u200B\u2066x\u2069");
     expect(shown).toBe("echo safe ⟨U+202E⟩~ fr- mr⟨U+202C⟩; ls⟨U+200B⟩⟨U+2066⟩x⟨U+2069⟩");
+    // A line separator would put what follows it on a line of its own in some terminals.
+    expect(safeForTerminal("echo hi\u2028python3 -c 1\u2029\u061C")).toBe("echo hi⟨U+2028⟩python3 -c 1⟨U+2029⟩⟨U+061C⟩");
     expect(shown).not.toMatch(/[\u200B-\u200F\u202A-\u202E\u2060-\u2064\u2066-\u2069\uFEFF]/);
   });
 

@@ -3,9 +3,10 @@
 // eslint-disable-next-line no-control-regex -- matching control characters is the point.
 const ESCAPES = /\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[PX^_][^\x1b]*(?:\x1b\\)?|[@-Z\\-_])|[\x00-\x08\x0b-\x1f\x7f\x80-\x9f]/g;
 
-// Characters that reorder the text around them (bidirectional overrides and isolates) or take no
-// room at all: a command shown for approval could read otherwise than it runs ("Trojan Source").
-const INVISIBLE = /[\u200B-\u200F\u202A-\u202E\u2060-\u2064\u2066-\u2069\uFEFF]/g;
+// Characters that reorder the text around them (bidirectional overrides, isolates and marks), take
+// no room at all, or break a line where the terminal may not (U+2028, U+2029): a command
+// shown for approval could read otherwise than it runs ("Trojan Source").
+const INVISIBLE = /[\u00AD\u061C\u180E\u200B-\u200F\u2028-\u202E\u2060-\u2064\u2066-\u2069\uFEFF]/g;
 
 /**
  * Text from a task (a command, its output, a model's words) made safe to print: escape sequences

@@ -10,6 +10,23 @@
  * cannot drop the built-in safety rules by leaving them out. A file that means to stand alone says
  * so with `"extends_bundled": false`.
  */
+/** Where a `__proto__` key is in a parsed file (a record of roles would otherwise drop it without a word). */
+export function protoKeyIn(value: unknown, path: string[] = []): string | null {
+  if (Array.isArray(value)) {
+    for (const [index, item] of value.entries()) {
+      const found = protoKeyIn(item, [...path, String(index)]);
+      if (found) return found;
+    }
+    return null;
+  }
+  if (!isObject(value)) return null;
+  for (const [key, item] of Object.entries(value)) {
+    if (key === "__proto__") return [...path, key].join(".");
+    const found = protoKeyIn(item, [...path, key]);
+    if (found) return found;
+  }
+  return null;
+}
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 type JsonObject = { [key: string]: Json };
@@ -21,10 +38,10 @@ function setOwn(target: JsonObject, key: string, value: Json): void {
   Object.defineProperty(target, key, { value, enumerable: true, writable: true, configurable: true });
 }
 
-/** `own` with the settings it removes (null) left out. */
+/** `own` with the settings it removes (null) left out, at every depth: a removed setting takes its default. */
 function withoutRemoved(own: JsonObject): JsonObject {
   const kept: JsonObject = {};
-  for (const [key, value] of Object.entries(own)) if (value !== null) setOwn(kept, key, value);
+  for (const [key, value] of Object.entries(own)) if (value !== null) setOwn(kept, key, isObject(value) ? withoutRemoved(value) : value);
   return kept;
 }
 
@@ -36,13 +53,17 @@ function overlay(bundled: Json, own: Json, entryRule?: (path: string[], bundled:
   const merged: JsonObject = { ...bundled };
   for (const [key, value] of Object.entries(own)) {
     if (value === null) delete merged[key];
-    else setOwn(merged, key, Object.hasOwn(bundled, key) ? overlay(bundled[key]!, value, entryRule, [...path, key]) : value);
+    else setOwn(merged, key, Object.hasOwn(bundled, key) ? overlay(bundled[key]!, value, entryRule, [...path, key]) : isObject(value) ? withoutRemoved(value) : value);
   }
   return merged;
 }
 
-/** The bundled entries, then the user's that are not among them already. */
-function union(bundled: Json | undefined, own: Json | undefined): Json[] {
+/**
+ * The bundled entries, then the user's that are not among them already. What is not a list is kept
+ * as the user wrote it, for the schema to refuse: a rule written as a string must not vanish.
+ */
+function union(bundled: Json | undefined, own: Json | undefined): Json | undefined {
+  if (own !== undefined && own !== null && !Array.isArray(own)) return own;
   const first = Array.isArray(bundled) ? bundled : [];
   const seen = new Set(first.map((entry) => JSON.stringify(entry)));
   return [...first, ...(Array.isArray(own) ? own : []).filter((entry) => !seen.has(JSON.stringify(entry)))];
@@ -66,15 +87,17 @@ function mcpServerEntry(path: string[], _bundled: JsonObject, own: JsonObject): 
 function permissionsOverlay(bundled: JsonObject, own: JsonObject): JsonObject {
   if (own.extends_bundled === false) return own;
   const merged = overlay(bundled, own) as JsonObject;
+  // Categories that are not an object are the user's mistake, left for the schema to name.
+  if (own.categories !== undefined && own.categories !== null && !isObject(own.categories)) return merged;
   const bundledCategories = isObject(bundled.categories) ? bundled.categories : {};
   const ownCategories = isObject(own.categories) ? own.categories : {};
   const categories: JsonObject = { ...bundledCategories, ...ownCategories };
   for (const list of ["hard_stop", "no_always", "normal"]) {
-    if (list in bundledCategories || list in ownCategories) categories[list] = union(bundledCategories[list], ownCategories[list]);
+    if (list in bundledCategories || list in ownCategories) categories[list] = union(bundledCategories[list], ownCategories[list]) ?? [];
   }
   if ("categories" in bundled || "categories" in own) merged.categories = categories;
   for (const list of ["network", "examples"]) {
-    if (list in bundled || list in own) merged[list] = union(bundled[list], own[list]);
+    if (list in bundled || list in own) merged[list] = union(bundled[list], own[list]) ?? [];
   }
   return merged;
 }

@@ -126,8 +126,31 @@ describe("loadConfig", () => {
     writeFileSync(join(dir, "models.json"), JSON.stringify({ roles: { critic: { temperature: null } } }));
     expect(loadConfig(dir).models.roles.critic?.temperature).toBe(0.2);
     writeFileSync(join(dir, "models.json"), '{"__proto__": {"threads": 3}, "roles": {}}');
-    expect(loadError(dir).message).toMatch(/models\.json: .*__proto__/);
+    expect(loadError(dir).message).toMatch(/models\.json: __proto__: "__proto__" is not a setting/);
+    writeFileSync(join(dir, "models.json"), '{"roles": {"__proto__": {"file": "x.gguf"}}}');
+    expect(loadError(dir).message).toMatch(/models\.json: roles\.__proto__: "__proto__" is not a setting/);
     expect(({} as Record<string, unknown>).threads).toBeUndefined();
+    writeFileSync(join(dir, "models.json"), "{}");
+    // null where the bundled file has no such key removes it all the same: its default applies.
+    writeFileSync(join(dir, "runtime.json"), JSON.stringify({ sandbox: { mode: null } }));
+    expect(loadConfig(dir).runtime.sandbox.mode).toBe("auto");
+  });
+
+  it("refuses permission rules that are not lists, rather than dropping them", () => {
+    const dir = makeTempDir("ducklm-config-");
+    for (const [own, field] of [
+      [{ categories: { hard_stop: "git push" } }, "categories.hard_stop"],
+      [{ network: "curl" }, "network"],
+      [{ categories: "x" }, "categories"],
+      [{ categories: [] }, "categories"],
+      [{ categories: { hard_stop: { 0: "sudo" } } }, "categories.hard_stop"],
+      [{ examples: "x" }, "examples"],
+    ] as const) {
+      writeFileSync(join(dir, "permissions.json"), JSON.stringify(own));
+      const error = loadError(dir);
+      expect(error.code, JSON.stringify(own)).toBe(ErrorCode.ConfigInvalid);
+      expect(error.message, JSON.stringify(own)).toContain(`permissions.json: ${field}`);
+    }
   });
 
   it("adds the user's permission rules to the bundled ones: a file of one's own cannot drop the safety rules by leaving them out", () => {

@@ -3,7 +3,7 @@ import { homedir } from "node:os";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { z } from "zod";
-import { overlayConfig } from "./config-overlay.js";
+import { overlayConfig, protoKeyIn } from "./config-overlay.js";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import {
   IntegrationsConfigSchema,
@@ -106,6 +106,8 @@ function readJsonText(file: string): unknown {
  */
 function readJsonFile<S extends z.ZodType>(name: string, own: string, bundled: string | null, schema: S): z.infer<S> {
   const ownRaw = existsSync(own) ? readJsonText(own) : undefined;
+  const proto = protoKeyIn(ownRaw);
+  if (proto) throw new DuckError(ErrorCode.ConfigInvalid, `${own}: ${proto}: "__proto__" is not a setting`, { details: { file: own } });
   const bundledRaw = bundled !== null && existsSync(bundled) ? readJsonText(bundled) : undefined;
   // A missing file means "all defaults"; only a present but broken file stops start-up.
   const raw = ownRaw === undefined ? (bundledRaw ?? {}) : bundledRaw === undefined ? ownRaw : overlayConfig(name, bundledRaw, ownRaw);

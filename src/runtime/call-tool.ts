@@ -63,6 +63,7 @@ export async function callTool(context: ExecutorContext, projection: TaskProject
         get protectedPaths() {
           return (protectedForThisRun ??= [...context.protectedPaths, ...workspaceRepositoryPaths(projection.workspace)]);
         },
+        readOnlyPaths: context.readOnlyPaths,
         sandbox: context.sandbox,
         ...(relay ? { extraEnv: { PATH: `${relay.binDir}:${process.env.PATH ?? ""}` }, extraReadable: [relay.folder], redact: [secret!] } : {}),
       }),

@@ -7,7 +7,8 @@ import { ensurePrivateDir } from "../storage/private-files.js";
 import type { ModelProvider } from "../models/model-provider.js";
 import { loadPlugins } from "../tools/plugin-loader.js";
 import type { AnyToolDefinition } from "../tools/tool-definition.js";
-import { BUILTIN_TOOL_NAMES, createRuntime, pluginFolders, resolveWorkspace } from "./create-runtime.js";
+import { BUILTIN_TOOL_NAMES, createRuntime, pluginFolders, programPaths, protectedPathsFor, resolveWorkspace } from "./create-runtime.js";
+import { workspaceRefusal } from "./workspace-refusal.js";
 import { ducklmOf, type DuckLM } from "./ducklm.js";
 import { createLogger } from "./logger.js";
 
@@ -51,6 +52,8 @@ export async function createDuckLM(options: CreateDuckLMOptions = {}): Promise<D
   if (!statSync(workspace, { throwIfNoEntry: false })?.isDirectory()) {
     throw new DuckError(ErrorCode.InvalidInput, `workspace ${workspace} is not a directory: give a folder that exists (--workspace, or runtime.json's workspace)`);
   }
+  const refusal = workspaceRefusal(workspace, protectedPathsFor(home, resolveConfigDir(options.config)), programPaths());
+  if (refusal) throw new DuckError(ErrorCode.InvalidInput, refusal);
   // The home itself is named when it cannot be used, not the first folder made in it.
   ensurePrivateDir(home);
   const logger = options.logger ?? createLogger({ file: join(home, "logs", "ducklm.log") });

@@ -1,5 +1,6 @@
+import { existsSync } from "node:fs";
 import { homedir } from "node:os";
-import { join, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import type { Logger } from "pino";
 import type { DuckConfig } from "../config/config-schemas.js";
 import { BUNDLED_CONFIG_DIR, loadConfig, resolveConfigDir, resolveHomeDir } from "../config/load-config.js";
@@ -175,16 +176,30 @@ export function protectedPathsFor(home: string, configDir: string): string[] {
   return [...new Set([...paths, ...paths.map(realpathOfDeepestAncestor)])];
 }
 
+/** The folder DuckLM's package is in: a checkout, or `node_modules/ducklm` of a project. */
+const PACKAGE_ROOT = dirname(BUNDLED_CONFIG_DIR);
+
+/**
+ * DuckLM's own program: what it runs (its build, its sources, which a checkout runs through tsx, its
+ * packages and its entry point), the page its server sends and its bundled config. A task working in
+ * a checkout, or in a project that has DuckLM in its node_modules, may read it and never change it:
+ * the next start would run what the task wrote, unconfined.
+ */
+export function programPaths(): string[] {
+  return ["bin", "dist", "src", "node_modules", "package.json", "web", "config"].map((entry) => join(PACKAGE_ROOT, entry));
+}
+
 /**
  * What the shell sandbox hides and what it only keeps from being changed: DuckLM's own folders are
- * hidden; the bundled config, which holds no secret, stays readable where it lies inside the
- * workspace (a checkout), and is bound read-only there.
+ * hidden; its program, the bundled config among it, holds no secret and stays readable where it lies
+ * inside the workspace, bound read-only there.
  */
 export function sandboxPathsFor(home: string, configDir: string): { hiddenPaths: string[]; readOnlyPaths: string[] } {
   const bundled = new Set([BUNDLED_CONFIG_DIR, realpathOfDeepestAncestor(BUNDLED_CONFIG_DIR)]);
   const own = new Set([resolve(configDir), realpathOfDeepestAncestor(resolve(configDir))]);
-  if ([...bundled].some((path) => own.has(path))) return { hiddenPaths: protectedPathsFor(home, configDir), readOnlyPaths: [] };
-  return { hiddenPaths: protectedPathsFor(home, configDir).filter((path) => !bundled.has(path)), readOnlyPaths: [BUNDLED_CONFIG_DIR] };
+  const program = programPaths();
+  if ([...bundled].some((path) => own.has(path))) return { hiddenPaths: protectedPathsFor(home, configDir), readOnlyPaths: program.filter((path) => path !== BUNDLED_CONFIG_DIR) };
+  return { hiddenPaths: protectedPathsFor(home, configDir).filter((path) => !bundled.has(path)), readOnlyPaths: program };
 }
 
 /** Where tools work: the explicit folder, else runtime.json's `workspace`, from the current directory. */
@@ -241,13 +256,27 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
   }
   for (const tool of options.tools ?? []) tools.register(tool);
   const workspace = resolveWorkspace(config, options.workspace);
+  // The user's config folder is made if it is missing: a folder that is not there cannot be hidden,
+  // and a task could make it (with a runtime.json that turns confinement off) for the next start.
+  if (!existsSync(config.dir)) {
+    try {
+      ensurePrivateDir(config.dir);
+    } catch {
+      // Where it cannot be made, no command of this user can make it either.
+    }
+  }
   const protectedPaths = protectedPathsFor(home, config.dir);
   const classifier = new CommandClassifier(config.permissions, { protectedPaths, realpath: realpathOfDeepestAncestor });
   const ready = (async () => {
     if (options.checkPermissionExamples !== false) {
       const key = examplesCheckKey(config.permissions);
       if (!examplesCheckPassed(home, key)) {
-        await classifier.checkExamples(config.permissions.examples);
+        await classifier.checkExamples(config.permissions.examples).catch((error: unknown) => {
+          // Said with the files whose rules and examples were checked: the user's, over the bundled one.
+          const own = config.sources?.["permissions.json"];
+          if (!DuckError.isInstance(error) || error.code !== ErrorCode.ConfigInvalid || !own || own.startsWith(BUNDLED_CONFIG_DIR)) throw error;
+          throw new DuckError(ErrorCode.ConfigInvalid, error.message.replace(/^permissions\.json examples/, `${own} (laid over the bundled permissions.json): the examples of both files`), { details: error.details, cause: error });
+        });
         recordExamplesCheckPassed(home, key);
       }
     }
@@ -277,6 +306,7 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
     secrets: new SecretVault(),
     sandbox,
     protectedPaths,
+    readOnlyPaths: programPaths(),
     config,
     logger,
     memorySearch: options.memorySearch ?? ((query, limit) => memory.recall(query, limit)),

@@ -34,6 +34,8 @@ export interface ExecutorContext {
   sandbox: ShellSandbox;
   /** DuckLM's own state: refused to file tools, hidden from commands. */
   protectedPaths: readonly string[];
+  /** DuckLM's own program: readable, never written by file tools, read-only to commands. */
+  readOnlyPaths: readonly string[];
   config: DuckConfig;
   logger: Logger;
   /** How memory is searched for a task (replay serves recorded hits). */

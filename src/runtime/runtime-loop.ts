@@ -13,6 +13,7 @@ import { recordFeedback, recordPermissionAnswer, recordSecret, revokeApproval, t
 import { outcomeOf, type TaskOutcome } from "./task-outcome.js";
 import { recordEnding, StorageRetries } from "./task-endings.js";
 import { WaitingLine } from "./waiting-line.js";
+import { workspaceRefusal } from "./workspace-refusal.js";
 import { ownedElsewhereError, type TaskLeases } from "../state/task-leases.js";
 
 /** Tasks that run at once unless runtime.json says: one per core, at least two (asked once; it costs a system call). */
@@ -108,6 +109,8 @@ export class RuntimeLoop {
     if (!statSync(workspace, { throwIfNoEntry: false })?.isDirectory()) {
       throw new DuckError(ErrorCode.InvalidInput, `workspace ${workspace} is not a directory`);
     }
+    const refusal = workspaceRefusal(workspace, this.context.protectedPaths, this.context.readOnlyPaths);
+    if (refusal) throw new DuckError(ErrorCode.InvalidInput, refusal);
     if (!options.evenWhenLineIsFull) this.refuseIfLineIsFull();
     const projection = this.context.store.createTask(
       { text: task.text, session_id: task.session_id, workspace, auto_approve: task.auto_approve },

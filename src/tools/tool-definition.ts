@@ -32,6 +32,8 @@ export interface ToolContext {
   network?: boolean;
   /** DuckLM's own state (home, config, plugins): file tools refuse it, as they refuse `.git` internals. */
   protectedPaths?: readonly string[];
+  /** DuckLM's own program (its code, packages, bundled config, web page): file tools may read it, never write it. */
+  readOnlyPaths?: readonly string[];
 }
 
 export interface ToolOutput {

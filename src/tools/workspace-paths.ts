@@ -42,6 +42,13 @@ export function protectedReason(root: string, real: string, protectedPaths: read
   return null;
 }
 
+/** Refuses a write to DuckLM's own program (`readOnlyPaths`), which a task may read but never change. */
+export function refuseReadOnly(requested: string, real: string, readOnlyPaths: readonly string[]): void {
+  if (withRealPaths(readOnlyPaths).some((path) => isWithin(path, real))) {
+    throw new DuckError(ErrorCode.PathProtected, `${requested} is off limits to tasks: it is part of DuckLM's own program (the code it runs, its packages, its bundled config or its web page), which tasks may read but never change`, { details: { path: requested } });
+  }
+}
+
 function refuseProtected(requested: string, reason: string | null): void {
   if (reason) throw new DuckError(ErrorCode.PathProtected, `${requested} is off limits to tasks: ${reason}`, { details: { path: requested } });
 }

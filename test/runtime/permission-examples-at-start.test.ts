@@ -1,4 +1,4 @@
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import pino from "pino";
 import { afterEach, describe, expect, it } from "vitest";
@@ -32,6 +32,15 @@ describe("the check of permissions.json's examples at start", () => {
     expect((error as DuckError).code).toBe("DUCK_ERR_CONFIG_INVALID");
     expect(String((error as Error).message)).toContain('"rm -rf /" is hard_stop, the example says normal');
     expect(existsSync(record(home))).toBe(false);
+  });
+
+  it("names the user's permissions.json when its rules break an example, its own or a bundled one", async () => {
+    const configDir = makeTempDir("ducklm-own-rules-");
+    writeFileSync(join(configDir, "permissions.json"), JSON.stringify({ categories: { normal: ["rm -rf build"] }, examples: [{ command: "rm -rf build", category: "normal" }] }));
+    const error = await open(makeTempDir(), testConfig({}, configDir)).ready().catch((caught: unknown) => caught);
+    expect((error as DuckError).code).toBe("DUCK_ERR_CONFIG_INVALID");
+    expect(String((error as Error).message)).toContain(`${join(configDir, "permissions.json")} (laid over the bundled permissions.json): the examples of both files do not hold`);
+    expect(String((error as Error).message)).toContain("rm -rf build");
   });
 
   it("records a passed check, and checks again when the rules change", async () => {

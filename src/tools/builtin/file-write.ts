@@ -5,7 +5,7 @@ import { basename, dirname, join } from "node:path";
 import { z } from "zod";
 import { DuckError, ErrorCode } from "../../errors/duck-error.js";
 import { defineTool } from "../tool-definition.js";
-import { openInWorkspace, resolveInWorkspace } from "../workspace-paths.js";
+import { openInWorkspace, refuseReadOnly, resolveInWorkspace } from "../workspace-paths.js";
 
 export const FileWriteInputSchema = z.object({
   path: z.string().min(1).describe("File path, relative to the workspace"),
@@ -63,6 +63,7 @@ export const fileWriteTool = defineTool({
   async execute(input, context) {
     const protectedPaths = context.protectedPaths ?? [];
     const path = resolveInWorkspace(context.workspace, input.path, protectedPaths);
+    refuseReadOnly(input.path, path, context.readOnlyPaths ?? []);
     const existing = await lstat(path).catch(() => null);
     if (existing && !existing.isFile()) throw new DuckError(ErrorCode.ToolInputInvalid, `${input.path} exists and is not a regular file: give the path of a file`);
     if (existing && input.mode === "create") throw new DuckError(ErrorCode.ToolFailed, `${input.path} already exists (mode create)`);

@@ -1,0 +1,18 @@
+import { resolve } from "node:path";
+import { realpathOfDeepestAncestor } from "../permissions/path-judge.js";
+
+/**
+ * Why a folder cannot be a workspace, or null: one that is, or lies inside, DuckLM's home, the
+ * user's config folder, the bundled config or DuckLM's program would let tasks write what DuckLM
+ * reads and runs. (A workspace that holds them, a checkout or a home directory, is fine: they are
+ * hidden or read-only in it.)
+ */
+export function workspaceRefusal(workspace: string, protectedPaths: readonly string[], readOnlyPaths: readonly string[]): string | null {
+  const real = realpathOfDeepestAncestor(resolve(workspace));
+  const inside = (root: string) => [resolve(root), realpathOfDeepestAncestor(resolve(root))].some((path) => real === path || real.startsWith(`${path}/`));
+  const own = protectedPaths.find(inside);
+  if (own) return `the workspace ${workspace} is DuckLM's own state or lies inside it (${own}): tasks would reach its database, token or config; choose another folder`;
+  const program = readOnlyPaths.find(inside);
+  if (program) return `the workspace ${workspace} is DuckLM's own program or lies inside it (${program}): tasks could change what DuckLM runs; choose another folder`;
+  return null;
+}
