@@ -4,7 +4,7 @@ import { createServer } from "node:http";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { BUNDLED_CONFIG_DIR } from "../src/config/load-config.js";
-import { sandboxPathsFor } from "../src/runtime/create-runtime.js";
+import { programPaths, sandboxPathsFor } from "../src/runtime/create-runtime.js";
 import { bubblewrapShell, probeBubblewrap, type ShellSandbox } from "../src/tools/shell-sandbox.js";
 import { createTestRuntime, makeTempDir } from "./helpers/test-runtime.js";
 
@@ -69,10 +69,11 @@ describe("a folder commands may read but not change (the bundled config of a che
     const home = makeTempDir("ducklm-ro-home-");
     const own = makeTempDir("ducklm-ro-config-");
     const paths = sandboxPathsFor(home, own);
-    expect(paths.readOnlyPaths).toEqual([BUNDLED_CONFIG_DIR]);
+    expect(paths.readOnlyPaths).toEqual(programPaths());
+    expect(paths.readOnlyPaths).toContain(BUNDLED_CONFIG_DIR);
     expect(paths.hiddenPaths).toEqual(expect.arrayContaining([home, own]));
     expect(paths.hiddenPaths).not.toContain(BUNDLED_CONFIG_DIR);
-    expect(sandboxPathsFor(home, BUNDLED_CONFIG_DIR)).toMatchObject({ readOnlyPaths: [], hiddenPaths: expect.arrayContaining([BUNDLED_CONFIG_DIR]) });
+    expect(sandboxPathsFor(home, BUNDLED_CONFIG_DIR)).toMatchObject({ readOnlyPaths: programPaths().filter((path) => path !== BUNDLED_CONFIG_DIR), hiddenPaths: expect.arrayContaining([BUNDLED_CONFIG_DIR]) });
     // The rest of the workspace stays writable.
     await runIn(sandbox, "echo kept > pkg/notes.txt", workspace, false);
     expect(readFileSync(join(workspace, "pkg", "notes.txt"), "utf8")).toBe("kept\n");
