@@ -11,6 +11,8 @@ import { makeTempDir } from "../helpers/test-runtime.js";
 const root = resolve(import.meta.dirname, "../..");
 const tsxLoader = import.meta.resolve("tsx");
 const home = makeTempDir("ducklm-setup-home-");
+// Tasks work in a folder of their own: a workspace may not be DuckLM\'s home.
+const workspace = makeTempDir("ducklm-models-ws-");
 // The user's config folder starts with no models.json of their own; its catalogue pins the fixture
 // files (the bundled one pins the real models, which cannot be downloaded here).
 const configDir = makeTempDir("ducklm-setup-config-");
@@ -29,7 +31,7 @@ let chat: Buffer;
 function ducklm(args: string[], extraEnv: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((done) => {
     const child = spawn(process.execPath, ["--import", tsxLoader, join(root, "src/cli/main.ts"), ...args], {
-      cwd: home,
+      cwd: workspace,
       env: { ...process.env, DUCKLM_HOME: home, DUCKLM_CONFIG: configDir, HF_ENDPOINT: hub, ...extraEnv },
       stdio: ["ignore", "pipe", "pipe"],
     });

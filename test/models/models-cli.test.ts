@@ -11,6 +11,8 @@ import { makeTempDir } from "../helpers/test-runtime.js";
 const root = resolve(import.meta.dirname, "../..");
 const tsxLoader = import.meta.resolve("tsx");
 const home = makeTempDir("ducklm-models-home-");
+// Tasks work in a folder of their own: a workspace may not be DuckLM\'s home.
+const workspace = makeTempDir("ducklm-models-ws-");
 const configDir = makeTempDir("ducklm-models-config-");
 let server: Server;
 let baseUrl = "";
@@ -20,7 +22,7 @@ let fixture: Buffer;
 function ducklm(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolvePromise) => {
     const child = spawn(process.execPath, ["--import", tsxLoader, join(root, "src/cli/main.ts"), ...args], {
-      cwd: home,
+      cwd: workspace,
       env: { ...process.env, DUCKLM_HOME: home, DUCKLM_CONFIG: configDir },
       stdio: ["ignore", "pipe", "pipe"],
     });
@@ -214,7 +216,7 @@ describe("ducklm models", () => {
     expect(events.at(-1).type).toMatch(/^task-(completed|failed|awaiting-permission)$/);
 
     const bench = spawnSync(process.execPath, ["--import", tsxLoader, join(root, "src/cli/main.ts"), "models", "bench", "thinker", "--tokens", "16"], {
-      cwd: home,
+      cwd: workspace,
       env: { ...process.env, DUCKLM_HOME: home, DUCKLM_CONFIG: configDir },
       encoding: "utf8",
     });
