@@ -41,12 +41,14 @@ describe("where the CLI writes", () => {
     expect(ducklm("run", "read file notes.txt").stdout).toContain("ducks like bread");
     // The project folder is as it was: no ./data, no logs, no config.
     expect(tree(folder)).toEqual(before);
-    // In the user's home: the data folder, and nothing else of DuckLM's.
+    // In the user's home: the data folder, and the config folder, empty (made so that commands can
+    // be kept out of it), and nothing else of DuckLM's.
     const written = tree(user);
     expect(written.length).toBeGreaterThan(0);
-    expect(written.filter((path) => !path.startsWith(".local"))).toEqual([]);
-    expect(written.every((path) => [".local", join(".local", "share")].includes(path) || path.startsWith(join(".local", "share", "ducklm")))).toBe(true);
+    expect(written.filter((path) => !path.startsWith(".local") && !path.startsWith(".config"))).toEqual([]);
+    expect(written.every((path) => [".local", join(".local", "share")].includes(path) || path.startsWith(join(".local", "share", "ducklm")) || [".config", join(".config", "ducklm")].includes(path))).toBe(true);
     expect(statSync(join(user, ".local", "share", "ducklm")).mode & 0o777).toBe(0o700);
+    expect(statSync(join(user, ".config", "ducklm")).mode & 0o777).toBe(0o700);
     // (A checkout whose sources are newer than its build runs them through tsx, which keeps its
     // compile cache in the temporary folder: that is the checkout's, not DuckLM's.)
     expect(tree(temp).filter((path) => !path.startsWith("tsx-"))).toEqual([]);
