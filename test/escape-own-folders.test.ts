@@ -21,7 +21,7 @@ function runIn(sandbox: ReturnType<typeof bubblewrapShell>, command: string, wor
 describe("DuckLM's own folders, from a task's side", () => {
   it("keeps its program read-only where it lies in the workspace: the code it runs, its packages, its page and its bundled config", async () => {
     const names = programPaths().map((path) => path.slice(dirname(BUNDLED_CONFIG_DIR).length + 1));
-    expect(names).toEqual(expect.arrayContaining(["bin", "dist", "src", "node_modules", "package.json", "web", "config"]));
+    expect(names).toEqual(expect.arrayContaining(["bin", "dist", "src", "node_modules", "package.json", "tsconfig.json", "web", "config"]));
     expect(sandboxPathsFor(makeTempDir("ducklm-own-home-"), makeTempDir("ducklm-own-config-")).readOnlyPaths).toEqual(programPaths());
 
     // A checkout of its own, as a workspace: the commands of a task approved in advance.
@@ -49,6 +49,12 @@ describe("DuckLM's own folders, from a task's side", () => {
       expect(readdirSync(join(checkout, "node_modules", "dep")), attack).toEqual([]);
       expect(readdirSync(join(checkout, "src")), attack).toEqual([]);
     }
+    // A program folder that is not there (no build yet) cannot be made with code in it either.
+    const unbuilt = makeTempDir("ducklm-own-unbuilt-");
+    mkdirSync(join(unbuilt, "src"));
+    const fresh = bubblewrapShell({ hiddenPaths: [], readOnlyPaths: ["dist", "src", "package.json"].map((entry) => join(unbuilt, entry)) });
+    await runIn(fresh, "mkdir -p dist/cli && echo 'steal()' > dist/cli/main.js; echo '{}' > package.json", unbuilt);
+    expect(existsSync(join(unbuilt, "dist", "cli", "main.js"))).toBe(false);
     // The file tools read it and never write it.
     const context = { workspace: checkout, readOnlyPaths: program, protectedPaths: [], signal: new AbortController().signal } as unknown as Parameters<typeof fileWriteTool.execute>[1];
     await expect(fileWriteTool.execute({ path: "dist/main.js", content: "x", mode: "overwrite" }, context)).rejects.toMatchObject({ code: "DUCK_ERR_PATH_PROTECTED", message: expect.stringContaining("DuckLM's own program") });

@@ -186,7 +186,8 @@ const PACKAGE_ROOT = dirname(BUNDLED_CONFIG_DIR);
  * the next start would run what the task wrote, unconfined.
  */
 export function programPaths(): string[] {
-  return ["bin", "dist", "src", "node_modules", "package.json", "web", "config"].map((entry) => join(PACKAGE_ROOT, entry));
+  // tsconfig.json: tsx reads it when a checkout runs its sources (its `paths` could point an import elsewhere).
+  return ["bin", "dist", "src", "node_modules", "package.json", "tsconfig.json", "web", "config"].map((entry) => join(PACKAGE_ROOT, entry));
 }
 
 /**
