@@ -1,9 +1,10 @@
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { BUNDLED_CONFIG_DIR } from "../src/config/load-config.js";
-import { programPaths, sandboxPathsFor } from "../src/runtime/create-runtime.js";
+import { programPaths, programPathsOf, sandboxPathsFor } from "../src/runtime/create-runtime.js";
+import { workspaceRefusal } from "../src/runtime/workspace-refusal.js";
 import { fileWriteTool } from "../src/tools/builtin/file-write.js";
 import { bubblewrapShell } from "../src/tools/shell-sandbox.js";
 import { createTestRuntime, makeTempDir } from "./helpers/test-runtime.js";
@@ -49,12 +50,18 @@ describe("DuckLM's own folders, from a task's side", () => {
       expect(readdirSync(join(checkout, "node_modules", "dep")), attack).toEqual([]);
       expect(readdirSync(join(checkout, "src")), attack).toEqual([]);
     }
-    // A program folder that is not there (no build yet) cannot be made with code in it either.
+    // A program folder or file that is not there (no build yet, no .npmrc) cannot be made with code in it either.
     const unbuilt = makeTempDir("ducklm-own-unbuilt-");
     mkdirSync(join(unbuilt, "src"));
-    const fresh = bubblewrapShell({ hiddenPaths: [], readOnlyPaths: ["dist", "src", "package.json"].map((entry) => join(unbuilt, entry)) });
-    await runIn(fresh, "mkdir -p dist/cli && echo 'steal()' > dist/cli/main.js; echo '{}' > package.json", unbuilt);
+    const fresh = bubblewrapShell({ hiddenPaths: [], readOnlyPaths: ["dist", "src", "node_modules", ".npmrc"].map((entry) => join(unbuilt, entry)) });
+    await runIn(fresh, "mkdir -p dist/cli node_modules/commander && echo 'steal()' > dist/cli/main.js; echo 'steal()' > node_modules/commander/esm.mjs; echo node-options=--import=./x.mjs > .npmrc", unbuilt);
     expect(existsSync(join(unbuilt, "dist", "cli", "main.js"))).toBe(false);
+    expect(existsSync(join(unbuilt, "node_modules", "commander"))).toBe(false);
+    expect(existsSync(join(unbuilt, ".npmrc")) ? readFileSync(join(unbuilt, ".npmrc"), "utf8") : "").toBe("");
+    // Installed in a project, the project's node_modules (its dependencies, its .bin) is the program too.
+    expect(programPathsOf("/p/node_modules/ducklm")).toEqual(expect.arrayContaining(["/p/node_modules/ducklm/dist", "/p/node_modules/ducklm/src", "/p/node_modules"]));
+    expect(programPathsOf("/p/node_modules/.pnpm/ducklm@1/node_modules/ducklm")).toContain("/p/node_modules");
+    expect(programPathsOf("/home/me/ducklm")).not.toContain("/home/me");
     // The file tools read it and never write it.
     const context = { workspace: checkout, readOnlyPaths: program, protectedPaths: [], signal: new AbortController().signal } as unknown as Parameters<typeof fileWriteTool.execute>[1];
     await expect(fileWriteTool.execute({ path: "dist/main.js", content: "x", mode: "overwrite" }, context)).rejects.toMatchObject({ code: "DUCK_ERR_PATH_PROTECTED", message: expect.stringContaining("DuckLM's own program") });
@@ -86,8 +93,17 @@ describe("DuckLM's own folders, from a task's side", () => {
       for (const refused of [home, join(home, "inside"), configDir, BUNDLED_CONFIG_DIR, join(BUNDLED_CONFIG_DIR, "prompts"), join(root, "src")]) {
         expect(() => runtime.loop.submit({ text: "read file x.txt", workspace: refused }), refused).toThrow(/is DuckLM's own (state|program) or lies inside it/);
       }
-      // A folder that holds them (a checkout, a home directory) is a workspace: they are hidden or read-only in it.
-      expect((await runtime.loop.submit({ text: "read file package.json", workspace: root }).done).state).toBe("completed");
+      // A folder that holds them (a checkout, a home directory) is a workspace: they are hidden or read-only
+      // in it, unless a part of the program is a link there (a worktree's node_modules), which a task could swap.
+      if (lstatSync(join(root, "node_modules")).isSymbolicLink()) {
+        expect(() => runtime.loop.submit({ text: "read file package.json", workspace: root })).toThrow(/node_modules in it is a symbolic link/);
+      } else {
+        expect((await runtime.loop.submit({ text: "read file package.json", workspace: root }).done).state).toBe("completed");
+      }
+      const linked = makeTempDir("ducklm-own-linked-");
+      expect(workspaceRefusal(linked, [], [join(linked, "node_modules")])).toBeNull();
+      symlinkSync(makeTempDir("ducklm-own-real-modules-"), join(linked, "node_modules"));
+      expect(workspaceRefusal(linked, [], [join(linked, "node_modules")])).toMatch(/is a symbolic link, which a task could replace/);
     } finally {
       await runtime.dispose();
     }

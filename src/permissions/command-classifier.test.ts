@@ -1,8 +1,12 @@
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { BUNDLED_CONFIG_DIR, loadConfig } from "../config/load-config.js";
 import type { CommandCategory } from "../contracts/index.js";
 import { CommandClassifier, EXAMPLE_HOME, EXAMPLE_WORKSPACE } from "./command-classifier.js";
+import { realpathOfDeepestAncestor } from "./path-judge.js";
 
 const config = loadConfig(BUNDLED_CONFIG_DIR).permissions;
 const DUCKLM_HOME = `${EXAMPLE_HOME}/.local/share/ducklm`;
@@ -317,5 +321,23 @@ describe("control characters and unbalanced brackets in program names", () => {
   });
   it("judges a coloured operand like any other", async () => {
     expect((await classify("ls \u001b[31mred\u001b[0m")).category).not.toBe("hard_stop");
+  });
+});
+
+describe("a script file a shell is told to run", () => {
+  it("is judged by what it holds: a command it runs counts as if written out", async () => {
+    const workspace = mkdtempSync(join(tmpdir(), "ducklm-script-file-"));
+    writeFileSync(join(workspace, "mount.sh"), "mount -t tmpfs none /tmp; echo ran $?\n");
+    writeFileSync(join(workspace, "hello.sh"), "echo hello\n");
+    const onDisk = new CommandClassifier(config, { home: EXAMPLE_HOME, protectedPaths: [DUCKLM_HOME], realpath: realpathOfDeepestAncestor });
+    const judged = (command: string) => onDisk.classify(command, { workspace });
+    for (const command of ["bash mount.sh", "sh mount.sh", "bash ./mount.sh"]) expect((await judged(command)).category, command).toBe("no_always");
+    expect((await judged("bash hello.sh")).category).toBe("unknown");
+    expect((await judged("bash hello.sh")).reason).toMatch(/judged as it is now/);
+    // Written by the same line first: what it will hold is not known.
+    expect((await judged("echo echo > hello.sh && bash hello.sh")).category).toBe("no_always");
+    // Outside the workspace or missing: not read, and asked as before.
+    expect((await judged("bash /etc/profile")).reason).toMatch(/whose content is not judged/);
+    expect((await judged("bash missing.sh")).category).toBe("unknown");
   });
 });

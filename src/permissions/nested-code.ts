@@ -1,3 +1,4 @@
+import { readFileSync, statSync } from "node:fs";
 import { inputOf, producedWords } from "./literal-output.js";
 import { isInterpreter, readInterpreter, scanCode } from "./inline-code.js";
 import { Judgement, readShellArgs, shown, type ScriptState } from "./judgement.js";
@@ -6,6 +7,28 @@ import type { ScriptJudge } from "./script-judge.js";
 import type { ShellCommand, ShellParser } from "./shell-script.js";
 import { dashReading } from "./shell-syntax.js";
 import { literalWord, type ShellWord } from "./shell-words.js";
+
+/** Most bytes of a script file read to judge it; a longer one stays unjudged. */
+const SCRIPT_FILE_MAX_BYTES = 256 * 1024;
+
+/**
+ * The text of a script file a shell is told to run, where it can be known: a fixed name, in the one
+ * directory the command runs in, inside the workspace, on the real file system (not while checking
+ * the examples), and not too long to read.
+ */
+function scriptFileText(file: ShellWord, state: ScriptState): string | null {
+  const cwd = state.cwds.length === 1 ? state.cwds[0] : null;
+  if (!file.static || !cwd || !state.context.physical) return null;
+  const path = state.context.physical.resolve(file.text, cwd);
+  const workspace = state.context.workspace;
+  if (path !== workspace && !path.startsWith(`${workspace}/`)) return null;
+  try {
+    const info = statSync(path);
+    return info.isFile() && info.size <= SCRIPT_FILE_MAX_BYTES ? readFileSync(path, "utf8") : null;
+  } catch {
+    return null;
+  }
+}
 
 const SHELLS = new Set(["sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "csh", "tcsh", "yash"]);
 
@@ -42,7 +65,15 @@ export function judgeNested(judge: ScriptJudge, parser: ShellParser, command: Sh
       return true;
     }
     if (shell.file) {
-      judgement.raise("unknown", `runs the script file ${shell.file.text}, whose content is not judged`);
+      // Judged as it is now: what it runs counts as if written out (`bash a.sh` holding `mount …` is
+      // asked however the task was pre-approved). One this line may have written first is not known.
+      if (state.writes.by && shell.file.static) {
+        judgement.raise("no_always", `runs the script file ${shell.file.text}, which an earlier command of this line ("${state.writes.by}") may have written`);
+        return true;
+      }
+      const content = scriptFileText(shell.file, state);
+      judgement.raise("unknown", `runs the script file ${shell.file.text}, ${content === null ? "whose content is not judged" : "judged as it is now"}`);
+      if (content !== null) judgeNestedScript(judge, parser, { text: content, static: true, glob: false }, state, judgement, "a script file");
       return true;
     }
     judgeStdinScript(judge, parser, command, state, judgement, program);

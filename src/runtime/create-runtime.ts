@@ -1,6 +1,6 @@
 import { existsSync } from "node:fs";
 import { homedir } from "node:os";
-import { dirname, join, resolve } from "node:path";
+import { dirname, join, resolve, sep } from "node:path";
 import type { Logger } from "pino";
 import type { DuckConfig } from "../config/config-schemas.js";
 import { BUNDLED_CONFIG_DIR, loadConfig, resolveConfigDir, resolveHomeDir } from "../config/load-config.js";
@@ -186,8 +186,19 @@ const PACKAGE_ROOT = dirname(BUNDLED_CONFIG_DIR);
  * the next start would run what the task wrote, unconfined.
  */
 export function programPaths(): string[] {
-  // tsconfig.json: tsx reads it when a checkout runs its sources (its `paths` could point an import elsewhere).
-  return ["bin", "dist", "src", "node_modules", "package.json", "tsconfig.json", "web", "config"].map((entry) => join(PACKAGE_ROOT, entry));
+  return programPathsOf(PACKAGE_ROOT);
+}
+
+/** `programPaths` of a package at `packageRoot`. */
+export function programPathsOf(packageRoot: string): string[] {
+  // tsconfig.json: tsx reads it when a checkout runs its sources (its `paths` could point an import
+  // elsewhere); .npmrc: npm reads it for `npm start` and `npx ducklm` there (its node-options run code).
+  const own = ["bin", "dist", "src", "node_modules", "package.json", "tsconfig.json", ".npmrc", "web", "config"].map((entry) => join(packageRoot, entry));
+  // Installed in a project, DuckLM loads its dependencies (and is started through `.bin`) from the
+  // project's node_modules: all of it is the program then.
+  const segments = packageRoot.split(sep);
+  const outermost = segments.indexOf("node_modules");
+  return outermost > 0 ? [...own, segments.slice(0, outermost + 1).join(sep)] : own;
 }
 
 /**

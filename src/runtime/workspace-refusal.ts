@@ -1,3 +1,4 @@
+import { lstatSync } from "node:fs";
 import { resolve } from "node:path";
 import { realpathOfDeepestAncestor } from "../permissions/path-judge.js";
 
@@ -14,5 +15,9 @@ export function workspaceRefusal(workspace: string, protectedPaths: readonly str
   if (own) return `the workspace ${workspace} is DuckLM's own state or lies inside it (${own}): tasks would reach its database, token or config; choose another folder`;
   const program = readOnlyPaths.find(inside);
   if (program) return `the workspace ${workspace} is DuckLM's own program or lies inside it (${program}): tasks could change what DuckLM runs; choose another folder`;
+  // A part of the program that is a link in the workspace (a node_modules linked in) cannot be kept
+  // from being renamed and replaced by one of the task's making.
+  const linked = readOnlyPaths.find((path) => path.startsWith(`${resolve(workspace)}/`) && lstatSync(path, { throwIfNoEntry: false })?.isSymbolicLink());
+  if (linked) return `the workspace ${workspace} holds DuckLM's own program, and ${linked} in it is a symbolic link, which a task could replace with one of its own; choose another folder, or make it a folder`;
   return null;
 }

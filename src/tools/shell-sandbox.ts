@@ -1,5 +1,5 @@
 import { spawnSync } from "node:child_process";
-import { existsSync, readdirSync, realpathSync, statSync } from "node:fs";
+import { existsSync, lstatSync, readdirSync, realpathSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import type { Logger } from "pino";
@@ -113,6 +113,14 @@ function pinnedAncestors(workspace: string, hidden: string): string[] {
   return pinned;
 }
 
+function lstatOrNull(path: string): ReturnType<typeof lstatSync> | null {
+  try {
+    return lstatSync(path);
+  } catch {
+    return null;
+  }
+}
+
 export interface BubblewrapOptions {
   /** DuckLM's home, config and plugin folders: hidden from every command. */
   hiddenPaths: readonly string[];
@@ -161,16 +169,16 @@ export function bubblewrapShell(options: BubblewrapOptions): ShellSandbox {
       const readOnly = [...new Set((options.readOnlyPaths ?? []).map((path) => realOrNull(path)).filter((path): path is string => path !== null && path.startsWith(`${launch.workspace}/`)))];
       // A folder of the program that is not there (`dist` before a build, `src` of an installed
       // package) must not be made by a task either: the next start would run what it put there. A
-      // throwaway tmpfs covers its place (bubblewrap leaves the empty folder it mounts on). Files, named
-      // with an extension, are left: a mount point would leave an empty file where they belong.
-      const absent = (options.readOnlyPaths ?? []).filter((path) => !existsSync(path) && !/\.[a-z]+$/.test(path) && path.startsWith(`${launch.workspace}/`) && isDirectory(dirname(path)));
+      // throwaway tmpfs covers a missing folder, /dev/null a missing file (one named with an extension,
+      // `.npmrc`); bubblewrap leaves the empty folder or file it mounts on.
+      const absent = (options.readOnlyPaths ?? []).filter((path) => !existsSync(path) && !lstatOrNull(path) && path.startsWith(`${launch.workspace}/`) && isDirectory(dirname(path)));
       // Pinned first, protected after: a pinned folder must not cover a read-only `.git` or a hidden
       // path within it. Folders holding a nested `.git` are pinned too, or renaming one (`mv sub x`)
       // would carry the read-only `.git` off and leave a writable copy in its place.
       const pinned = new Set([...inside, ...repositories, ...readOnly].flatMap((path) => pinnedAncestors(launch.workspace, path)));
       for (const ancestor of pinned) args.push("--bind", ancestor, ancestor);
       for (const path of [...repositories, ...readOnly]) args.push("--ro-bind", path, path);
-      for (const path of absent) args.push("--tmpfs", path);
+      for (const path of absent) args.push(...(/\.[a-z]+$/.test(path) ? ["--ro-bind", "/dev/null", path] : ["--tmpfs", path]));
       for (const path of inside) hide(path);
       for (const path of SERVICE_SOCKET_DIRS) if (isDirectory(path) && realOrNull(path) === path) args.push("--tmpfs", path);
       for (const path of SERVICE_SOCKET_FILES) if (existsSync(path) && realOrNull(path) === path) args.push("--ro-bind", "/dev/null", path);
