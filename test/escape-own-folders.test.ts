@@ -59,7 +59,7 @@ describe("DuckLM's own folders, from a task's side", () => {
     expect(existsSync(join(unbuilt, "node_modules", "commander"))).toBe(false);
     expect(existsSync(join(unbuilt, ".npmrc")) ? readFileSync(join(unbuilt, ".npmrc"), "utf8") : "").toBe("");
     // Installed in a project, the project's node_modules (its dependencies, its .bin) is the program too.
-    expect(programPathsOf("/p/node_modules/ducklm")).toEqual(expect.arrayContaining(["/p/node_modules/ducklm/dist", "/p/node_modules/ducklm/src", "/p/node_modules"]));
+    expect(programPathsOf("/p/node_modules/ducklm")).toEqual(expect.arrayContaining(["/p/node_modules/ducklm/dist", "/p/node_modules/ducklm/src", "/p/node_modules", "/p/.npmrc"]));
     expect(programPathsOf("/p/node_modules/.pnpm/ducklm@1/node_modules/ducklm")).toContain("/p/node_modules");
     expect(programPathsOf("/home/me/ducklm")).not.toContain("/home/me");
     // The file tools read it and never write it.

@@ -336,6 +336,15 @@ describe("a script file a shell is told to run", () => {
     expect((await judged("bash hello.sh")).reason).toMatch(/judged as it is now/);
     // Written by the same line first: what it will hold is not known.
     expect((await judged("echo echo > hello.sh && bash hello.sh")).category).toBe("no_always");
+    // However the script is reached: sourced, run by its path, named at run time, handed over by find.
+    writeFileSync(join(workspace, "run.sh"), "#!/bin/bash\nrm -r victim\n", { mode: 0o755 });
+    writeFileSync(join(workspace, "list"), "run.sh\n");
+    for (const command of ["source mount.sh", ". mount.sh", ". ./mount.sh", "builtin source mount.sh", 'bash -c ". mount.sh"', 'eval ". mount.sh"', "./run.sh", "./mount.sh", "xargs bash < list", "xargs -a list bash", "find . -name run.sh -exec bash {} \\;", "find . -name run.sh -exec bash {} +", "BASH_ENV=run.sh bash -c true", 'bash "$f"']) {
+      expect((await judged(command)).category, command).toBe("no_always");
+    }
+    // A program run by its path that is no shell script is judged as before.
+    writeFileSync(join(workspace, "tool.py"), "#!/usr/bin/env python3\nprint('rm -r victim')\n", { mode: 0o755 });
+    expect((await judged("./tool.py")).category).toBe("unknown");
     // Outside the workspace or missing: not read, and asked as before.
     expect((await judged("bash /etc/profile")).reason).toMatch(/whose content is not judged/);
     expect((await judged("bash missing.sh")).category).toBe("unknown");

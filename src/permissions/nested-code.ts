@@ -5,6 +5,7 @@ import { Judgement, readShellArgs, shown, type ScriptState } from "./judgement.j
 import { looseCommands } from "./loose-commands.js";
 import type { ScriptJudge } from "./script-judge.js";
 import type { ShellCommand, ShellParser } from "./shell-script.js";
+import { baseName } from "./command-wrappers.js";
 import { dashReading } from "./shell-syntax.js";
 import { literalWord, type ShellWord } from "./shell-words.js";
 
@@ -28,6 +29,36 @@ function scriptFileText(file: ShellWord, state: ScriptState): string | null {
   } catch {
     return null;
   }
+}
+
+/**
+ * A script file a shell runs, judged by what it holds now: a command in it counts as if written
+ * out (`bash a.sh` holding `mount …` is asked however the task was pre-approved). A name only known
+ * at run time (`xargs bash`, `bash "$f"`), or a file this line may have written first, is not known.
+ */
+export function judgeScriptFile(judge: ScriptJudge, parser: ShellParser, file: ShellWord, state: ScriptState, judgement: Judgement, where: string): void {
+  if (!file.static) {
+    judgement.raise("no_always", `runs a script file${where} whose name is only known at run time (${file.text})`);
+    return;
+  }
+  if (state.writes.by) {
+    judgement.raise("no_always", `runs the script file ${file.text}${where}, which an earlier command of this line ("${state.writes.by}") may have written`);
+    return;
+  }
+  const content = scriptFileText(file, state);
+  judgement.raise("unknown", `runs the script file ${file.text}${where}, ${content === null ? "whose content is not judged" : "judged as it is now"}`);
+  if (content !== null) judgeNestedScript(judge, parser, { text: content, static: true, glob: false }, state, judgement, "a script file");
+}
+
+/** Whether a file a command runs by its path (`./build.sh`) is a shell script: a shell's `#!` line, or none. */
+export function shellScriptText(file: ShellWord, state: ScriptState): string | null {
+  const text = scriptFileText(file, state);
+  if (text === null || text.includes("\0")) return null;
+  const first = text.split("\n", 1)[0]!;
+  if (!first.startsWith("#!")) return text;
+  const interpreter = first.slice(2).trim().split(/\s+/);
+  const name = baseName(interpreter[0] === "/usr/bin/env" || interpreter[0] === "/bin/env" ? (interpreter[1] ?? "") : (interpreter[0] ?? ""));
+  return SHELLS.has(name) ? text : null;
 }
 
 const SHELLS = new Set(["sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "csh", "tcsh", "yash"]);
@@ -65,15 +96,7 @@ export function judgeNested(judge: ScriptJudge, parser: ShellParser, command: Sh
       return true;
     }
     if (shell.file) {
-      // Judged as it is now: what it runs counts as if written out (`bash a.sh` holding `mount …` is
-      // asked however the task was pre-approved). One this line may have written first is not known.
-      if (state.writes.by && shell.file.static) {
-        judgement.raise("no_always", `runs the script file ${shell.file.text}, which an earlier command of this line ("${state.writes.by}") may have written`);
-        return true;
-      }
-      const content = scriptFileText(shell.file, state);
-      judgement.raise("unknown", `runs the script file ${shell.file.text}, ${content === null ? "whose content is not judged" : "judged as it is now"}`);
-      if (content !== null) judgeNestedScript(judge, parser, { text: content, static: true, glob: false }, state, judgement, "a script file");
+      judgeScriptFile(judge, parser, shell.file, state, judgement, "");
       return true;
     }
     judgeStdinScript(judge, parser, command, state, judgement, program);
@@ -84,7 +107,8 @@ export function judgeNested(judge: ScriptJudge, parser: ShellParser, command: Sh
     return true;
   }
   if (program === "source" || program === ".") {
-    judgement.raise("unknown", `runs the script file ${args[0]?.text ?? "(none)"} in the shell itself`);
+    if (args[0]) judgeScriptFile(judge, parser, args[0], state, judgement, " in the shell itself");
+    else judgement.raise("unknown", "runs no script file in the shell itself");
     return true;
   }
   if (program === "alias") {
@@ -100,6 +124,10 @@ export function judgeNested(judge: ScriptJudge, parser: ShellParser, command: Sh
       const end = args.findIndex((word, j) => j > i && (word.text === ";" || (word.text === "+" && args[j - 1]?.text === "{}")));
       const part = args.slice(i + 1, end === -1 ? undefined : end);
       if (part.length === 0) continue;
+      const runner = baseName(part[0]!.text);
+      if ((SHELLS.has(runner) || runner === "source" || runner === ".") && part.some((word) => word.text.includes("{}"))) {
+        judgement.raise("no_always", `runs ${runner} on each file find finds, whose content is not judged`);
+      }
       // `{}` is each path found: judged as each place the search starts from.
       for (const start of starts) {
         const words = part.map((word) => (word.text.includes("{}") ? { ...word, text: word.text.split("{}").join(start) } : word));

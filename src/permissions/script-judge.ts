@@ -6,7 +6,7 @@ import { hardStopInWordRuns, hiddenHardStop, looseWordsOf, type HardStopProbe } 
 import { ARGUMENT_DESTROYERS, commandText, globMatches, Judgement, mayCreateFiles, shown, xargsInput, type ScriptState } from "./judgement.js";
 import { looseCommands } from "./loose-commands.js";
 import { MISREAD_CONTROL_CHARACTERS, otherReadings } from "./shell-syntax.js";
-import { judgeNested, judgeNestedScript } from "./nested-code.js";
+import { judgeNested, judgeNestedScript, judgeScriptFile, shellScriptText } from "./nested-code.js";
 import { isNetworkPseudoFile, judgeWorkspacePath, normalisePath } from "./path-judge.js";
 import { ruleMatches, type LegacyRule } from "./rule-matching.js";
 import type { ShellCommand, ShellParser, ShellRedirect } from "./shell-script.js";
@@ -23,6 +23,14 @@ export interface JudgingRules {
 
 // Directories whose programs a shape may allow when named by path; `./sed` or `/tmp/ls` could be anything.
 const TRUSTED_DIRS = new Set(["/bin", "/usr/bin", "/usr/local/bin", "/sbin", "/usr/sbin"]);
+/** Variables that make a shell run a file before anything else, whose content is not judged. */
+const STARTUP_FILE_VARIABLES = new Set(["BASH_ENV", "ENV"]);
+
+function judgeAssignment(name: string, judgement: Judgement): void {
+  if (STARTUP_FILE_VARIABLES.has(name)) judgement.raise("no_always", `sets ${name}, a file a shell runs before anything else, whose content is not judged`);
+  else judgement.raise("unknown", `sets ${name} in the command's environment, which can change what any program does`);
+}
+
 // Wrappers that change nothing about what the wrapped command may do.
 const NEUTRAL_WRAPPERS = new Set(["timeout", "nice", "time", "command"]);
 const SUDO_LIKE = new Set(["sudo", "doas"]);
@@ -98,7 +106,7 @@ export class ScriptJudge {
       if (command.redirects.length === 0 && command.assignments.length === 0) judgement.raise("unknown", "no command found");
       return;
     }
-    for (const assignment of command.assignments) judgement.raise("unknown", `sets ${assignment.name} in the command's environment, which can change what any program does`);
+    for (const assignment of command.assignments) judgeAssignment(assignment.name, judgement);
     const unwrapped = unwrap(command.words);
     if (unwrapped.words.length > 0) judgement.commands.push(shown(unwrapped.words));
     // `sudo -i`, `su -`, `env -C dir`: the wrapped command runs somewhere else, and is judged there.
@@ -126,7 +134,7 @@ export class ScriptJudge {
       }
       this.matchLegacy(wrapper.name, wrapper.words.slice(1), state, judgement);
     }
-    for (const assignment of unwrapped.assignments) judgement.raise("unknown", `sets ${assignment.name} in the command's environment, which can change what any program does`);
+    for (const assignment of unwrapped.assignments) judgeAssignment(assignment.name, judgement);
     for (const script of unwrapped.scripts) judgeNestedScript(this, parser, script, wrapped, judgement, "a command line handed to a shell");
     const head = unwrapped.words[0];
     if (!head) {
@@ -164,6 +172,8 @@ export class ScriptJudge {
     }
     this.judgeRedirects(command, state, judgement, program);
     const nestedHandled = judgeNested(this, parser, command, program, args, wrapped, judgement);
+    // A shell script run by its path (`./build.sh`) is judged by what it holds, as `bash build.sh` is.
+    if (!nestedHandled && head.text.includes("/") && shellScriptText(head, wrapped) !== null) judgeScriptFile(this, parser, head, wrapped, judgement, "");
     if (program === "hash") {
       // `hash -p /bin/rm ls` makes `ls` run rm from then on.
       const index = args.findIndex((word) => word.text === "-p");

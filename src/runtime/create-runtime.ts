@@ -195,10 +195,13 @@ export function programPathsOf(packageRoot: string): string[] {
   // elsewhere); .npmrc: npm reads it for `npm start` and `npx ducklm` there (its node-options run code).
   const own = ["bin", "dist", "src", "node_modules", "package.json", "tsconfig.json", ".npmrc", "web", "config"].map((entry) => join(packageRoot, entry));
   // Installed in a project, DuckLM loads its dependencies (and is started through `.bin`) from the
-  // project's node_modules: all of it is the program then.
+  // project's node_modules: all of it is the program then, and the project's .npmrc, which
+  // `npx ducklm` there reads.
   const segments = packageRoot.split(sep);
   const outermost = segments.indexOf("node_modules");
-  return outermost > 0 ? [...own, segments.slice(0, outermost + 1).join(sep)] : own;
+  if (outermost <= 0) return own;
+  const project = segments.slice(0, outermost).join(sep) || sep;
+  return [...own, join(project, "node_modules"), join(project, ".npmrc")];
 }
 
 /**
