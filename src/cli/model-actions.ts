@@ -11,6 +11,7 @@ import { createModelProvider, modelsDirectory } from "../models/create-model-pro
 import { catalogueModel, listedBytes, loadCatalogue, presetPlan, roleSettings } from "../models/model-catalogue.js";
 import { downloadModel, type DownloadResult } from "../models/model-download.js";
 import { ggufEmbeddingLength } from "../models/gguf/gguf-header.js";
+import { homeIsNotAFolder } from "../storage/private-files.js";
 import { resolveRolesChecked } from "../models/model-roles.js";
 import { createLogger } from "../runtime/logger.js";
 import { urlForDisplay } from "../utils/url-for-display.js";
@@ -36,7 +37,7 @@ export async function modelsListCommand(globals: GlobalOptions, options: { json?
   const home = resolveHomeDir(globals.home);
   // A home that is a file holds no models; saying each one is missing would send the user to `setup` in vain.
   if (statSync(home, { throwIfNoEntry: false })?.isDirectory() === false) {
-    throw new DuckError(ErrorCode.StorageFailed, `${home} is not a folder: choose a home DuckLM can write with --home or DUCKLM_HOME`);
+    throw homeIsNotAFolder(home);
   }
   const config = loadConfig(resolveConfigDir(globals.config));
   const roles = await resolveRolesChecked(config.models, modelsDirectory(home));

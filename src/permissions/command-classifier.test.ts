@@ -1,4 +1,4 @@
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import fc from "fast-check";
@@ -345,6 +345,13 @@ describe("a script file a shell is told to run", () => {
     // A program run by its path that is no shell script is judged as before.
     writeFileSync(join(workspace, "tool.py"), "#!/usr/bin/env python3\nprint('rm -r victim')\n", { mode: 0o755 });
     expect((await judged("./tool.py")).category).toBe("unknown");
+    // DuckLM's own state inside the workspace is never read: its text would reach the permission request.
+    const ownState = join(workspace, "data");
+    mkdirSync(ownState);
+    writeFileSync(join(ownState, "token"), "secret-token-4242\n");
+    const guarded = new CommandClassifier(config, { home: EXAMPLE_HOME, protectedPaths: [ownState], realpath: realpathOfDeepestAncestor });
+    const leak = await guarded.classify("bash data/token", { workspace });
+    expect(JSON.stringify(leak)).not.toContain("secret-token-4242");
     // Outside the workspace or missing: not read, and asked as before.
     expect((await judged("bash /etc/profile")).reason).toMatch(/whose content is not judged/);
     expect((await judged("bash missing.sh")).category).toBe("unknown");

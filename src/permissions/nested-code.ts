@@ -6,6 +6,7 @@ import { looseCommands } from "./loose-commands.js";
 import type { ScriptJudge } from "./script-judge.js";
 import type { ShellCommand, ShellParser } from "./shell-script.js";
 import { baseName } from "./command-wrappers.js";
+import { judgeWorkspacePath } from "./path-judge.js";
 import { dashReading } from "./shell-syntax.js";
 import { literalWord, type ShellWord } from "./shell-words.js";
 
@@ -14,15 +15,15 @@ const SCRIPT_FILE_MAX_BYTES = 256 * 1024;
 
 /**
  * The text of a script file a shell is told to run, where it can be known: a fixed name, in the one
- * directory the command runs in, inside the workspace, on the real file system (not while checking
- * the examples), and not too long to read.
+ * directory the command runs in, inside the workspace and not DuckLM's own state or `.git` (its text
+ * would reach the permission request), on the real file system (not while checking the examples),
+ * and not too long to read.
  */
 function scriptFileText(file: ShellWord, state: ScriptState): string | null {
   const cwd = state.cwds.length === 1 ? state.cwds[0] : null;
   if (!file.static || !cwd || !state.context.physical) return null;
+  if (judgeWorkspacePath(file, [cwd], state.context) !== "inside") return null;
   const path = state.context.physical.resolve(file.text, cwd);
-  const workspace = state.context.workspace;
-  if (path !== workspace && !path.startsWith(`${workspace}/`)) return null;
   try {
     const info = statSync(path);
     return info.isFile() && info.size <= SCRIPT_FILE_MAX_BYTES ? readFileSync(path, "utf8") : null;

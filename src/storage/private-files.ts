@@ -16,6 +16,11 @@ function whyNot(error: unknown, making: "folder" | "file"): string {
   return (error as Error).message;
 }
 
+/** The error for a home that is a file (`--home /dev/null`). */
+export function homeIsNotAFolder(dir: string): DuckError {
+  return new DuckError(ErrorCode.StorageFailed, `${dir} is not a folder: choose a home DuckLM can write with --home or DUCKLM_HOME`, { details: { directory: dir } });
+}
+
 /**
  * DuckLM's home holds the token, the approvals and every task's log: only its owner may read it.
  * Creates the folder 0700, and tightens an existing one that is DuckLM's: this user's, and empty or
@@ -31,7 +36,7 @@ export function ensurePrivateDir(dir: string): void {
   } catch (error) {
     throw new DuckError(ErrorCode.StorageFailed, `cannot use the folder ${dir}: ${whyNot(error, "folder")}; choose a home DuckLM can write with --home or DUCKLM_HOME`, { cause: error, details: { directory: dir } });
   }
-  if (!info.isDirectory()) throw new DuckError(ErrorCode.StorageFailed, `${dir} is not a folder: choose a home DuckLM can write with --home or DUCKLM_HOME`, { details: { directory: dir } });
+  if (!info.isDirectory()) throw homeIsNotAFolder(dir);
   if ((info.mode & 0o777) === 0o700) return;
   if (!created && !isDuckLMFolder(dir, info)) return;
   try {

@@ -113,20 +113,12 @@ function pinnedAncestors(workspace: string, hidden: string): string[] {
   return pinned;
 }
 
-function lstatOrNull(path: string): ReturnType<typeof lstatSync> | null {
-  try {
-    return lstatSync(path);
-  } catch {
-    return null;
-  }
-}
-
 export interface BubblewrapOptions {
   /** DuckLM's home, config and plugin folders: hidden from every command. */
   hiddenPaths: readonly string[];
   /**
-   * Folders commands may read but never change, even inside the workspace: the bundled config of a
-   * checkout, which holds no secret (hidden, `git status` there would call its files deleted).
+   * What commands may read but never change, even inside the workspace: DuckLM's program (its build,
+   * sources, packages, page and bundled config), which holds no secret.
    */
   readOnlyPaths?: readonly string[];
   /** Commands given the network may reach private (LAN) addresses. Defaults to false. */
@@ -171,7 +163,7 @@ export function bubblewrapShell(options: BubblewrapOptions): ShellSandbox {
       // package) must not be made by a task either: the next start would run what it put there. A
       // throwaway tmpfs covers a missing folder, /dev/null a missing file (one named with an extension,
       // `.npmrc`); bubblewrap leaves the empty folder or file it mounts on.
-      const absent = (options.readOnlyPaths ?? []).filter((path) => !existsSync(path) && !lstatOrNull(path) && path.startsWith(`${launch.workspace}/`) && isDirectory(dirname(path)));
+      const absent = (options.readOnlyPaths ?? []).filter((path) => path.startsWith(`${launch.workspace}/`) && isDirectory(dirname(path)) && !lstatSync(path, { throwIfNoEntry: false }));
       // Pinned first, protected after: a pinned folder must not cover a read-only `.git` or a hidden
       // path within it. Folders holding a nested `.git` are pinned too, or renaming one (`mv sub x`)
       // would carry the read-only `.git` off and leave a writable copy in its place.
