@@ -2,6 +2,17 @@ import { lstatSync } from "node:fs";
 import { resolve } from "node:path";
 import { realpathOfDeepestAncestor } from "../permissions/path-judge.js";
 
+// Each task's workspace is checked against the same few roots: their real paths are worked out once.
+const realForms = new Map<string, string[]>();
+function bothForms(root: string): string[] {
+  let forms = realForms.get(root);
+  if (!forms) {
+    forms = [resolve(root), realpathOfDeepestAncestor(resolve(root))];
+    realForms.set(root, forms);
+  }
+  return forms;
+}
+
 /**
  * Why a folder cannot be a workspace, or null: one that is, or lies inside, DuckLM's home, the
  * user's config folder, the bundled config or DuckLM's program would let tasks write what DuckLM
@@ -10,7 +21,7 @@ import { realpathOfDeepestAncestor } from "../permissions/path-judge.js";
  */
 export function workspaceRefusal(workspace: string, protectedPaths: readonly string[], readOnlyPaths: readonly string[]): string | null {
   const real = realpathOfDeepestAncestor(resolve(workspace));
-  const inside = (root: string) => [resolve(root), realpathOfDeepestAncestor(resolve(root))].some((path) => real === path || real.startsWith(`${path}/`));
+  const inside = (root: string) => bothForms(root).some((path) => real === path || real.startsWith(`${path}/`));
   const own = protectedPaths.find(inside);
   if (own) return `the workspace ${workspace} is DuckLM's own state or lies inside it (${own}): tasks would reach its database, token or config; choose another folder`;
   const program = readOnlyPaths.find(inside);
