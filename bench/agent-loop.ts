@@ -26,7 +26,7 @@ import { estimateTokens } from "../src/contracts/tokens.js";
 import { scriptedAgent } from "../test/helpers/scripted-agent.js";
 import { createTestRuntime } from "../test/helpers/test-runtime.js";
 import { createEchoTool } from "../test/helpers/test-tools.js";
-import { median, spread, workspaceIn } from "./bench-stats.js";
+import { median, spread, benchFolders } from "./bench-stats.js";
 
 const { values } = parseArgs({ options: { tasks: { type: "string", default: "60" }, rounds: { type: "string", default: "5" }, only: { type: "string" } } });
 const TASKS_PER_SHAPE = Number(values.tasks);
@@ -75,8 +75,7 @@ async function duckSetup(dir: string): Promise<Runner> {
     streaming: { chunkSize: 1_000_000 },
   });
   const runtime = createTestRuntime({
-    home: dir,
-    workspace: workspaceIn(dir),
+    ...benchFolders(dir),
     models,
     tools: [createEchoTool()],
     runtime: { storage: { synchronous: "NORMAL" }, agent: { max_iterations: 6 } },

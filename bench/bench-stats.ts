@@ -27,9 +27,14 @@ export function benchScript(name: string): { file: string; execArgv: string[] } 
   return COMPILED ? { file: join(import.meta.dirname, `${name}.js`), execArgv: [] } : { file: join(import.meta.dirname, `${name}.ts`), execArgv: ["--import", import.meta.resolve("tsx")] };
 }
 
-/** A workspace folder inside a bench's temporary home: a workspace may hold DuckLM's home, never be it. */
-export function workspaceIn(home: string): string {
-  const workspace = join(home, "workspace");
+/**
+ * A bench's home and workspace, side by side in its temporary folder: DuckLM refuses a workspace
+ * that is its home or lies inside it (a task could reach the database and token).
+ */
+export function benchFolders(dir: string): { home: string; workspace: string } {
+  const home = join(dir, "home");
+  const workspace = join(dir, "workspace");
+  mkdirSync(home, { recursive: true });
   mkdirSync(workspace, { recursive: true });
-  return workspace;
+  return { home, workspace };
 }

@@ -14,7 +14,7 @@
 // Each figure is the median of 5 rounds.
 //
 //   npm run bench:scaling [-- --vectors 10000,100000] [--rounds 5]
-import { workspaceIn } from "./bench-stats.js";
+import { benchFolders } from "./bench-stats.js";
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -66,8 +66,7 @@ async function planRun(steps: number): Promise<{ ms: number; bytes: number }> {
     steps: Array.from({ length: steps }, (_, i) => ({ id: `s${i + 1}`, kind: "tool" as const, description: `step ${i + 1}`, depends_on: i === 0 ? [] : [`s${i}`], tool: "echo", arguments: { text: `output of step ${i + 1} `.repeat(4) } })),
   };
   const runtime = createTestRuntime({
-    home: dir,
-    workspace: workspaceIn(dir),
+    ...benchFolders(dir),
     configDir: configForLongPlans(dir),
     models: scriptedAgent({ directive: (_request, view) => (view.decision === 1 ? plan : { kind: "respond", answer: "done" }), streaming: { chunkSize: 1_000_000 } }),
     tools: [createEchoTool()],
@@ -107,7 +106,7 @@ async function planSteps(): Promise<void> {
 
 async function catchUp(): Promise<void> {
   const dir = scratch();
-  const runtime = createTestRuntime({ home: dir, workspace: workspaceIn(dir), runtime: { storage: { synchronous: "NORMAL" } } });
+  const runtime = createTestRuntime({ ...benchFolders(dir), runtime: { storage: { synchronous: "NORMAL" } } });
   try {
     const store = runtime.store;
     const taskOf = (events: number) => {
@@ -144,7 +143,7 @@ async function catchUp(): Promise<void> {
 async function taskListing(): Promise<void> {
   const perListing = async (tasks: number) => {
     const dir = scratch();
-    const runtime = createTestRuntime({ home: dir, workspace: workspaceIn(dir), runtime: { storage: { synchronous: "NORMAL" } } });
+    const runtime = createTestRuntime({ ...benchFolders(dir), runtime: { storage: { synchronous: "NORMAL" } } });
     try {
       const store = runtime.store;
       for (let i = 0; i < tasks; i += 1) {

@@ -2,7 +2,7 @@
 // for a task whose tool returns a large output (how many times is the output stored?).
 //
 //   npm run bench:soak [-- --tasks 10000 --large 20]
-import { workspaceIn } from "./bench-stats.js";
+import { benchFolders } from "./bench-stats.js";
 import { mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -25,7 +25,7 @@ const residentMb = () => {
 async function memorySoak(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "ducklm-soak-"));
   const models = scriptedAgent({ directive: { kind: "tool", tool: "echo", arguments: { text: "quack ".repeat(200) }, reason: "" }, streaming: { chunkSize: 1_000_000 } });
-  const runtime = createTestRuntime({ home: dir, workspace: workspaceIn(dir), tools: [createEchoTool()], models });
+  const runtime = createTestRuntime({ ...benchFolders(dir), tools: [createEchoTool()], models });
   try {
     let atFirstMark = 0;
     const started = Date.now();

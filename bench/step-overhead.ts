@@ -24,7 +24,7 @@ import { ScriptedModelProvider } from "../src/models/scripted-provider.js";
 import { sqliteOf } from "../src/storage/open-database.js";
 import { createTestRuntime } from "../test/helpers/test-runtime.js";
 import { createEchoTool, isDirectiveRequest } from "../test/helpers/test-tools.js";
-import { median, workspaceIn } from "./bench-stats.js";
+import { median, benchFolders } from "./bench-stats.js";
 
 const { values } = parseArgs({
   options: { tasks: { type: "string", default: "400" }, rounds: { type: "string", default: "5" }, only: { type: "string" } },
@@ -47,7 +47,7 @@ async function duckSetup(dir: string, toolName: "echo" | "echo_effect") {
         ? { recall: false, query: "" }
         : { correctness: 1, usefulness: 1, safety: 1, verdict: "pass", reason: "ok" },
   );
-  const runtime = createTestRuntime({ home: dir, workspace: workspaceIn(dir), models, tools: [createEchoTool(), sideEffectingEcho()], runtime: { storage: { synchronous: "NORMAL" } } });
+  const runtime = createTestRuntime({ ...benchFolders(dir), models, tools: [createEchoTool(), sideEffectingEcho()], runtime: { storage: { synchronous: "NORMAL" } } });
   return {
     modelCalls: () => models.calls.length,
     async step(i: number) {
