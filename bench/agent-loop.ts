@@ -31,8 +31,14 @@ import { median, spread, benchFolders } from "./bench-stats.js";
 const { values } = parseArgs({ options: { tasks: { type: "string", default: "60" }, rounds: { type: "string", default: "5" }, only: { type: "string" } } });
 const TASKS_PER_SHAPE = Number(values.tasks);
 const ROUNDS = Number(values.rounds);
-/** Tasks of each shape each side runs before its timed run: enough for both to reach their steady speed. */
-const WARMUP = 40;
+/**
+ * Tasks of each shape each side runs before its timed run: enough for both to reach their steady
+ * speed. With 40, V8 was still optimising DuckLM's once-per-task functions (submit, finishTask, the
+ * event appliers) on its background threads in every timed round (`node --trace-opt`: 44 functions in
+ * the first round, still 16 in the eighth), and that compiling counted as DuckLM's CPU; with 300 it
+ * falls to a few per round.
+ */
+const WARMUP = 300;
 
 /**
  * The task set. Each shape is what the model decides at each decision, given what it has seen:
