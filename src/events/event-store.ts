@@ -30,9 +30,16 @@ function toEvent(row: EventRow, blobs: BlobStore): DuckEvent {
   return { task_id: row.task_id, seq: row.seq, type: row.type as EventTypeName, time: row.time, payload };
 }
 
-/** Append-only event log. Callers wrap `insert` in the transaction that also changes task state. */
+/**
+ * Rows per INSERT statement: a task's first commit holds about a dozen events, and one statement for
+ * all of them costs about what two single-row ones do.
+ */
+const ROWS_PER_INSERT = 16;
+
+/** Append-only event log. Callers wrap `insertAll` in the transaction that also changes task state. */
 export class EventStore {
-  private readonly insertStatement: SqlStatement<[string, number, string, string, string]>;
+  /** By row count: the INSERT statement for that many events at once. */
+  private readonly insertStatements = new Map<number, SqlStatement>();
   private readonly byTaskStatement: SqlStatement<[string, number, number]>;
   private readonly recentStatement: SqlStatement<[number]>;
   private readonly lastSeqStatement: SqlStatement<[string]>;
@@ -41,7 +48,6 @@ export class EventStore {
     private readonly db: SqlDatabase,
     private readonly blobs = new BlobStore(db),
   ) {
-    this.insertStatement = db.prepare("INSERT INTO events (task_id, seq, type, time, payload) VALUES (?, ?, ?, ?, ?)");
     this.byTaskStatement = db.prepare(
       "SELECT task_id, seq, type, time, payload FROM events WHERE task_id = ? AND seq >= ? ORDER BY seq LIMIT ?",
     );
@@ -51,9 +57,29 @@ export class EventStore {
     this.lastSeqStatement = db.prepare("SELECT COALESCE(MAX(seq), 0) AS seq FROM events WHERE task_id = ?");
   }
 
-  /** `payloadJson`: the payload's JSON text, when the caller already made it. */
-  insert(event: DuckEvent, payloadJson = payloadJsonOf(event)): void {
-    this.insertStatement.run(event.task_id, event.seq, event.type, event.time, this.blobs.pack(event.task_id, event.payload, payloadJson));
+  /**
+   * Stores the events in the order given (their ids follow that order). `payloadJson[i]`: the JSON
+   * text of `events[i]`'s payload, when the caller already made it.
+   */
+  insertAll(events: readonly DuckEvent[], payloadJson: readonly string[] = []): void {
+    for (let start = 0; start < events.length; start += ROWS_PER_INSERT) {
+      const end = Math.min(events.length, start + ROWS_PER_INSERT);
+      const values: Array<string | number> = [];
+      for (let i = start; i < end; i += 1) {
+        const event = events[i]!;
+        values.push(event.task_id, event.seq, event.type, event.time, this.blobs.pack(event.task_id, event.payload, payloadJson[i] ?? payloadJsonOf(event)));
+      }
+      this.insertStatementFor(end - start).run(...values);
+    }
+  }
+
+  private insertStatementFor(rows: number): SqlStatement {
+    let statement = this.insertStatements.get(rows);
+    if (!statement) {
+      statement = this.db.prepare(`INSERT INTO events (task_id, seq, type, time, payload) VALUES ${Array.from({ length: rows }, () => "(?, ?, ?, ?, ?)").join(", ")}`);
+      this.insertStatements.set(rows, statement);
+    }
+    return statement;
   }
 
   /** Stored events of one task with `seq >= fromSeq`, in order. */

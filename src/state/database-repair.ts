@@ -332,10 +332,11 @@ export function recoverDatabaseFile(file: string, now = new Date()): RecoveryRep
         const asEvents: DuckEvent[] = intact.map((row) => ({ task_id: row.task_id, seq: row.seq, type: row.type as EventTypeName, time: row.time, payload: row.payload }));
         const projection = projectEvents(asEvents);
         const received = asEvents[0]!.payload as { text: string; session_id: string | null; workspace: string };
-        taskRows.insert({ id: taskId, text: received.text, session_id: received.session_id ?? null, workspace: received.workspace, time: asEvents[0]!.time });
+        const lastTime = asEvents.at(-1)!.time;
+        const rowComplete = taskRows.insert({ id: taskId, text: received.text, session_id: received.session_id ?? null, workspace: received.workspace, time: asEvents[0]!.time }, projection, lastTime);
         for (const row of intact) insertEvent.run(row.id, row.task_id, row.seq, row.type, row.time, targetBlobs.pack(row.task_id, row.payload));
-        taskRows.update(projection, asEvents.at(-1)!.time);
-        taskRows.writeCheckpoint(projection, asEvents.at(-1)!.time);
+        if (!rowComplete) taskRows.update(projection, lastTime);
+        taskRows.writeCheckpoint(projection, lastTime);
         report.events_kept += intact.length;
         report.tasks_kept += 1;
         if (kept < lastRecorded) {

@@ -49,8 +49,8 @@ export class TaskRows {
     private readonly blobs = new BlobStore(db),
   ) {
     this.insertTask = db.prepare(
-      `INSERT INTO tasks (id, text, state, session_id, workspace, created_at, updated_at, last_seq)
-       VALUES (@id, @text, 'received', @session_id, @workspace, @time, @time, 0)`,
+      `INSERT INTO tasks (id, text, state, session_id, workspace, created_at, updated_at, last_seq, answer, error)
+       VALUES (@id, @text, @state, @session_id, @workspace, @created_at, @updated_at, @seq, @answer, @error)`,
     );
     this.updateTask = db.prepare(
       "UPDATE tasks SET state = @state, updated_at = @time, last_seq = @seq, answer = @answer, error = @error WHERE id = @id",
@@ -87,8 +87,26 @@ export class TaskRows {
     this.selectTasksByStateAfter = db.prepare("SELECT * FROM tasks WHERE state = ? AND (created_at < ? OR (created_at = ? AND id > ?)) ORDER BY created_at DESC, id LIMIT ?");
   }
 
-  insert(task: NewTaskRow): void {
-    this.insertTask.run(task);
+  /**
+   * Writes a new task's row as `projection` has it at `time` (a task's first commit often takes it
+   * past several states), so that the commit needs no update after it. Returns false when the row
+   * still needs one: a long answer is stored as a blob, whose reference can only follow the row.
+   */
+  insert(task: NewTaskRow, projection: TaskProjection, time: string): boolean {
+    const answerInline = projection.answer === null || this.blobs.keepsInline(projection.answer);
+    this.insertTask.run({
+      id: task.id,
+      text: task.text,
+      state: projection.state,
+      session_id: task.session_id,
+      workspace: task.workspace,
+      created_at: task.time,
+      updated_at: time,
+      seq: projection.seq,
+      answer: answerInline ? projection.answer : null,
+      error: errorTextOf(projection),
+    });
+    return answerInline;
   }
 
   update(projection: TaskProjection, time: string): void {
@@ -98,7 +116,7 @@ export class TaskRows {
       time,
       seq: projection.seq,
       answer: this.blobs.packText(projection.task_id, projection.answer),
-      error: projection.error ? `${projection.error.code}: ${projection.error.message}` : null,
+      error: errorTextOf(projection),
     });
   }
 
@@ -171,4 +189,9 @@ export class TaskRows {
     }
     return { ...row, answer };
   }
+}
+
+/** The task row's `error` column: the code and message of the task's failure, if it failed. */
+function errorTextOf(projection: TaskProjection): string | null {
+  return projection.error ? `${projection.error.code}: ${projection.error.message}` : null;
 }

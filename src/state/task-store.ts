@@ -130,6 +130,8 @@ export class TaskStore {
   private readonly runInTransaction: (work: () => unknown) => unknown;
   /** Unfinished tasks with a snapshot stored by this process; see CHECKPOINT_MIN_TAIL_BYTES. */
   private readonly tails = new Map<string, Tail>();
+  private isoTimeAt = Number.NaN;
+  private isoTimeText = "";
   private readonly stats: WriteStats = { commits: 0, events: 0, eventBytes: 0, checkpoints: 0, checkpointBytes: 0 };
 
   constructor(
@@ -156,7 +158,7 @@ export class TaskStore {
   ): TaskProjection {
     this.throwIfBroken();
     const id = input.id ?? timeOrderedId();
-    const time = this.clock().toISOString();
+    const time = this.isoTime(this.clock());
     const event: DuckEvent = {
       task_id: id,
       seq: 1,
@@ -197,8 +199,8 @@ export class TaskStore {
     this.throwIfBroken();
     let projection = this.projection(taskId);
     const now = this.clock();
-    const time = now.toISOString();
     const at = now.getTime();
+    const time = this.isoTime(now, at);
     const written: DuckEvent[] = [];
     const batch = this.openBatch();
     for (const { type, payload } of pending) {
@@ -443,6 +445,15 @@ export class TaskStore {
     return this.events.recent(limit);
   }
 
+  /** `now` as ISO text, made once per millisecond: a busy store appends many events within one. */
+  private isoTime(now: Date, at = now.getTime()): string {
+    if (at !== this.isoTimeAt) {
+      this.isoTimeAt = at;
+      this.isoTimeText = now.toISOString();
+    }
+    return this.isoTimeText;
+  }
+
   private openBatch(): Batch {
     if (this.batch) return this.batch;
     const batch: Batch = { created: [], events: [], payloadJson: [], rows: new Map(), checkpoints: new Set() };
@@ -475,16 +486,17 @@ export class TaskStore {
 
   private writeBatch(batch: Batch): void {
     this.commitGuard?.();
-    for (const task of batch.created) this.rows.insert(task);
+    // A task created in this batch gets its row as the batch leaves it, so it needs no update below.
+    let writtenWhole: Set<string> | null = null;
+    for (const task of batch.created) {
+      if (this.rows.insert(task, this.projections.get(task.id)!, batch.rows.get(task.id)!)) (writtenWhole ??= new Set()).add(task.id);
+    }
     if (this.companionWrites.length > 0) {
       const endsHere = (taskId: string) => batch.rows.has(taskId) && isTerminalTaskState(this.projections.get(taskId)!.state);
       for (const write of this.companionWrites) write(endsHere);
     }
-    for (let i = 0; i < batch.events.length; i += 1) {
-      const json = batch.payloadJson[i]!;
-      this.events.insert(batch.events[i]!, json);
-      this.stats.eventBytes += json.length;
-    }
+    this.events.insertAll(batch.events, batch.payloadJson);
+    for (const json of batch.payloadJson) this.stats.eventBytes += json.length;
     this.stats.events += batch.events.length;
     this.stats.commits += 1;
     if (this.commitObservers.length > 0 && batch.events.length > 0) {
@@ -498,7 +510,7 @@ export class TaskStore {
     }
     for (const [taskId, time] of batch.rows) {
       const projection = this.projections.get(taskId)!;
-      this.rows.update(projection, time);
+      if (!writtenWhole?.has(taskId)) this.rows.update(projection, time);
       if (batch.checkpoints.has(taskId) && this.checkpointDue(projection)) this.writeCheckpoint(projection, time);
     }
   }

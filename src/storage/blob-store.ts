@@ -60,6 +60,11 @@ export class BlobStore {
     return text !== null && needsBlob(text) ? this.store(taskId, text) : text;
   }
 
+  /** Whether `packText` stores this text as it is, with no blob (and so with no write of its own). */
+  keepsInline(text: string): boolean {
+    return !needsBlob(text);
+  }
+
   /** The value `pack` was given. Throws DUCK_ERR_DATABASE_CORRUPT when a referred text is missing. */
   unpack(json: string): unknown {
     return unpackJson(json, (hash) => this.text(hash));

@@ -112,6 +112,30 @@ export function describeStoreContract(backend: StoreBackend): void {
     );
 
     it(
+      "writes the row of a task that ends in the commit that created it as it ended: failed, or with a long answer, after many events",
+      withStores(({ tasks, events }, clock) => {
+        const failed = tasks.createTask({ text: "doomed", workspace: "/w" });
+        tasks.append(failed.task_id, "task-started", {});
+        clock.advance(5);
+        tasks.append(failed.task_id, "task-failed", { code: "DUCK_ERR_STEP_FAILED", message: "no ducks" });
+        const long = "quack ".repeat(4000);
+        const chatty = tasks.createTask({ text: "chatty", workspace: "/w" });
+        tasks.append(chatty.task_id, "task-started", {});
+        // More events than one INSERT statement carries, so the commit takes several.
+        for (let i = 0; i < 40; i += 1) tasks.append(chatty.task_id, "model-output-delta", { role: "thinker", purpose: "draft", text: `piece ${i}` });
+        const ended = tasks.append(chatty.task_id, "task-completed", { answer: long }, { durable: true });
+
+        expect(tasks.requireTask(failed.task_id)).toMatchObject({ state: "failed", last_seq: 3, answer: null, error: "DUCK_ERR_STEP_FAILED: no ducks", created_at: "2026-06-01T12:00:00.000Z", updated_at: "2026-06-01T12:00:00.005Z" });
+        expect(tasks.requireTask(chatty.task_id)).toMatchObject({ state: "completed", last_seq: 43, answer: long, error: null });
+        const stored = events.list(chatty.task_id);
+        expect(stored.map((event) => event.seq)).toEqual(Array.from({ length: 43 }, (_, i) => i + 1));
+        expect(stored.slice(2, 42).map((event) => event.payload.text)).toEqual(Array.from({ length: 40 }, (_, i) => `piece ${i}`));
+        expect(tasks.loadProjection(chatty.task_id)).toEqual(ended);
+        expect(tasks.listTasks({ state: "failed" }).map((summary) => summary.id)).toEqual([failed.task_id]);
+      }),
+    );
+
+    it(
       "writes a checkpoint at milestones and rebuilds the same state from it plus the events after",
       withStores(({ tasks }) => {
         const task = tasks.createTask({ text: "t", workspace: "/w" });
