@@ -423,11 +423,10 @@ export class RuntimeLoop {
       await this.advance(taskId, signal);
     } catch (error) {
       failure = error;
-    } finally {
-      scope.dispose();
     }
     // One task's trouble is that task's: whatever happens here, the process and the other tasks go on.
     try {
+      // Told how the task ended while the signal is still the task's (a disposed one may serve another).
       if (failure !== null) recordEnding(this.context, taskId, failure, signal, scope.timedOut);
       // Whoever awaits the outcome may read the task back at once: its events must be on disk.
       this.context.store.flush();
@@ -435,6 +434,8 @@ export class RuntimeLoop {
       return outcomeOf(this.context.store.projection(taskId));
     } catch (error) {
       return this.storageRetries.leftForLater(taskId, error);
+    } finally {
+      scope.dispose();
     }
   }
 
