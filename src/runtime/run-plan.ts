@@ -73,55 +73,63 @@ async function runSteps(context: ExecutorContext, taskId: string, signal: AbortS
     if (step.status === "running") launch(step.step.id, () => advanceStep(context, taskId, step.step.id, planSignal));
   }
 
-  for (;;) {
-    const projection = store.projection(taskId);
-    if (ending === null) {
-      const failed = Object.values(projection.steps).find((step) => step.status === "failed" && step.recovery !== "continue");
-      // No further step starts; the ones already running finish, so that nothing is cut off half-way
-      // and the next decision sees all of their results.
-      if (failed) ending = failed.recovery === "respond" ? "respond" : "failed";
-    }
-    if (ending === null) {
-      const views = new Map<string, StepView>();
-      for (const [id, step] of Object.entries(projection.steps)) views.set(id, { id, depends_on: step.step.depends_on, status: running.has(id) ? "running" : step.status });
-      const decision = scheduleSteps(projection.plan_order ?? [], views, config.runtime.scheduler.max_parallel_steps);
-      if (decision.blocked.length > 0) {
-        // A replay records the skips where the recording has them, then looks at the plan again.
-        if (context.recordedTurn && !skipTurnTaken) {
-          await inTurn(context, taskId, { type: "step-skipped", step_id: decision.blocked[0]!.id }, planSignal);
-          skipTurnTaken = true;
+  try {
+    return await driveSteps();
+  } catch (error) {
+    // Whatever ended the loop (a step that threw, storage that failed, a replay that diverged), no
+    // step may outlive it: the plan's signal goes back to a pool once runPlan returns.
+    planController.abort(error);
+    await Promise.allSettled(running.values());
+    throw error;
+  }
+
+  async function driveSteps(): Promise<PlanEnding> {
+    for (;;) {
+      const projection = store.projection(taskId);
+      if (ending === null) {
+        const failed = Object.values(projection.steps).find((step) => step.status === "failed" && step.recovery !== "continue");
+        // No further step starts; the ones already running finish, so that nothing is cut off half-way
+        // and the next decision sees all of their results.
+        if (failed) ending = failed.recovery === "respond" ? "respond" : "failed";
+      }
+      if (ending === null) {
+        const views = new Map<string, StepView>();
+        for (const [id, step] of Object.entries(projection.steps)) views.set(id, { id, depends_on: step.step.depends_on, status: running.has(id) ? "running" : step.status });
+        const decision = scheduleSteps(projection.plan_order ?? [], views, config.runtime.scheduler.max_parallel_steps);
+        if (decision.blocked.length > 0) {
+          // A replay records the skips where the recording has them, then looks at the plan again.
+          if (context.recordedTurn && !skipTurnTaken) {
+            await inTurn(context, taskId, { type: "step-skipped", step_id: decision.blocked[0]!.id }, planSignal);
+            skipTurnTaken = true;
+            continue;
+          }
+          skipTurnTaken = false;
+          store.appendAll(
+            taskId,
+            decision.blocked.map(({ id, because }) => ({ type: "step-skipped" as const, payload: { step_id: id, reason: `depends on ${because}, which did not succeed` } })),
+          );
           continue;
         }
-        skipTurnTaken = false;
-        store.appendAll(
-          taskId,
-          decision.blocked.map(({ id, because }) => ({ type: "step-skipped" as const, payload: { step_id: id, reason: `depends on ${because}, which did not succeed` } })),
-        );
-        continue;
-      }
-      for (const stepId of decision.ready) launch(stepId, () => startStep(context, taskId, stepId, planSignal));
-      if (running.size === 0) {
-        const waiting = Object.values(projection.steps).find((step) => step.status === "awaiting_permission");
-        if (!waiting) return "done";
-        if (projection.state !== "awaiting_permission") {
-          const requestId = waiting.permission_request?.request_id ?? waiting.secret_request?.request_id ?? "";
-          store.append(taskId, "task-awaiting-permission", { request_id: requestId, step_id: waiting.step.id });
+        for (const stepId of decision.ready) launch(stepId, () => startStep(context, taskId, stepId, planSignal));
+        if (running.size === 0) {
+          const waiting = Object.values(projection.steps).find((step) => step.status === "awaiting_permission");
+          if (!waiting) return "done";
+          if (projection.state !== "awaiting_permission") {
+            const requestId = waiting.permission_request?.request_id ?? waiting.secret_request?.request_id ?? "";
+            store.append(taskId, "task-awaiting-permission", { request_id: requestId, step_id: waiting.step.id });
+          }
+          return "waiting";
         }
-        return "waiting";
+      } else if (running.size === 0) {
+        break;
       }
-    } else if (running.size === 0) {
-      break;
+      await Promise.race(running.values());
+      // A step that throws (the task was cancelled, or storage failed) ends the whole plan.
+      if (errors.length > 0) throw errors[0];
     }
-    await Promise.race(running.values());
-    // A step that throws (the task was cancelled, or storage failed) ends the whole plan.
-    if (errors.length > 0) {
-      planController.abort(errors[0]);
-      await Promise.allSettled(running.values());
-      throw errors[0];
-    }
+    signal.throwIfAborted();
+    return ending === "failed" ? "failed" : "respond";
   }
-  signal.throwIfAborted();
-  return ending === "failed" ? "failed" : "respond";
 }
 
 /** Ends the task with the failure of the step that failed it (when no further decision is taken). */

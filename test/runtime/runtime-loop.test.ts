@@ -1,4 +1,7 @@
 import { readFileSync } from "node:fs";
+import { setTimeout as delay } from "node:timers/promises";
+import { z } from "zod";
+import { defineTool } from "../../src/tools/tool-definition.js";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { type DuckEvent, type ExecutionDirective } from "../../src/contracts/index.js";
@@ -287,6 +290,52 @@ describe("RuntimeLoop with a scripted model", () => {
     expect(projection.steps["after-bad"]?.status).toBe("skipped");
     expect(projection.steps.good?.status).toBe("succeeded");
     expect(outcome.answer).toMatch(/✗ bad/);
+  });
+
+  it("lets no step outlive a plan whose loop failed: a sibling still running is stopped and awaited first", async () => {
+    let siblingSettledAt: number | null = null;
+    const slowSibling = defineTool({
+      name: "slow_sibling",
+      description: "Waits until stopped.",
+      inputSchema: z.object({}),
+      effect: "read-only",
+      async execute(_input, context) {
+        try {
+          await delay(5_000, undefined, { signal: context.signal });
+          return { ok: true, output: "waited it out" };
+        } finally {
+          siblingSettledAt = performance.now();
+        }
+      },
+    });
+    const directive: ExecutionDirective = {
+      kind: "plan",
+      goal: "",
+      steps: [
+        { id: "bad", kind: "tool", description: "", depends_on: [], tool: "flaky", arguments: { key: "bad" } },
+        { id: "after-bad", kind: "tool", description: "", depends_on: ["bad"], tool: "echo", arguments: { text: "never" } },
+        { id: "slow", kind: "tool", description: "", depends_on: [], tool: "slow_sibling", arguments: {} },
+      ],
+    };
+    const runtime = setup({
+      tools: [createFlakyTool(10), createEchoTool(), slowSibling],
+      models: plannerProvider(directive),
+      runtime: { retry: { max_step_retries: 0 }, recovery: { on_exhausted: "continue" } },
+    });
+    // Storage fails while the plan records the skipped dependent, with "slow" still at work.
+    const appendAll = runtime.store.appendAll.bind(runtime.store);
+    runtime.store.appendAll = ((taskId, events, ...rest) => {
+      if (events.some((event) => event.type === "step-skipped")) throw new Error("disk full while skipping");
+      return appendAll(taskId, events, ...rest);
+    }) as typeof runtime.store.appendAll;
+    const started = performance.now();
+    const outcome = await runtime.loop.submit({ text: "partial, then a broken disk" }).done;
+    const endedAt = performance.now();
+    expect(outcome.state).toBe("failed");
+    expect(siblingSettledAt).not.toBeNull();
+    expect(siblingSettledAt!).toBeLessThanOrEqual(endedAt);
+    // Stopped, not waited out.
+    expect(siblingSettledAt! - started).toBeLessThan(4_000);
   });
 
   it("keeps running when a subscriber throws, and other subscribers still get every event", async () => {
