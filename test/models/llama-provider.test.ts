@@ -1,3 +1,4 @@
+import { setTimeout as delay } from "node:timers/promises";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import pino from "pino";
@@ -167,4 +168,26 @@ describe("LlamaCppProvider limits", () => {
     );
     expect(finished).toEqual([0, 1, 2]);
   });
+
+  it("lets a queued call that gives up leave the line, so the one behind it still gets the sequence", async () => {
+    const models = provider({ seed: 2, sequencesPerModel: 1 });
+    await models.ensureLoaded("thinker");
+    const givingUp = new AbortController();
+    const first = models.generateText({
+      role: "thinker",
+      system: "",
+      prompt: "request 0",
+      maxTokens: 24,
+      temperature: 0,
+      // By its first token the two calls behind it are in line.
+      onTokens: () => givingUp.abort(new Error("the user gave up")),
+    });
+    const second = models.generateText({ role: "thinker", system: "", prompt: "request 1", maxTokens: 8, temperature: 0, signal: givingUp.signal });
+    const third = models.generateText({ role: "thinker", system: "", prompt: "request 2", maxTokens: 8, temperature: 0 });
+    await expect(second).rejects.toThrow(/gave up/);
+    await first;
+    // Woken by the sequence the first call freed, well before its own 120 s time limit.
+    const outcome = await Promise.race([third.then(() => "served"), delay(20_000).then(() => "still waiting")]);
+    expect(outcome).toBe("served");
+  }, 60_000);
 });

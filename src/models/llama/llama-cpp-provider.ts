@@ -279,12 +279,18 @@ export class LlamaCppProvider implements ModelProvider, EmbeddingProvider {
         while (context.sequencesLeft === 0) {
           callSignal.throwIfAborted();
           await new Promise<void>((resolve, reject) => {
-            const onAbort = () => reject(callSignal.reason);
-            callSignal.addEventListener("abort", onAbort, { once: true });
-            instance.waiting.push(() => {
+            const wake = () => {
               callSignal.removeEventListener("abort", onAbort);
               resolve();
-            });
+            };
+            // A call that gives up leaves the line, so that a freed sequence wakes one still waiting.
+            const onAbort = () => {
+              const place = instance.waiting.indexOf(wake);
+              if (place >= 0) instance.waiting.splice(place, 1);
+              reject(callSignal.reason);
+            };
+            callSignal.addEventListener("abort", onAbort, { once: true });
+            instance.waiting.push(wake);
           });
         }
         const sequence = context.getSequence();
