@@ -1,3 +1,4 @@
+import { defaultMaxListeners, getMaxListeners, setMaxListeners } from "node:events";
 import { describe, expect, it } from "vitest";
 import { scopedSignal } from "./scoped-signal.js";
 
@@ -40,6 +41,17 @@ describe("scopedSignal's reuse of idle signals", () => {
     await new Promise((resolve) => setTimeout(resolve, 60));
     expect(next.signal.aborted).toBe(false);
     expect(next.timedOut).toBe(false);
+    next.dispose();
+  });
+
+  it("hands a reused signal on with the default listener limit, whatever the last user raised it to", () => {
+    const first = scopedSignal([]);
+    setMaxListeners(1500, first.signal);
+    const reused = first.signal;
+    first.dispose();
+    const next = scopedSignal([]);
+    expect(next.signal).toBe(reused);
+    expect(getMaxListeners(next.signal)).toBe(defaultMaxListeners);
     next.dispose();
   });
 

@@ -1,4 +1,4 @@
-import { getEventListeners } from "node:events";
+import { defaultMaxListeners, getEventListeners, getMaxListeners, setMaxListeners } from "node:events";
 import { DuckError, ErrorCode, type ErrorCodeName } from "../errors/duck-error.js";
 
 /**
@@ -34,6 +34,8 @@ function giveBack(controller: AbortController): void {
   const { signal } = controller;
   if (DEPENDANT_SIGNALS === undefined || idleControllers.length >= IDLE_CONTROLLERS_KEPT) return;
   if (signal.aborted || signal.onabort !== null || hasDependants(signal) || getEventListeners(signal, "abort").length > 0) return;
+  // A user that raised the listener limit (fetch does, to 1500) raised it for its own scope only.
+  if (getMaxListeners(signal) !== defaultMaxListeners) setMaxListeners(defaultMaxListeners, signal);
   idleControllers.push(controller);
 }
 
