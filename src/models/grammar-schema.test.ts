@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { CriticScoreSchema, ExecutionDirectiveSchema } from "../contracts/index.js";
-import { toGrammarSchema } from "./grammar-schema.js";
+import { toGrammarSchema, toServerSchema } from "./grammar-schema.js";
 
 function walk(node: unknown, visit: (node: Record<string, unknown>) => void): void {
   if (!node || typeof node !== "object") return;
@@ -37,5 +37,50 @@ describe("toGrammarSchema", () => {
   it("turns bounded numbers into a choice that zod accepts", () => {
     const grammar = toGrammarSchema(CriticScoreSchema) as { properties: { safety: { enum: number[] } } };
     expect(grammar.properties.safety.enum).toEqual([0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1]);
+  });
+
+  it("lets a local model's tool arguments refer to an earlier step's output, as the prompts offer", () => {
+    const grammar = toGrammarSchema(ExecutionDirectiveSchema);
+    const freeForm: Array<Record<string, unknown>> = [];
+    walk(grammar, (node) => {
+      if (node.type === "object" && !node.properties) freeForm.push(node);
+    });
+    expect(freeForm.length).toBeGreaterThan(0);
+    for (const node of freeForm) {
+      expect((node.additionalProperties as { oneOf: unknown[] }).oneOf).toContainEqual(expect.objectContaining({ properties: { from_step: expect.objectContaining({ type: "string" }) } }));
+    }
+  });
+});
+
+type Branch = { properties: Record<string, Record<string, unknown>>; required?: string[] };
+
+describe("toServerSchema", () => {
+  const branches = (toServerSchema(ExecutionDirectiveSchema) as { oneOf: Branch[] }).oneOf;
+  const branch = (kind: string) => branches.find((option) => option.properties.kind?.const === kind)!;
+
+  it("requires every field zod requires, so that a schema-following server cannot leave out an answer", () => {
+    expect(branch("respond").required).toEqual(["kind", "answer"]);
+    expect(branch("fail").required).toEqual(["kind", "reason"]);
+    // Fields with a default may be left out, as zod allows.
+    expect(branch("tool").required).toEqual(["kind", "tool"]);
+    for (const option of branches) expect(option).toMatchObject({ additionalProperties: false });
+  });
+
+  it("leaves long length limits to zod, so that an answer or a file's content is not cut at a few hundred characters", () => {
+    expect(branch("respond").properties.answer).toEqual({ type: "string" });
+    // A short limit (a step id) is kept.
+    const step = (branch("plan").properties.steps!.items as { oneOf: Branch[] }).oneOf[0]!;
+    expect(step.properties.id).toEqual({ type: "string", minLength: 1, maxLength: 64 });
+  });
+
+  it("lets plan-step arguments be a reference to an earlier step, and speaks only oneOf", () => {
+    const step = (branch("plan").properties.steps!.items as { oneOf: Branch[] }).oneOf.find((option) => option.properties.kind?.const === "tool")!;
+    const values = (step.properties.arguments as { additionalProperties: { oneOf: unknown[] } }).additionalProperties.oneOf;
+    expect(values).toContainEqual({ type: "object", properties: { from_step: { type: "string", minLength: 1 } }, required: ["from_step"], additionalProperties: false });
+    walk(toServerSchema(ExecutionDirectiveSchema), (node) => {
+      expect(node).not.toHaveProperty("anyOf");
+      expect(node).not.toHaveProperty("$schema");
+      expect(node).not.toHaveProperty("default");
+    });
   });
 });

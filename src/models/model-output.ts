@@ -13,7 +13,15 @@ export function parseModelJson<T>(role: ModelRole, raw: string, schema: z.ZodTyp
   try {
     parsed = JSON.parse(raw);
   } catch (error) {
-    throw new DuckError(ErrorCode.ModelOutputInvalid, `${role} output is not complete JSON${incompleteHint ? ` (${incompleteHint})` : ""}`, { cause: error, details });
+    const text = raw.trim();
+    // Only JSON that was begun can have been cut off; prose or nothing is a different fault to report.
+    const message =
+      text === ""
+        ? `${role} output is empty where JSON was asked for`
+        : /^[{[]/.test(text)
+          ? `${role} output is not complete JSON${incompleteHint ? ` (${incompleteHint})` : ""}`
+          : `${role} output is not JSON: it begins ${JSON.stringify(text.slice(0, 60))}`;
+    throw new DuckError(ErrorCode.ModelOutputInvalid, message, { cause: error, details });
   }
   const checked = schema.safeParse(parsed);
   if (!checked.success) {
@@ -31,4 +39,20 @@ export function checkedEmbedding(vector: ArrayLike<number>, expected: number | u
     });
   }
   return Float32Array.from(vector);
+}
+
+/**
+ * The JSON in a server's answer, for servers that had only the prompt to go by: the answer itself
+ * when it begins as JSON, else the first fenced block (with or without prose around it), else the
+ * span from the first `{` to the last `}`; failing all of those, the answer as it is.
+ */
+export function jsonTextOf(answer: string): string {
+  const text = answer.trim();
+  if (/^[{[]/.test(text)) return text;
+  const fenced = /```[a-zA-Z]*[ \t]*\r?\n?([\s\S]*?)(?:```|$)/.exec(text);
+  if (fenced && /^\s*[{[]/.test(fenced[1]!)) return fenced[1]!.trim();
+  const start = text.indexOf("{");
+  const end = text.lastIndexOf("}");
+  if (start >= 0 && end > start) return text.slice(start, end + 1);
+  return text;
 }

@@ -1,7 +1,7 @@
 import type { DuckEvent, EventPayloads, ModelRole } from "../contracts/index.js";
 import { DuckError, ErrorCode, type ErrorCodeName } from "../errors/duck-error.js";
 import { estimateTokens, type JsonRequest, type JsonResult, type ModelProvider, type TextRequest } from "../models/model-provider.js";
-import { parseModelJson } from "../models/model-output.js";
+import { jsonTextOf, parseModelJson } from "../models/model-output.js";
 import { ROLE_FALLBACKS } from "../models/model-roles.js";
 import type { ReplayProgress } from "./replay-progress.js";
 
@@ -59,7 +59,8 @@ export class ReplayModelProvider implements ModelProvider {
 
   async generateJson<T>(request: JsonRequest<T>): Promise<JsonResult<T>> {
     const raw = await this.play(request);
-    return { value: parseModelJson(request.role, raw, request.schema), raw };
+    // As the live provider read it: a server that answered in prose around its JSON is read the same way.
+    return { value: parseModelJson(request.role, jsonTextOf(raw), request.schema), raw };
   }
 
   countTokens(_role: ModelRole, text: string): number {

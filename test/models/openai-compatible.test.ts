@@ -130,6 +130,32 @@ describe("a role on an OpenAI-compatible server", () => {
     expect((received[0]!.body.messages as Array<{ content: string }>)[1]!.content).toContain('"n"');
   });
 
+  it("finds the JSON in an answer of prose around a fenced block, and says what is wrong with one that holds none", async () => {
+    const models = await provider({ json_compiler: remote({ structured_output: "prompt" }) });
+    const ask = () => models.generateJson({ role: "json_compiler", system: "s", prompt: "count", schema: z.object({ n: z.number() }) });
+    reply = () => ({ chunks: ["Here you go:\n", "```json\n", '{"n": 4}', "\n```\n", "Anything else?"] });
+    expect((await ask()).value).toEqual({ n: 4 });
+    reply = () => ({ chunks: ['Sure! The answer is {"n": 5}.'] });
+    expect((await ask()).value).toEqual({ n: 5 });
+    reply = () => ({ chunks: ["not json at all"] });
+    await expect(ask()).rejects.toMatchObject({ code: "DUCK_ERR_MODEL_OUTPUT_INVALID", message: 'json_compiler output is not JSON: it begins "not json at all"' });
+    reply = () => ({ chunks: [""] });
+    await expect(ask()).rejects.toMatchObject({ code: "DUCK_ERR_MODEL_OUTPUT_INVALID", message: "json_compiler output is empty where JSON was asked for" });
+    reply = () => ({ chunks: ['{"n": '] });
+    await expect(ask()).rejects.toMatchObject({ message: "json_compiler output is not complete JSON (cut at max_tokens?)" });
+  });
+
+  it("sends a schema that requires what zod requires and leaves long answers uncut", async () => {
+    const models = await provider({ json_compiler: remote() });
+    reply = () => ({ chunks: [JSON.stringify({ kind: "respond", answer: "q".repeat(5_000) })] });
+    const result = await models.generateJson({ role: "json_compiler", system: "s", prompt: "p", schema: ExecutionDirectiveSchema });
+    expect(result.value).toMatchObject({ kind: "respond" });
+    const schema = (received[0]!.body.response_format as { json_schema: { schema: { oneOf: Array<{ properties: { kind: { const: string }; answer?: unknown }; required: string[] }> } } }).json_schema.schema;
+    const respond = schema.oneOf.find((option) => option.properties.kind.const === "respond")!;
+    expect(respond.required).toContain("answer");
+    expect(respond.properties.answer).toEqual({ type: "string" });
+  });
+
   it("asks a busy server again (503 while it loads a model) and gives up after a few tries", async () => {
     const models = await provider({ thinker: remote() });
     let calls = 0;

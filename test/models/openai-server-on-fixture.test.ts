@@ -66,7 +66,7 @@ afterAll(async () => {
 describe("roles on an OpenAI-compatible server running llama.cpp", () => {
   it("runs whole tasks over HTTP: each completes or fails with a clear code, with streamed output", async () => {
     const role = { server: { base_url: baseUrl, model: "tiny" }, max_tokens: 64, temperature: 0.8 };
-    const config = ModelsConfigSchema.parse({ roles: { thinker: role, json_compiler: { ...role, max_tokens: 2048 }, critic: { ...role, max_tokens: 512 } } });
+    const config = ModelsConfigSchema.parse({ roles: { thinker: role, json_compiler: { ...role, max_tokens: 768 }, critic: { ...role, max_tokens: 512 } } });
     const models = await createModelProvider({ config, home: makeTempDir(), logger: pino({ level: "silent" }) });
     const runtime = createTestRuntime({ models, runtime: { timeouts: { task_ms: 120_000, step_ms: 10_000 } } });
     try {

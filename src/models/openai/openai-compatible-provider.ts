@@ -5,9 +5,9 @@ import type { ModelRole } from "../../contracts/index.js";
 import { DuckError, ErrorCode } from "../../errors/duck-error.js";
 import { expandEnv } from "../../config/expand-env.js";
 import { withScopedSignal } from "../../utils/scoped-signal.js";
-import { toGrammarSchema } from "../grammar-schema.js";
+import { toServerSchema } from "../grammar-schema.js";
 import { estimateTokens, type EmbeddingProvider, type JsonRequest, type JsonResult, type ModelProvider, type TextRequest } from "../model-provider.js";
-import { checkedEmbedding, parseModelJson } from "../model-output.js";
+import { checkedEmbedding, jsonTextOf, parseModelJson } from "../model-output.js";
 import type { ResolvedRole } from "../model-roles.js";
 import { urlForDisplay } from "../../utils/url-for-display.js";
 
@@ -80,11 +80,10 @@ export class OpenAiCompatibleProvider implements ModelProvider, EmbeddingProvide
   }
 
   async generateJson<T>(request: JsonRequest<T>): Promise<JsonResult<T>> {
-    const schema = toGrammarSchema(request.schema);
+    const schema = toServerSchema(request.schema);
     const raw = await this.complete(request, schema);
-    // Some servers wrap JSON in a code fence when they only had the prompt to go by.
-    const json = raw.trim().replace(/^```(?:json)?\s*|\s*```$/g, "");
-    return { value: parseModelJson(request.role, json, request.schema, "cut at max_tokens?"), raw };
+    // Servers that had only the prompt to go by wrap JSON in a fence, and often in prose too.
+    return { value: parseModelJson(request.role, jsonTextOf(raw), request.schema, "cut at max_tokens?"), raw };
   }
 
   async embed(texts: readonly string[], options: { signal?: AbortSignal } = {}): Promise<Float32Array[]> {
