@@ -420,6 +420,11 @@ describe("ducklm permissions, feedback and --yes", () => {
     const events = ducklm(["events", "--task", tasks[0].id, "--json"]).stdout.trim().split("\n").map((line) => JSON.parse(line));
     expect(events.at(-1)).toMatchObject({ type: "feedback-received", payload: { rating: "down", comment: "too slow", target: "answer" } });
     expect(ducklm(["feedback", "--task", tasks[0].id, "meh"]).code).toBe(2);
+    for (const bad of [["--iteration", "0", "--step", "step-1"], ["--iteration", "two", "--step", "step-1"], ["--iteration", "1"], ["--step", "no-such-step"]]) {
+      const refused = ducklm(["feedback", "--task", tasks[0].id, ...bad, "down"]);
+      expect(refused.code).toBe(2);
+      expect(refused.stderr).toMatch(/DUCK_ERR_INVALID_INPUT/);
+    }
   });
 });
 

@@ -90,7 +90,8 @@ export interface EventPayloads {
   "approval-revoked": { approval_id: string; command: string; by: string };
   "secret-requested": { request_id: string; step_id: string; kind: "sudo_password"; prompt: string };
   "secret-provided": { request_id: string; step_id: string; by: string };
-  "feedback-received": { target: "answer" | "step"; step_id: string | null; rating: "up" | "down"; comment: string; by: string };
+  /** `iteration`: the decision whose step was rated (a step id can recur from one decision to the next); absent on answers and in logs from before it was kept. */
+  "feedback-received": { target: "answer" | "step"; step_id: string | null; iteration?: number; rating: "up" | "down"; comment: string; by: string };
   "answer-completed": { answer: string };
 }
 

@@ -68,6 +68,8 @@ export const SecretResolveSchema = z.strictObject({
 export const FeedbackSchema = z.strictObject({
   task_id: Id,
   step_id: Id.optional(),
+  /** The decision the step belongs to, where the task took a step of that id in more than one. */
+  iteration: z.number().int().positive().optional(),
   rating: z.enum(["up", "down"]),
   comment: z.string().max(4000).default(""),
 });

@@ -246,7 +246,9 @@ async function performExternal(runtime: Runtime & { recorded?: readonly DuckEven
     }
     case "feedback-received": {
       const payload = next.payload as EventPayloads["feedback-received"];
-      loop.recordFeedback(taskId, { target: payload.target, step_id: payload.step_id, rating: payload.rating, comment: payload.comment }, payload.by);
+      loop.recordFeedback(taskId, { target: payload.target, step_id: payload.step_id, iteration: payload.iteration ?? null, rating: payload.rating, comment: payload.comment }, payload.by, {
+        asRecorded: payload.target === "step" && payload.iteration === undefined,
+      });
       return null;
     }
     case "approval-revoked": {

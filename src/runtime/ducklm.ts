@@ -9,6 +9,7 @@ import { pruneOptionsFrom } from "../state/task-retention.js";
 import type { Runtime, StartOptions, StartReport } from "./create-runtime.js";
 import { editMemory, type MemoryEditResult } from "./edit-memory.js";
 import type { PermissionAnswer, SubmitOptions, TaskHandle } from "./runtime-loop.js";
+import type { Feedback } from "./task-requests.js";
 import { outcomeOf, type TaskOutcome } from "./task-outcome.js";
 
 /** An event with its payload typed by its `type`: switch on `type` and the payload follows. */
@@ -81,7 +82,7 @@ export interface DuckLM {
   answerPermission(taskId: string, requestId: string, answer: PermissionAnswer, options?: { by?: string; expiresAt?: Date }): TaskHandle;
   /** Hands over a password a step asked for; it serves that one run and is never stored. */
   provideSecret(taskId: string, requestId: string, secret: string, by?: string): TaskHandle;
-  feedback(taskId: string, feedback: { target: "answer" | "step"; step_id?: string | null; rating: "up" | "down"; comment?: string }, by?: string): void;
+  feedback(taskId: string, feedback: Feedback, by?: string): void;
 
   getTask(taskId: string): TaskView;
   /** Newest first; `after` continues past a task of the previous page (see `GET /tasks?cursor=`). */

@@ -9,7 +9,7 @@ import { composeAnswer, finishTask } from "./finish-task.js";
 import { routeTask } from "./route-task.js";
 import { acceptPlan, failWithStep, runPlan } from "./run-plan.js";
 import { afterSteps, loopLimits, recordedSettings } from "./next-iteration.js";
-import { recordFeedback, recordPermissionAnswer, recordSecret, revokeApproval, type PermissionAnswer } from "./task-requests.js";
+import { recordFeedback, recordPermissionAnswer, recordSecret, revokeApproval, type Feedback, type PermissionAnswer } from "./task-requests.js";
 import { outcomeOf, type TaskOutcome } from "./task-outcome.js";
 import { recordEnding, StorageRetries } from "./task-endings.js";
 import { WaitingLine } from "./waiting-line.js";
@@ -310,8 +310,8 @@ export class RuntimeLoop {
     return { taskId, done: this.active.get(taskId)?.done ?? Promise.resolve(outcomeOf(this.context.store.projection(taskId))) };
   }
 
-  recordFeedback(taskId: string, feedback: { target: "answer" | "step"; step_id?: string | null; rating: "up" | "down"; comment?: string }, by = "user"): void {
-    recordFeedback(this.context, taskId, feedback, by);
+  recordFeedback(taskId: string, feedback: Feedback, by = "user", options: { asRecorded?: boolean } = {}): void {
+    recordFeedback(this.context, taskId, feedback, by, options);
   }
 
   revokeApproval(approvalId: string, by = "user"): void {

@@ -1,7 +1,7 @@
 import { isTerminalTaskState } from "../contracts/index.js";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import { approvalSubjectOf } from "../permissions/permission-policy.js";
-import type { StepProjection } from "../state/task-projection.js";
+import type { StepProjection, TaskProjection } from "../state/task-projection.js";
 import type { ExecutorContext } from "./executor-context.js";
 
 export type PermissionAnswer = "allow" | "allow_always" | "deny";
@@ -66,14 +66,66 @@ export function recordSecret(context: ExecutorContext, taskId: string, requestId
 }
 
 /** Stores a person's judgement of an answer or a step, for the critic's calibration. */
-export function recordFeedback(context: ExecutorContext, taskId: string, feedback: { target: "answer" | "step"; step_id?: string | null; rating: "up" | "down"; comment?: string }, by: string): void {
+/** A person's rating of a task's answer, or of one of its steps. */
+export interface Feedback {
+  target: "answer" | "step";
+  step_id?: string | null;
+  /**
+   * The decision the step belongs to, where the same step id was taken in more than one (each
+   * single-tool decision names its step `step-1`). Needed only then.
+   */
+  iteration?: number | null;
+  rating: "up" | "down";
+  comment?: string;
+}
+
+/** The decisions of a task that took a step with this id, oldest first. */
+function decisionsWithStep(projection: TaskProjection, stepId: string): number[] {
+  const earlier = projection.iterations.filter((record) => record.steps.some((step) => step.id === stepId)).map((record) => record.iteration);
+  return projection.steps[stepId] ? [...earlier, projection.iteration] : earlier;
+}
+
+function listed(numbers: number[]): string {
+  return numbers.length === 1 ? String(numbers[0]) : `${numbers.slice(0, -1).join(", ")} and ${numbers.at(-1)}`;
+}
+
+/**
+ * Records a rating. A step is found in any of the task's decisions; `asRecorded` replays a rating
+ * from a log kept before ratings named their decision, as that version checked it (the latest
+ * decision's steps only).
+ */
+export function recordFeedback(context: ExecutorContext, taskId: string, feedback: Feedback, by: string, options: { asRecorded?: boolean } = {}): void {
   const { store } = context;
   store.requireTask(taskId);
   const stepId = feedback.step_id ?? null;
-  if (feedback.target === "step" && (!stepId || !store.projection(taskId).steps[stepId])) {
-    throw new DuckError(ErrorCode.InvalidInput, `task ${taskId} has no step ${stepId ?? "(none given)"}`, { details: { task_id: taskId, step_id: stepId } });
+  const details = { task_id: taskId, step_id: stepId, iteration: feedback.iteration ?? null };
+  let iteration: number | undefined;
+  if (feedback.target === "answer" && feedback.iteration !== undefined && feedback.iteration !== null) {
+    throw new DuckError(ErrorCode.InvalidInput, "a decision's number goes with a step: give the step's id too", { details });
   }
-  store.append(taskId, "feedback-received", { target: feedback.target, step_id: stepId, rating: feedback.rating, comment: (feedback.comment ?? "").slice(0, 4000), by }, { durable: true });
+  if (feedback.target === "step") {
+    if (!stepId) throw new DuckError(ErrorCode.InvalidInput, `rating a step of task ${taskId} needs the step's id`, { details });
+    const projection = store.projection(taskId);
+    if (options.asRecorded) {
+      if (!projection.steps[stepId]) throw new DuckError(ErrorCode.InvalidInput, `task ${taskId} has no step ${stepId}`, { details });
+    } else {
+      const decisions = decisionsWithStep(projection, stepId);
+      if (decisions.length === 0) throw new DuckError(ErrorCode.InvalidInput, `task ${taskId} has no step ${stepId}`, { details });
+      if (feedback.iteration !== undefined && feedback.iteration !== null && !decisions.includes(feedback.iteration)) {
+        throw new DuckError(ErrorCode.InvalidInput, `task ${taskId} took no step ${stepId} in decision ${feedback.iteration}; it took one in decision ${listed(decisions)}`, { details });
+      }
+      if ((feedback.iteration === undefined || feedback.iteration === null) && decisions.length > 1) {
+        throw new DuckError(
+          ErrorCode.InvalidInput,
+          `task ${taskId} took a step ${stepId} in decisions ${listed(decisions)}: say which (\`--iteration N\` in the CLI, "iteration" over HTTP)`,
+          { details: { ...details, decisions } },
+        );
+      }
+      iteration = feedback.iteration ?? decisions[0];
+    }
+  }
+  const payload = { target: feedback.target, step_id: stepId, ...(iteration !== undefined ? { iteration } : {}), rating: feedback.rating, comment: (feedback.comment ?? "").slice(0, 4000), by };
+  store.append(taskId, "feedback-received", payload, { durable: true });
 }
 
 /** Revokes a remembered approval; the revocation is recorded on the task that granted it. */

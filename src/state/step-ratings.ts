@@ -38,8 +38,9 @@ export class StepRatings {
     // the read for every step.
     this.dialect = dialectOf(db);
     this.newest = db.prepare("SELECT task_id, payload FROM events WHERE type = 'feedback-received' ORDER BY id DESC LIMIT ?");
+    // With each task's iteration-started events, which tell which decision a call belongs to.
     this.callsOf = db.prepare(
-      `SELECT task_id, payload FROM events WHERE type = 'tool-called' AND ${this.dialect === "postgres" ? "task_id = ANY(?::text[])" : "task_id IN (SELECT value FROM json_each(?))"} ORDER BY seq DESC`,
+      `SELECT task_id, type, payload FROM events WHERE type IN ('tool-called', 'iteration-started') AND ${this.dialect === "postgres" ? "task_id = ANY(?::text[])" : "task_id IN (SELECT value FROM json_each(?))"} ORDER BY seq`,
     );
   }
 
@@ -81,16 +82,24 @@ export class StepRatings {
     });
     if (ratings.length === 0) return [];
     const tasks = [...new Set(ratings.map((rating) => rating.task_id))];
-    // Each step's latest call: the rows come newest first, so the first seen for a step is kept.
+    // Each step's latest call, in the task as a whole and in its decision: the rows come oldest
+    // first, so a later call of a step replaces an earlier one.
     const calls = new Map<string, EventPayloads["tool-called"]>();
-    for (const row of this.callsOf.all(this.dialect === "postgres" ? tasks : JSON.stringify(tasks)) as Array<{ task_id: string; payload: string }>) {
+    const decisionOf = new Map<string, number>();
+    for (const row of this.callsOf.all(this.dialect === "postgres" ? tasks : JSON.stringify(tasks)) as Array<{ task_id: string; type: string; payload: string }>) {
+      if (row.type === "iteration-started") {
+        const started = parse<EventPayloads["iteration-started"]>(row.payload);
+        if (started) decisionOf.set(row.task_id, started.iteration);
+        continue;
+      }
       const called = parse<EventPayloads["tool-called"]>(row.payload);
-      const key = called ? `${row.task_id}|${called.step_id}` : null;
-      if (called && key && !calls.has(key)) calls.set(key, called);
+      if (!called) continue;
+      calls.set(`${row.task_id}|${called.step_id}`, called);
+      calls.set(`${row.task_id}|${decisionOf.get(row.task_id) ?? 1}|${called.step_id}`, called);
     }
     const found: StepRating[] = [];
     for (const { task_id, step_id, feedback } of ratings) {
-      const called = calls.get(`${task_id}|${step_id}`);
+      const called = calls.get(feedback.iteration === undefined ? `${task_id}|${step_id}` : `${task_id}|${feedback.iteration}|${step_id}`);
       if (!called || called.call.tool !== tool) continue;
       found.push({ task_id, step_id, tool, arguments: called.call.arguments, rating: feedback.rating, comment: feedback.comment });
       if (found.length >= limit) break;

@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from "vitest";
+import { replayTask } from "../../src/replay/replay-task.js";
 import { scriptedAgent } from "../helpers/scripted-agent.js";
 import { ofType } from "../helpers/event-payloads.js";
 import { useTestRuntimes } from "../helpers/test-runtime.js";
@@ -36,6 +37,57 @@ describe("people's feedback read back by the critic", () => {
     const scores = ofType(runtime.store.listEvents(second.task_id), "critic-scored");
     expect(scores[0]!.score.verdict).toBe("fail");
     expect(second.state).toBe("failed");
+  });
+
+  it("rates a step of any decision, asks which decision when a step id recurs, and shows the critic the call that was rated", async () => {
+    const seenRatings: string[] = [];
+    const runtime = setup({
+      runtime: { agent: { max_iterations: 4 } },
+      tools: [createEchoTool()],
+      models: scriptedAgent({
+        directive: [
+          { kind: "tool", tool: "echo", arguments: { text: "first look" }, reason: "look" },
+          { kind: "tool", tool: "echo", arguments: { text: "second look" }, reason: "look again" },
+          { kind: "respond", answer: "seen twice" },
+          // The next task's decisions.
+          { kind: "tool", tool: "echo", arguments: { text: "a third look" }, reason: "look" },
+          { kind: "respond", answer: "seen" },
+        ],
+        verdict: (step) => {
+          seenRatings.push(step.ratings);
+          return "pass";
+        },
+      }),
+    });
+    const task = await runtime.loop.submit({ text: "look twice" }).done;
+    expect(task.state).toBe("completed");
+    const calls = ofType(runtime.store.listEvents(task.task_id), "tool-called");
+    // Each single-tool decision names its step the same.
+    expect(calls.map((call) => call.step_id)).toEqual(["step-1", "step-1"]);
+    const before = runtime.store.listEvents(task.task_id).length;
+
+    expect(() => runtime.loop.recordFeedback(task.task_id, { target: "step", step_id: "step-1", rating: "down" })).toThrow(
+      expect.objectContaining({ code: "DUCK_ERR_INVALID_INPUT", message: expect.stringMatching(/decisions 1 and 2: say which \(`--iteration N`/) }),
+    );
+    expect(() => runtime.loop.recordFeedback(task.task_id, { target: "step", step_id: "step-1", iteration: 3, rating: "down" })).toThrow(
+      expect.objectContaining({ code: "DUCK_ERR_INVALID_INPUT", message: expect.stringContaining("no step step-1 in decision 3") }),
+    );
+    expect(() => runtime.loop.recordFeedback(task.task_id, { target: "step", step_id: "step-9", rating: "down" })).toThrow(expect.objectContaining({ code: "DUCK_ERR_INVALID_INPUT" }));
+    expect(() => runtime.loop.recordFeedback(task.task_id, { target: "answer", iteration: 1, rating: "down" })).toThrow(expect.objectContaining({ code: "DUCK_ERR_INVALID_INPUT" }));
+    // Nothing was recorded by the refusals.
+    expect(runtime.store.listEvents(task.task_id)).toHaveLength(before);
+
+    // The step of the first decision, which is no longer the task's current one.
+    runtime.loop.recordFeedback(task.task_id, { target: "step", step_id: "step-1", iteration: 1, rating: "down", comment: "looked at the wrong thing" });
+    expect(ofType(runtime.store.listEvents(task.task_id), "feedback-received").at(-1)).toMatchObject({ step_id: "step-1", iteration: 1, rating: "down" });
+    // A rated task replays exactly, rating and all.
+    expect((await replayTask(runtime.store.listEvents(task.task_id), runtime.config)).first_difference ?? null).toBeNull();
+
+    seenRatings.length = 0;
+    await runtime.loop.submit({ text: "look once more" }).done;
+    // The critic is shown the first decision's call, not the second's.
+    expect(seenRatings[0]).toContain('{"text":"first look"}: rated down');
+    expect(seenRatings[0]).not.toContain("second look");
   });
 
   it("puts the most similar ratings first and shows at most five", async () => {

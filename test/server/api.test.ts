@@ -115,6 +115,10 @@ describe("the HTTP API", () => {
   it("records feedback, manages memory and approvals, cancels", async () => {
     const { body } = await call("POST", "/chat", { text: "hello", wait: true });
     expect((await call("POST", "/critic/feedback", { task_id: body.task_id, rating: "down", comment: "meh" })).status).toBe(200);
+    const stepless = await call("POST", "/critic/feedback", { task_id: body.task_id, iteration: 1, rating: "down" });
+    expect(stepless.status).toBe(400);
+    expect(stepless.body.error.code).toBe("DUCK_ERR_INVALID_INPUT");
+    expect((await call("POST", "/critic/feedback", { task_id: body.task_id, step_id: "step-1", iteration: 0, rating: "down" })).status).toBe(400);
     const created = await call("POST", "/memory", { text: "the pond is north of the barn" });
     expect(created.status).toBe(201);
     expect((await call("GET", "/memory?query=pond")).body.hits[0].entry.text).toBe("the pond is north of the barn");

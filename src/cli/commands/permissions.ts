@@ -44,14 +44,24 @@ export function registerPermissions(program: Command): void {
     .argument("[comment...]", "why")
     .requiredOption("--task <id>", "task id")
     .option("--step <id>", "a step of the task, instead of its answer")
-    .action(async (rating: string, comment: string[], options: { task: string; step?: string }) =>
+    .option("--iteration <n>", "the decision the step belongs to, when the task took a step of that id in more than one")
+    .action(async (rating: string, comment: string[], options: { task: string; step?: string; iteration?: string }) =>
       withDuckLM(globals(), (ducklm) => {
         if (rating !== "up" && rating !== "down") {
           console.error("error DUCK_ERR_INVALID_INPUT: the rating is `up` or `down`");
           return 2;
         }
-        ducklm.feedback(options.task, { target: options.step ? "step" : "answer", step_id: options.step ?? null, rating, comment: comment.join(" ") }, "cli");
-        console.log(`feedback recorded on task ${options.task}${options.step ? `, step ${options.step}` : ""}`);
+        const iteration = options.iteration === undefined ? null : Number(options.iteration);
+        if (iteration !== null && (!Number.isInteger(iteration) || iteration < 1)) {
+          console.error(`error DUCK_ERR_INVALID_INPUT: --iteration is a decision's number (1, 2, …), not ${JSON.stringify(options.iteration)}`);
+          return 2;
+        }
+        if (iteration !== null && !options.step) {
+          console.error("error DUCK_ERR_INVALID_INPUT: --iteration names the decision of a step: give the step with --step");
+          return 2;
+        }
+        ducklm.feedback(options.task, { target: options.step ? "step" : "answer", step_id: options.step ?? null, iteration, rating, comment: comment.join(" ") }, "cli");
+        console.log(`feedback recorded on task ${options.task}${options.step ? `, step ${options.step}${iteration !== null ? ` of decision ${iteration}` : ""}` : ""}`);
         return 0;
       }),
     );

@@ -18,7 +18,7 @@ export const answerRoutes: FastifyPluginAsyncZod<RouteOptions> = async (app, { d
   app.post("/password/resolve", { schema: { summary: "Same as /secrets/resolve", body: SecretResolveSchema } }, async (request) => resolveSecret(request.body));
   app.post("/critic/feedback", { schema: { summary: "Rate an answer or a step", body: FeedbackSchema } }, async (request) => {
     const body = request.body;
-    ducklm.feedback(body.task_id, { target: body.step_id ? "step" : "answer", step_id: body.step_id ?? null, rating: body.rating, comment: body.comment }, "api");
+    ducklm.feedback(body.task_id, { target: body.step_id ? "step" : "answer", step_id: body.step_id ?? null, iteration: body.iteration ?? null, rating: body.rating, comment: body.comment }, "api");
     return { accepted: true };
   });
 };
