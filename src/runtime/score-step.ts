@@ -12,6 +12,13 @@ import { modelOrHeuristic, servesRole } from "./model-call.js";
 export async function scoreStep(context: ExecutorContext, projection: TaskProjection, step: StepProjection, signal: AbortSignal): Promise<{ score: CriticScore; source: "model" | "heuristic" }> {
   const result = step.result!;
   if (result.error?.code === ErrorCode.PermissionDenied || result.error?.code === ErrorCode.HardStop) return { score: heuristicScore(result), source: "heuristic" };
+  // A step that ran after the decision spent the budget still gets its outcome; the task ends at the
+  // next decision, which says so.
+  const { tokens_used, loop } = context.store.projection(projection.task_id);
+  if (servesRole(context, "critic") && tokens_used >= loop.token_budget) {
+    const score = heuristicScore(result);
+    return { score: { ...score, reason: `${score.reason} (judged without the critic: the task has used its agent.token_budget of ${loop.token_budget})` }, source: "heuristic" };
+  }
   // Feedback is read back: people's ratings of steps that called the same tool shape the verdict.
   const ratings = step.step.kind === "tool" && servesRole(context, "critic") ? context.store.stepRatings(step.step.tool, 50) : [];
   const judged = await modelOrHeuristic(

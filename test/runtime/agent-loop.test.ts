@@ -5,6 +5,7 @@ import { z } from "zod";
 import type { ExecutionDirective } from "../../src/contracts/index.js";
 import { DuckError, ErrorCode } from "../../src/errors/duck-error.js";
 import { replayTask } from "../../src/replay/replay-task.js";
+import { projectEvents } from "../../src/state/task-projection.js";
 import { defineTool } from "../../src/tools/tool-definition.js";
 import { stallingReply } from "../../src/models/scripted-provider.js";
 import type { TextRequest } from "../../src/models/model-provider.js";
@@ -121,6 +122,38 @@ describe("the agent loop with a scripted model", () => {
     const outcome = await runtime.loop.submit({ text: "keep going" }).done;
     expect(outcome.error?.code).toBe("DUCK_ERR_TOKEN_BUDGET");
     expect(outcome.error?.message).toMatch(/agent\.token_budget of 400/);
+  });
+
+  it("gives a step that ran after the budget was spent its outcome, judged without the critic, before the task ends", async () => {
+    let criticCalls = 0;
+    const agent = () =>
+      scriptedAgent({
+        directive: { kind: "tool", tool: "echo", arguments: { text: "x".repeat(200) }, reason: "" },
+        verdict: () => {
+          criticCalls += 1;
+          return "pass";
+        },
+      });
+    // A budget the first decision's own calls use up, measured on the same task: its step runs, and
+    // its critic call would be past the budget.
+    const measuring = setup({ runtime: loop(1), tools: [createEchoTool()], models: agent() });
+    const measured = measuring.store.listEvents((await measuring.loop.submit({ text: "keep going" }).done).task_id);
+    const budget = projectEvents(measured.slice(0, measured.findIndex((event) => event.type === "step-started") + 1)).tokens_used;
+    criticCalls = 0;
+    const runtime = setup({ runtime: loop(10, { token_budget: budget }), tools: [createEchoTool()], models: agent() });
+    const outcome = await runtime.loop.submit({ text: "keep going" }).done;
+    expect(outcome.error?.code).toBe("DUCK_ERR_TOKEN_BUDGET");
+    const events = runtime.store.listEvents(outcome.task_id);
+    // Every step that started has an ending, and the last one's verdict says why no critic gave it.
+    const started = ofType(events, "step-started").length;
+    expect(started).toBeGreaterThan(0);
+    expect(ofType(events, "step-completed").length + ofType(events, "step-failed").length).toBe(started);
+    const lastScore = ofType(events, "critic-scored").at(-1)!;
+    expect(lastScore).toMatchObject({ source: "heuristic", score: { verdict: "pass" } });
+    expect(lastScore.score.reason).toContain(`token_budget of ${budget}`);
+    expect(criticCalls).toBe(ofType(events, "critic-scored").length - 1);
+    expect(events.at(-1)?.type).toBe("task-failed");
+    expect((await replayTask(events, runtime.config)).first_difference ?? null).toBeNull();
   });
 
   it("asks the compiler again with the error when its directive is cut off, and succeeds on the third try", async () => {
