@@ -14,9 +14,12 @@ const SHOWN_ARGUMENTS_CHARS = 200;
 
 function shownArguments(iteration: IterationRecord, stepId: string): string {
   const directive = iteration.directive;
+  // The call as it ran (an earlier step's output in place of its reference), else as it was decided.
+  const called = iteration.steps.find((step) => step.id === stepId)?.arguments;
   const args = directive.kind === "tool" ? (iteration.steps[0]?.id === stepId ? directive.arguments : undefined) : directive.kind === "plan" ? (directive.steps.find((step) => step.id === stepId && step.kind === "tool") as { arguments?: unknown } | undefined)?.arguments : undefined;
-  if (!args || typeof args !== "object" || Object.keys(args).length === 0) return "";
-  const text = visibleControls(JSON.stringify(args));
+  const json = called ?? (args && typeof args === "object" ? JSON.stringify(args) : "{}");
+  if (json === "{}") return "";
+  const text = visibleControls(json);
   return ` ${text.length > SHOWN_ARGUMENTS_CHARS ? `${text.slice(0, SHOWN_ARGUMENTS_CHARS)}…` : text}`;
 }
 

@@ -37,6 +37,11 @@ export interface StepProjection {
   secret_request: EventPayloads["secret-requested"] | null;
   /** A coder step's files for the latest attempt, once the coder model proposed them. */
   proposal?: CoderProposal | null;
+  /**
+   * The arguments the latest attempt's tool was called with (references to earlier steps resolved),
+   * as JSON cut to CALLED_WITH_CHARS: what the model is shown of the call, kept small in checkpoints.
+   */
+  called_with?: string;
   result: ToolResult | null;
   score: CriticScore | null;
   recovery: RecoveryAction | null;
@@ -92,8 +97,21 @@ export interface ContextSummaries {
 export interface IterationRecord {
   iteration: number;
   directive: ExecutionDirective;
-  steps: Array<{ id: string; description: string; tool: string | null; status: StepStatus; output: string; error: string | null; verdict: string | null }>;
+  steps: Array<{
+    id: string;
+    description: string;
+    tool: string | null;
+    /** What the tool was called with, as StepProjection's `called_with`; absent for a step that called none. */
+    arguments?: string;
+    status: StepStatus;
+    output: string;
+    error: string | null;
+    verdict: string | null;
+  }>;
 }
+
+/** Longest account of a step's call kept (see `called_with`). */
+const CALLED_WITH_CHARS = 400;
 
 /** Longest output of one step kept for the model to see again; the context builder fits them to its budget. */
 const OBSERVED_OUTPUT_CHARS = 4000;
@@ -111,6 +129,7 @@ function recordIteration(p: TaskProjection): IterationRecord | null {
         id,
         description: step.step.description,
         tool: step.step.kind === "tool" ? (step.step.tool ?? null) : step.step.kind,
+        ...(step.called_with ? { arguments: step.called_with } : {}),
         status: step.status,
         output: output.length > OBSERVED_OUTPUT_CHARS ? `${output.slice(0, OBSERVED_OUTPUT_CHARS)}\n[… ${output.length - OBSERVED_OUTPUT_CHARS} more characters]` : output,
         error: step.result?.error?.message ?? step.failure_reason ?? null,
@@ -251,6 +270,8 @@ const reducers: { [T in EventTypeName]?: Reducer<T> } = {
   "tool-called": (p, e) =>
     updateStep(p, e.step_id, (s) => {
       s.tool_called = true;
+      const called = JSON.stringify(e.call.arguments ?? {});
+      s.called_with = called.length > CALLED_WITH_CHARS ? `${called.slice(0, CALLED_WITH_CHARS)}…` : called;
       // A grant covers one run: if this one's outcome is lost in a crash, the user is asked again.
       s.permission_granted = false;
     }),

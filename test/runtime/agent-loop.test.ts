@@ -96,10 +96,23 @@ describe("the agent loop with a scripted model", () => {
         { id: "say", kind: "tool", description: "", depends_on: [], tool: "echo", arguments: { text: "first of {{largest.output}}: {{ head.output }}" } },
       ],
     };
-    const runtime = setup({ runtime: loop(1), tools: [createEchoTool()], models: scriptedAgent({ directive: plan }) });
+    const prompts: string[] = [];
+    const runtime = setup({
+      runtime: loop(2),
+      tools: [createEchoTool()],
+      models: scriptedAgent({
+        directive: (request) => {
+          prompts.push(request.prompt);
+          return prompts.length === 1 ? plan : { kind: "respond", answer: "line one" };
+        },
+      }),
+    });
     writeFileSync(join(runtime.workspace, "big.txt"), "line one\n");
     const outcome = await runtime.loop.submit({ text: "show the first line of the largest file" }).done;
     expect(outcome.state).toBe("completed");
+    // The next decision is shown the call as it ran, not the reference it was written with.
+    expect(prompts[1]).toContain('head file_read {"path":"big.txt"}');
+    expect(prompts[1]).not.toContain("from_step");
     const events = runtime.store.listEvents(outcome.task_id);
     const accepted = ofType(events, "plan-accepted")[0]!;
     expect(accepted.steps.find((step) => step.id === "say")!.depends_on.sort()).toEqual(["head", "largest"]);
