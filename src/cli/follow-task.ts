@@ -212,6 +212,19 @@ export async function followTask(
 }
 
 /**
+ * Waits for the tasks `startAndResume` took up, saying so on stderr when any is still going, so that
+ * a command whose own task has ended does not sit silent.
+ */
+export async function finishLeftovers(leftovers: Array<Promise<TaskOutcome>>): Promise<void> {
+  let going = leftovers.length;
+  for (const leftover of leftovers) void leftover.finally(() => (going -= 1)).catch(() => undefined);
+  // Outcomes already in are counted before anything is said.
+  await new Promise((resolve) => setImmediate(resolve));
+  if (going > 0) console.error(`waiting for ${going} task(s) resumed from an earlier run to finish (Ctrl-C stops waiting; they resume at the next start)`);
+  await Promise.allSettled(leftovers);
+}
+
+/**
  * Does the start-up work of a command that drives tasks and says on stderr what an earlier process
  * left unfinished (runtime.json `resume`); returns the resumed tasks' outcomes to wait for.
  */

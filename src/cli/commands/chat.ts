@@ -3,7 +3,7 @@ import { createInterface } from "node:readline";
 import { styleText } from "node:util";
 import type { Command } from "commander";
 import type { DuckLM } from "../../runtime/ducklm.js";
-import { createEventPrinter, followTask, startAndResume, type AskLine } from "../follow-task.js";
+import { createEventPrinter, finishLeftovers, followTask, startAndResume, type AskLine } from "../follow-task.js";
 import { TASK_RUNNER, withDuckLM, type GlobalOptions } from "../with-ducklm.js";
 
 /** Colour on a terminal that has it, none under NO_COLOR or into a pipe. */
@@ -118,7 +118,7 @@ async function chatSession(ducklm: DuckLM, options: { session?: string; yes?: bo
   } finally {
     close();
   }
-  await Promise.allSettled(leftovers);
+  await finishLeftovers(leftovers);
   return last === 130 ? 130 : 0;
 }
 

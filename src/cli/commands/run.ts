@@ -1,6 +1,6 @@
 import type { Command } from "commander";
 import { DuckError, ErrorCode } from "../../errors/duck-error.js";
-import { followTask, startAndResume } from "../follow-task.js";
+import { finishLeftovers, followTask, startAndResume } from "../follow-task.js";
 import { TASK_RUNNER, withDuckLM, type GlobalOptions } from "../with-ducklm.js";
 
 /** `ducklm run "<task>"`: runs one task, printing its events; asks for permission at the terminal. */
@@ -32,7 +32,7 @@ export function registerRun(program: Command): void {
           const handle = ducklm.submit(task, { evenWhenLineIsFull: true });
           const code = await followTask(ducklm, handle.taskId, handle.done, options);
           // Closing now would only interrupt them again.
-          await Promise.allSettled(leftovers);
+          await finishLeftovers(leftovers);
           return code;
         },
         TASK_RUNNER,
