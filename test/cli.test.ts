@@ -130,6 +130,10 @@ describe("ducklm CLI", () => {
     const all = ducklm(["events", "--task", completed.id, "--since", "0", "--json"]);
     expect(all.code).toBe(0);
     expect(JSON.parse(all.stdout.split("\n")[0]!).seq).toBe(1);
+    // As text, each event's line says what it holds, not just its type.
+    const text = ducklm(["events", "--task", completed.id]).stdout.trim().split("\n");
+    expect(text[0]).toMatch(new RegExp(`^# {2}1 \\S+ task-received {2}task ${completed.id} received: \\S`));
+    expect(text.every((line) => !line.includes("\u001b"))).toBe(true);
   });
 
   it("answers bad input with a clear error and exit code 2", () => {

@@ -1,8 +1,9 @@
 import type { Command } from "commander";
-import { isTerminalTaskState, TaskStateSchema } from "../../contracts/index.js";
+import { isTerminalTaskState, TaskStateSchema, type DuckEvent } from "../../contracts/index.js";
 import { DuckError, ErrorCode } from "../../errors/duck-error.js";
 import { createEventPrinter, followTask } from "../follow-task.js";
 import { wholeNumberOption } from "../cli-numbers.js";
+import { formatEvent } from "../format-event.js";
 import { oneLine } from "../terminal-text.js";
 import { TASK_RUNNER, withDuckLM, withTaskStore, type GlobalOptions } from "../with-ducklm.js";
 
@@ -84,9 +85,20 @@ export function registerTasks(program: Command): void {
         const print = createEventPrinter(true);
         for (const event of events) {
           if (options.json) print(event);
-          else process.stdout.write(`#${String(event.seq).padStart(3)} ${event.time} ${event.type}\n`);
+          else process.stdout.write(`#${String(event.seq).padStart(3)} ${event.time} ${event.type}${eventSummary(event)}\n`);
         }
         return 0;
       }),
     );
+}
+
+/** Longest account of an event on its line of `ducklm events`; `--json` has the whole of it. */
+const EVENT_SUMMARY_CHARS = 160;
+
+/** What an event says (a decision's number and reason, a failure's code and message), on the event's line. */
+function eventSummary(event: DuckEvent): string {
+  const text = formatEvent(event);
+  if (!text) return "";
+  const line = oneLine(text.trim().replace(/^[▸↻▶✓✗✔✘⊘←]\s*/u, ""));
+  return `  ${line.length > EVENT_SUMMARY_CHARS ? `${line.slice(0, EVENT_SUMMARY_CHARS)}…` : line}`;
 }
