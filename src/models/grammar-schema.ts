@@ -27,70 +27,8 @@ function stepReferenceSchema(maxIdLength: number | undefined): GrammarSchema {
   return { type: "object", properties: { from_step: id }, required: ["from_step"], additionalProperties: false };
 }
 
-/**
- * Values of free-form objects (tool arguments): flat scalars, so a decoded object is always small and
- * complete, or a reference to an earlier step's output, which the prompts offer.
- */
-function scalarSchema(limits: GrammarLimits): GrammarSchema {
-  return {
-    oneOf: [{ type: "string", maxLength: limits.maxStringLength }, { type: "number" }, { type: "boolean" }, { type: "null" }, stepReferenceSchema(STEP_ID_LENGTH_IN_GRAMMAR)],
-  };
-}
-
 // Step ids are short ("s1", "read-config"); the grammar need not let a reference run on.
 const STEP_ID_LENGTH_IN_GRAMMAR = 40;
-
-function convert(node: Record<string, unknown>, limits: GrammarLimits): GrammarSchema {
-  if (Array.isArray(node.oneOf) || Array.isArray(node.anyOf)) {
-    const options = (node.oneOf ?? node.anyOf) as Array<Record<string, unknown>>;
-    return { oneOf: options.map((option) => convert(option, limits)) };
-  }
-  if ("const" in node) return { const: node.const };
-  if (Array.isArray(node.enum)) return { enum: node.enum };
-  const type = node.type;
-  if (type === "object") {
-    const properties = node.properties as Record<string, Record<string, unknown>> | undefined;
-    if (properties && Object.keys(properties).length > 0) {
-      return {
-        type: "object",
-        properties: Object.fromEntries(Object.entries(properties).map(([key, value]) => [key, convert(value, limits)])),
-        additionalProperties: false,
-      };
-    }
-    return { type: "object", additionalProperties: scalarSchema(limits), maxProperties: limits.maxProperties };
-  }
-  if (type === "array") {
-    const zodMax = typeof node.maxItems === "number" ? node.maxItems : Number.POSITIVE_INFINITY;
-    const min = typeof node.minItems === "number" ? node.minItems : 0;
-    const items = (node.items as Record<string, unknown> | undefined) ?? {};
-    return { type: "array", items: convert(items, limits), minItems: min, maxItems: Math.max(min, Math.min(zodMax, limits.maxItems)) };
-  }
-  if (type === "string") {
-    const zodMax = typeof node.maxLength === "number" ? node.maxLength : Number.POSITIVE_INFINITY;
-    const min = typeof node.minLength === "number" ? node.minLength : 0;
-    const max = Math.max(min, Math.min(Math.floor(zodMax * GRAMMAR_SHARE_OF_ZOD_LENGTH), limits.maxStringLength));
-    return min > 0 ? { type: "string", minLength: min, maxLength: max } : { type: "string", maxLength: max };
-  }
-  if (type === "number" || type === "integer") {
-    // A grammar cannot bound a number; a bounded one becomes a choice of evenly spaced values.
-    if (typeof node.minimum === "number" && typeof node.maximum === "number" && type === "number") {
-      const { minimum, maximum } = node as { minimum: number; maximum: number };
-      return { enum: Array.from({ length: 11 }, (_, i) => Math.round((minimum + ((maximum - minimum) * i) / 10) * 1000) / 1000) };
-    }
-    return { type };
-  }
-  if (type === "boolean" || type === "null") return { type };
-  return scalarSchema(limits);
-}
-
-/**
- * The grammar's schema for what zod will then validate: the same shape, with every string, array
- * and free-form object bounded, so that decoding always ends in complete, parseable JSON.
- */
-export function toGrammarSchema(schema: z.ZodType, limits: Partial<GrammarLimits> = {}): GrammarSchema {
-  const json = z.toJSONSchema(schema, { io: "output", unrepresentable: "any" }) as Record<string, unknown>;
-  return convert(json, { ...DEFAULT_GRAMMAR_LIMITS, ...limits });
-}
 
 /**
  * Longest string limit a server's schema keeps. llama.cpp's server turns `maxLength` into a rule
@@ -99,12 +37,36 @@ export function toGrammarSchema(schema: z.ZodType, limits: Partial<GrammarLimits
  */
 const SERVER_MAX_LENGTH_KEPT = 256;
 
-function convertForServer(node: Record<string, unknown>): GrammarSchema {
+/** Who decodes under the schema: node-llama-cpp's grammar here, bounded everywhere, or a model server. */
+type Target = { kind: "grammar"; limits: GrammarLimits } | { kind: "server" };
+
+/**
+ * Values of free-form objects (tool arguments): flat scalars, so a decoded object stays small and
+ * complete, or a reference to an earlier step's output, which the prompts offer.
+ */
+function freeFormValue(target: Target): GrammarSchema {
+  const grammar = target.kind === "grammar";
+  return {
+    oneOf: [
+      grammar ? { type: "string", maxLength: target.limits.maxStringLength } : { type: "string" },
+      { type: "number" },
+      { type: "boolean" },
+      { type: "null" },
+      stepReferenceSchema(grammar ? STEP_ID_LENGTH_IN_GRAMMAR : undefined),
+    ],
+  };
+}
+
+function numberOf(node: Record<string, unknown>, key: string): number | undefined {
+  return typeof node[key] === "number" ? node[key] : undefined;
+}
+
+function convert(node: Record<string, unknown>, target: Target): GrammarSchema {
   if (Array.isArray(node.oneOf) || Array.isArray(node.anyOf)) {
+    // oneOf, which every converter knows (node-llama-cpp's knows no anyOf); zod's unions here are of
+    // disjoint shapes, so the two mean the same.
     const options = (node.oneOf ?? node.anyOf) as Array<Record<string, unknown>>;
-    // oneOf, which every server's converter knows (node-llama-cpp's knows no anyOf); zod's unions here
-    // are of disjoint shapes, so the two mean the same.
-    return { oneOf: options.map(convertForServer) };
+    return { oneOf: options.map((option) => convert(option, target)) };
   }
   if ("const" in node) return { const: node.const };
   if (Array.isArray(node.enum)) return { enum: node.enum };
@@ -112,35 +74,54 @@ function convertForServer(node: Record<string, unknown>): GrammarSchema {
   if (type === "object") {
     const properties = node.properties as Record<string, Record<string, unknown>> | undefined;
     if (properties && Object.keys(properties).length > 0) {
-      const required = Array.isArray(node.required) ? node.required : [];
+      // A grammar writes every property; a server is told which ones zod needs.
+      const required = target.kind === "server" && Array.isArray(node.required) && node.required.length > 0 ? { required: node.required } : {};
       return {
         type: "object",
-        properties: Object.fromEntries(Object.entries(properties).map(([key, value]) => [key, convertForServer(value)])),
-        ...(required.length > 0 ? { required } : {}),
+        properties: Object.fromEntries(Object.entries(properties).map(([key, value]) => [key, convert(value, target)])),
+        ...required,
         additionalProperties: false,
       };
     }
-    return { type: "object", additionalProperties: freeFormValueForServer() };
+    const bound = target.kind === "grammar" ? { maxProperties: target.limits.maxProperties } : {};
+    return { type: "object", additionalProperties: freeFormValue(target), ...bound };
   }
   if (type === "array") {
-    const bounds = Object.fromEntries(["minItems", "maxItems"].filter((key) => typeof node[key] === "number").map((key) => [key, node[key]]));
-    return { type: "array", items: convertForServer((node.items as Record<string, unknown> | undefined) ?? {}), ...bounds };
+    const items = convert((node.items as Record<string, unknown> | undefined) ?? {}, target);
+    const min = numberOf(node, "minItems");
+    const zodMax = numberOf(node, "maxItems");
+    if (target.kind === "server") return { type: "array", items, ...(min !== undefined ? { minItems: min } : {}), ...(zodMax !== undefined ? { maxItems: zodMax } : {}) };
+    return { type: "array", items, minItems: min ?? 0, maxItems: Math.max(min ?? 0, Math.min(zodMax ?? Number.POSITIVE_INFINITY, target.limits.maxItems)) };
   }
   if (type === "string") {
-    const kept: GrammarSchema = { type: "string" };
-    if (typeof node.minLength === "number" && node.minLength > 0) kept.minLength = node.minLength;
-    if (typeof node.maxLength === "number" && node.maxLength <= SERVER_MAX_LENGTH_KEPT) kept.maxLength = node.maxLength;
-    return kept;
+    const min = numberOf(node, "minLength") ?? 0;
+    const zodMax = numberOf(node, "maxLength");
+    const atLeast = min > 0 ? { minLength: min } : {};
+    if (target.kind === "server") return { type: "string", ...atLeast, ...(zodMax !== undefined && zodMax <= SERVER_MAX_LENGTH_KEPT ? { maxLength: zodMax } : {}) };
+    const max = Math.max(min, Math.min(Math.floor((zodMax ?? Number.POSITIVE_INFINITY) * GRAMMAR_SHARE_OF_ZOD_LENGTH), target.limits.maxStringLength));
+    return { type: "string", ...atLeast, maxLength: max };
   }
   if (type === "number" || type === "integer") {
-    return { type, ...Object.fromEntries(["minimum", "maximum"].filter((key) => typeof node[key] === "number").map((key) => [key, node[key]])) };
+    const minimum = numberOf(node, "minimum");
+    const maximum = numberOf(node, "maximum");
+    if (target.kind === "server") return { type, ...(minimum !== undefined ? { minimum } : {}), ...(maximum !== undefined ? { maximum } : {}) };
+    // A grammar cannot bound a number; a bounded one becomes a choice of evenly spaced values.
+    if (minimum !== undefined && maximum !== undefined && type === "number") {
+      return { enum: Array.from({ length: 11 }, (_, i) => Math.round((minimum + ((maximum - minimum) * i) / 10) * 1000) / 1000) };
+    }
+    return { type };
   }
   if (type === "boolean" || type === "null") return { type };
-  return freeFormValueForServer();
+  return freeFormValue(target);
 }
 
-function freeFormValueForServer(): GrammarSchema {
-  return { oneOf: [{ type: "string" }, { type: "number" }, { type: "boolean" }, { type: "null" }, stepReferenceSchema(undefined)] };
+/**
+ * The grammar's schema for what zod will then validate: the same shape, with every string, array
+ * and free-form object bounded, so that decoding always ends in complete, parseable JSON.
+ */
+export function toGrammarSchema(schema: z.ZodType, limits: Partial<GrammarLimits> = {}): GrammarSchema {
+  const json = z.toJSONSchema(schema, { io: "output", unrepresentable: "any" }) as Record<string, unknown>;
+  return convert(json, { kind: "grammar", limits: { ...DEFAULT_GRAMMAR_LIMITS, ...limits } });
 }
 
 /**
@@ -150,5 +131,5 @@ function freeFormValueForServer(): GrammarSchema {
  */
 export function toServerSchema(schema: z.ZodType): GrammarSchema {
   const json = z.toJSONSchema(schema, { io: "input", unrepresentable: "any" }) as Record<string, unknown>;
-  return convertForServer(json);
+  return convert(json, { kind: "server" });
 }
