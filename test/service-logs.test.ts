@@ -49,16 +49,30 @@ describe("the log of a long-running process", () => {
   it("rotates: a new file once one is full, and only the newest ones kept, each line a JSON record", async () => {
     const home = makeTempDir();
     const logger = await createServiceLogger(home, { fileSize: "1k", filesKept: 3, pretty: false });
-    for (let line = 0; line < 400; line += 1) {
-      logger.info({ line, token: "never-in-a-log" }, "a line long enough to fill a one-kilobyte file after a dozen or so of them");
-      if (line % 50 === 0) await delay(20);
+    const readRecords = () =>
+      logFiles(home)
+        .flatMap((name) => readFileSync(join(home, "logs", name), { encoding: "utf8", flag: "r" }).split("\n"))
+        .filter(Boolean)
+        .flatMap((text) => {
+          try {
+            return [JSON.parse(text) as { line: number; token: string }];
+          } catch {
+            return []; // a line the worker is still writing
+          }
+        });
+    // The file is rolled between writes, so a batch is written, and waited for, before the next: on a
+    // busy machine the writer's thread may otherwise start late and write all 400 lines as one.
+    for (let batch = 0; batch < 25; batch += 1) {
+      for (let line = batch * 16; line < (batch + 1) * 16; line += 1) logger.info({ line, token: "never-in-a-log" }, "a line long enough to fill a one-kilobyte file after a dozen or so of them");
+      logger.flush();
+      const last = (batch + 1) * 16 - 1;
+      for (let waited = 0; waited < 200 && !readRecords().some((record) => record.line === last); waited += 1) await delay(25);
     }
-    logger.flush();
-    await delay(300);
+    await delay(100);
     const files = logFiles(home);
     expect(files.length).toBeGreaterThan(1);
     expect(files.length).toBeLessThanOrEqual(3);
-    const records = files.flatMap((name) => readFileSync(join(home, "logs", name), "utf8").split("\n")).filter(Boolean).map((text) => JSON.parse(text) as { line: number; token: string });
+    const records = readRecords();
     // The newest lines survive; the oldest went with the files that were dropped.
     expect(records.some((record) => record.line === 399)).toBe(true);
     expect(records.some((record) => record.line === 0)).toBe(false);

@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import { z } from "zod";
 import { TaskIdParamsSchema } from "../../contracts/index.js";
+import { DuckError, ErrorCode } from "../../errors/duck-error.js";
 import { streamTask } from "../event-stream.js";
 import type { RouteOptions } from "./route-options.js";
 
@@ -23,8 +24,14 @@ export const statusRoutes: FastifyPluginAsyncZod<RouteOptions> = async (app, { d
     const query = request.query as { since: number };
     try {
       ducklm.getTask(params.id);
-    } catch {
-      socket.close(4404, "no such task");
+    } catch (error) {
+      // Only a task that is not there is "no such task": a store that failed to answer is a server
+      // error the client may retry (4404 would tell it to stop asking).
+      if (DuckError.isInstance(error) && error.code === ErrorCode.TaskNotFound) socket.close(4404, "no such task");
+      else {
+        request.log.warn({ err: error, task_id: params.id }, "could not open a task's event stream");
+        socket.close(1011, "the task could not be read: try again");
+      }
       return;
     }
     streamTask(socket, ducklm.subscribe, params.id, query.since, stream);
