@@ -1,4 +1,4 @@
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import type { ExecutionDirective } from "../src/contracts/index.js";
@@ -59,6 +59,33 @@ describe("coder steps", () => {
     expect(events.filter((event) => event.type === "coder-proposed")).toHaveLength(2);
     expect(events.some((event) => event.type === "approval-used")).toBe(true);
     expect(events.filter((event) => event.type === "permission-requested")).toHaveLength(1);
+  });
+
+  it("judges the test command by the files the coder is about to write: a script it rewrites is asked about as rewritten", async () => {
+    const workspace = makeTempDir("ducklm-coder-");
+    writeFileSync(join(workspace, "run.sh"), "echo test\n");
+    mkdirSync(join(workspace, "victimdir"));
+    writeFileSync(join(workspace, "victimdir", "keep.txt"), "keep\n");
+    const directive: ExecutionDirective = {
+      kind: "plan",
+      goal: "a test script",
+      steps: [{ id: "write-test", kind: "coder", description: "write run.sh", depends_on: [], coder: { specification: "Write run.sh.", files: ["run.sh"], test_command: "bash run.sh" } }],
+    };
+    const models = coderModels(directive, { files: [{ path: "run.sh", content: "rm -r victimdir; head -c 60 /etc/shadow\n" }], notes: "" });
+    const runtime = newRuntime({ models, workspace });
+    // Unknown commands approved in advance: what the script will hold is no_always, asked however.
+    const paused = await runtime.loop.submit({ text: "write a test script", auto_approve: ["unknown"] }).done;
+    expect(paused.state).toBe("awaiting_permission");
+    const request = paused.pending_permissions[0]!;
+    expect(request.category).toBe("no_always");
+    expect(request.commands).toContain("rm -r victimdir");
+    expect(request.commands).not.toContain("echo test");
+    expect(request.ran_files).toEqual(["run.sh"]);
+    // Nothing written, nothing removed, before the answer.
+    expect(readFileSync(join(workspace, "run.sh"), "utf8")).toBe("echo test\n");
+    expect(readFileSync(join(workspace, "victimdir", "keep.txt"), "utf8")).toBe("keep\n");
+    await runtime.loop.resolvePermission(paused.task_id, request.request_id, "deny").done;
+    expect(readFileSync(join(workspace, "victimdir", "keep.txt"), "utf8")).toBe("keep\n");
   });
 
   it("writes files inside the workspace without asking when there is no test command", async () => {

@@ -5,12 +5,14 @@ import type { DuckEvent, EventPayloads } from "../contracts/index.js";
  * run (never the parsed pieces, which lose quotes and order), with the commands found in it when it
  * holds more than that one; or the tool call with its arguments.
  */
-export function askedAbout(request: Pick<EventPayloads["permission-requested"], "call" | "commands">): string {
+export function askedAbout(request: Pick<EventPayloads["permission-requested"], "call" | "commands" | "ran_files">): string {
   const args = request.call.arguments;
   const exact = typeof args.command === "string" ? args.command : typeof args.test_command === "string" ? args.test_command : null;
   if (exact === null) return `${request.call.tool} ${JSON.stringify(args)}`;
   const inside = request.commands.length > 1 || (request.commands.length === 1 && request.commands[0] !== exact.trim());
-  return inside ? `${exact}  (it runs: ${request.commands.join(" · ")})` : exact;
+  // An answer covers these files as they are now: changed, the command is asked about again.
+  const files = request.ran_files?.length ? `  [with ${request.ran_files.join(", ")} as ${request.ran_files.length === 1 ? "it is" : "they are"} now]` : "";
+  return `${inside ? `${exact}  (it runs: ${request.commands.join(" · ")})` : exact}${files}`;
 }
 
 const OUTPUT_PREVIEW_LINES = 20;

@@ -83,9 +83,11 @@ export interface EventPayloads {
   "tool-called": { step_id: string; attempt: number; call: ToolCall; effect: "read-only" | "side-effecting" };
   "tool-result": { step_id: string; attempt: number; result: ToolResult };
   "critic-scored": { step_id: string; attempt: number; score: CriticScore; source: "model" | "heuristic" };
-  "permission-requested": { request_id: string; step_id: string; call: ToolCall; category: CommandCategory; reason: string; commands: string[]; network?: boolean };
+  /** `ran_files` and `content_digest`: the workspace files the command runs (a script, a recipe) and what they held when asked. */
+  "permission-requested": { request_id: string; step_id: string; call: ToolCall; category: CommandCategory; reason: string; commands: string[]; network?: boolean; ran_files?: string[]; content_digest?: string };
   "permission-resolved": { request_id: string; step_id: string; decision: PermissionDecisionKind | "allow_always"; by: string };
-  "approval-granted": { approval_id: string; command: string; cwd: string; category: CommandCategory; expires_at: string | null };
+  /** `ran_files`: it holds while these files are as they were; `network`: it gives the command the network. */
+  "approval-granted": { approval_id: string; command: string; cwd: string; category: CommandCategory; expires_at: string | null; ran_files?: string[]; network?: boolean };
   "approval-used": { approval_id: string; step_id: string; command: string };
   "approval-revoked": { approval_id: string; command: string; by: string };
   "secret-requested": { request_id: string; step_id: string; kind: "sudo_password"; prompt: string };

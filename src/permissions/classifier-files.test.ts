@@ -58,3 +58,48 @@ describe("paths judged the way the kernel resolves them", () => {
     expect(await classify("cd a && git log --oneline -1")).toBe("normal");
   });
 });
+
+describe("the files a command runs, which an approval is bound to", () => {
+  const judge = (command: string, pendingFiles?: ReadonlyMap<string, string>) => classifier.classify(command, { workspace, ...(pendingFiles ? { pendingFiles } : {}) });
+
+  it("names a script, a program file, a program of the workspace and a build recipe, and digests what they hold", async () => {
+    writeFileSync(join(workspace, "run.sh"), "echo one\n");
+    writeFileSync(join(workspace, "tool.py"), "print(1)\n");
+    writeFileSync(join(workspace, "package.json"), '{"scripts":{"test":"echo ok"}}\n');
+    expect((await judge("bash run.sh")).ran_files).toEqual(["run.sh"]);
+    expect((await judge("./run.sh")).ran_files).toEqual(["run.sh"]);
+    expect((await judge("python3 tool.py --fast")).ran_files).toEqual(["tool.py"]);
+    expect((await judge("npm test")).ran_files).toEqual(["package.json"]);
+    expect((await judge("make all")).ran_files).toEqual(["GNUmakefile", "Makefile", "makefile"]);
+    expect((await judge("make -C a all")).ran_files).toEqual(["a/GNUmakefile", "a/Makefile", "a/makefile"]);
+    // A command that runs no file of the workspace is bound to nothing.
+    const plain = await judge("cp a.txt b.txt");
+    expect(plain.ran_files).toBeUndefined();
+    expect(plain.content_digest).toBeUndefined();
+
+    const before = (await judge("bash run.sh")).content_digest;
+    expect(before).toMatch(/^sha256:[0-9a-f]{64}$/);
+    expect((await judge("bash run.sh")).content_digest).toBe(before);
+    writeFileSync(join(workspace, "run.sh"), "echo two\n");
+    expect((await judge("bash run.sh")).content_digest).not.toBe(before);
+    // A makefile that appears later changes what `make` runs.
+    const noMakefile = (await judge("make")).content_digest;
+    writeFileSync(join(workspace, "Makefile"), "all:\n\ttrue\n");
+    expect((await judge("make")).content_digest).not.toBe(noMakefile);
+  });
+
+  it("judges a script by what a coder step is about to write into it, not by what the disk holds", async () => {
+    writeFileSync(join(workspace, "test.sh"), "echo harmless\n");
+    const onDisk = await judge("bash test.sh");
+    expect(onDisk.category).toBe("unknown");
+    const pending = new Map([[join(workspace, "test.sh"), "rm -r victimdir; head -c 60 /etc/shadow\n"]]);
+    const toBeWritten = await judge("bash test.sh", pending);
+    expect(toBeWritten.category).toBe("no_always");
+    expect(toBeWritten.commands).toContain("rm -r victimdir");
+    expect(toBeWritten.commands).not.toContain("echo harmless");
+    // Its digest is the one the file will have once written.
+    expect(toBeWritten.content_digest).not.toBe(onDisk.content_digest);
+    writeFileSync(join(workspace, "test.sh"), "rm -r victimdir; head -c 60 /etc/shadow\n");
+    expect((await judge("bash test.sh")).content_digest).toBe(toBeWritten.content_digest);
+  });
+});

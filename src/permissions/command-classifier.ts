@@ -1,4 +1,7 @@
+import { createHash } from "node:crypto";
+import { readFileSync, statSync } from "node:fs";
 import { homedir } from "node:os";
+import { relative } from "node:path";
 import type { CommandCategory } from "../contracts/index.js";
 import type { PermissionsConfig } from "../config/config-schemas.js";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
@@ -25,11 +28,20 @@ export interface CommandClassification {
   network: boolean;
   /** The argument vectors of the `sudo` invocations the text fixes, for the askpass broker. */
   sudo: string[][];
+  /**
+   * The workspace files whose content decides what the command does (a script it runs, a program
+   * file, a build recipe), relative to the workspace, and a digest of what they hold now (null when
+   * there are none): an "always" approval is bound to that digest.
+   */
+  ran_files?: string[];
+  content_digest?: string | null;
 }
 
 /** Where a command would run: its workspace, and what no task may touch. */
 export interface ClassifyContext {
   workspace: string;
+  /** Files that will be written before the command runs (a coder step's), by absolute path. */
+  pendingFiles?: ReadonlyMap<string, string>;
 }
 
 /** The parts of the path context that hold for every task of a process. */
@@ -112,10 +124,25 @@ export class CommandClassifier {
     const judgement = new Judgement();
     if (command.trim() === "") return { category: "unknown", commands: [], reason: "empty command", network: false, sudo: [] };
     const protectedPaths = [...this.protectedPaths, ...(this.realpath ? workspaceRepositoryPaths(context.workspace) : [])];
-    const paths: PathContext = { workspace: context.workspace, home: this.home, protectedPaths, ...(this.realpath ? { realpath: this.realpath, physical: REAL_FILE_SYSTEM } : {}) };
+    const paths: PathContext = {
+      workspace: context.workspace,
+      home: this.home,
+      protectedPaths,
+      ...(this.realpath ? { realpath: this.realpath, physical: REAL_FILE_SYSTEM } : {}),
+      ...(context.pendingFiles ? { pendingFiles: context.pendingFiles } : {}),
+    };
     const state: ScriptState = { env: { home: this.home, variables: new Map(), ifs: "" }, aliases: new Map(), depth: 0, cwds: [context.workspace], context: paths, writes: { by: null } };
     this.judge.judgeScript(parser, command, state, judgement);
-    return { category: judgement.category, commands: judgement.commands, reason: judgement.reason, network: judgement.network, sudo: judgement.sudo };
+    const ranFiles = [...judgement.ranFiles].sort();
+    return {
+      category: judgement.category,
+      // A script's commands are listed once, however often it names them.
+      commands: [...new Set(judgement.commands)],
+      reason: judgement.reason,
+      network: judgement.network,
+      sudo: judgement.sudo,
+      ...(ranFiles.length > 0 ? { ran_files: ranFiles.map((path) => relative(context.workspace, path) || "."), content_digest: contentDigestOf(ranFiles, context.pendingFiles) } : {}),
+    };
   }
 
   /**
@@ -184,3 +211,31 @@ export class CommandClassifier {
 /** The made-up places permissions.json's examples are judged in. */
 export const EXAMPLE_HOME = "/home/user";
 export const EXAMPLE_WORKSPACE = "/home/user/project";
+
+/** Most bytes of a file read for its digest; a larger one is known by its size and modification time. */
+const DIGEST_FILE_MAX_BYTES = 16 * 1024 * 1024;
+
+/**
+ * What a set of files holds, as one digest: each path with a hash of its content (a pending write's,
+ * else the disk's), or that it is absent. Any change to any of them gives another digest.
+ */
+export function contentDigestOf(paths: readonly string[], pendingFiles?: ReadonlyMap<string, string>): string {
+  const whole = createHash("sha256");
+  for (const path of [...paths].sort()) {
+    whole.update(`${path}\0`);
+    const pending = pendingFiles?.get(path);
+    if (pending !== undefined) {
+      whole.update(`content ${createHash("sha256").update(pending).digest("hex")}\n`);
+      continue;
+    }
+    try {
+      const info = statSync(path);
+      if (!info.isFile()) whole.update(`not a file ${info.mode}\n`);
+      else if (info.size > DIGEST_FILE_MAX_BYTES) whole.update(`large ${info.size} ${info.mtimeMs} ${info.ino}\n`);
+      else whole.update(`content ${createHash("sha256").update(readFileSync(path)).digest("hex")}\n`);
+    } catch {
+      whole.update("absent\n");
+    }
+  }
+  return `sha256:${whole.digest("hex")}`;
+}

@@ -54,6 +54,8 @@ export interface InterpreterUse {
   readsStdin: boolean;
   /** It runs a program from a file (`python3 script.py`, `node server.js`). */
   runsFile: boolean;
+  /** The program file it runs, where the command line names one. */
+  file?: ShellWord;
   /** Only asks the interpreter about itself (`--version`, `-V`, `--help`). */
   query: boolean;
 }
@@ -79,7 +81,8 @@ export function readInterpreter(program: string, args: readonly ShellWord[]): In
     }
     if (text === "--") {
       if (args[i + 1]) use.runsFile = true;
-      else use.readsStdin = !spec.codeOperand;
+      if (args[i + 1] && !spec.codeOperand) use.file ??= args[i + 1]!;
+      else if (!args[i + 1]) use.readsStdin = !spec.codeOperand;
       if (spec.codeOperand && args[i + 1] && !fromFile) use.inline.push(args[i + 1]!);
       return use;
     }
@@ -102,6 +105,8 @@ export function readInterpreter(program: string, args: readonly ShellWord[]): In
       if (programFile.has(name)) {
         fromFile = true;
         use.runsFile = true;
+        const named = text.length === 2 || (text.startsWith("--") && !text.includes("=")) ? args[i + 1] : { ...word, text: text.startsWith("--") ? text.slice(text.indexOf("=") + 1) : text.slice(2) };
+        if (named) use.file ??= named;
         if (text.length === 2 || (text.startsWith("--") && !text.includes("="))) i += 1;
         continue;
       }
@@ -117,6 +122,7 @@ export function readInterpreter(program: string, args: readonly ShellWord[]): In
       return use;
     }
     use.runsFile = true;
+    use.file ??= word;
     return use;
   }
   if (!use.query && !use.runsFile && use.inline.length === 0 && !spec.codeOperand) use.readsStdin = true;

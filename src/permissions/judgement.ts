@@ -18,6 +18,12 @@ export class Judgement {
   network = false;
   readonly commands: string[] = [];
   readonly sudo: string[][] = [];
+  /**
+   * Files in the workspace whose content decides what the command does (a script it runs, a program
+   * file, a build runner's recipe), by absolute path: an "always" approval holds only while they are
+   * as they were when it was given.
+   */
+  readonly ranFiles = new Set<string>();
 
   raise(next: CommandCategory, why: string): void {
     if (CATEGORY_RANK[next] > CATEGORY_RANK[this.category]) {

@@ -1,4 +1,5 @@
 import { readFileSync, statSync } from "node:fs";
+import { resolve as resolvePath } from "node:path";
 import { inputOf, producedWords } from "./literal-output.js";
 import { isInterpreter, readInterpreter, scanCode } from "./inline-code.js";
 import { Judgement, readShellArgs, shown, type ScriptState } from "./judgement.js";
@@ -20,16 +21,36 @@ const SCRIPT_FILE_MAX_BYTES = 256 * 1024;
  * and not too long to read.
  */
 function scriptFileText(file: ShellWord, state: ScriptState): string | null {
-  const cwd = state.cwds.length === 1 ? state.cwds[0] : null;
-  if (!file.static || !cwd || !state.context.physical) return null;
-  if (judgeWorkspacePath(file, [cwd], state.context) !== "inside") return null;
-  const path = state.context.physical.resolve(file.text, cwd);
+  const path = workspaceFilePath(file, state);
+  if (path === null) return null;
+  const pending = state.context.pendingFiles?.get(path) ?? state.context.pendingFiles?.get(resolvePath(state.cwds[0]!, file.text));
+  if (pending !== undefined) return pending.length <= SCRIPT_FILE_MAX_BYTES ? pending : null;
   try {
     const info = statSync(path);
     return info.isFile() && info.size <= SCRIPT_FILE_MAX_BYTES ? readFileSync(path, "utf8") : null;
   } catch {
     return null;
   }
+}
+
+/** Where a file a command names is, when it is a fixed name inside the workspace, read from the one directory the command runs in. */
+function workspaceFilePath(file: ShellWord, state: ScriptState): string | null {
+  const cwd = state.cwds.length === 1 ? state.cwds[0] : null;
+  if (!file.static || !cwd || !state.context.physical) return null;
+  if (judgeWorkspacePath(file, [cwd], state.context) !== "inside") return null;
+  return state.context.physical.resolve(file.text, cwd);
+}
+
+/**
+ * Notes a workspace file whose content decides what the command does (a script, a program file, a
+ * build recipe), so that an approval of the command is bound to that content. A coder step's pending
+ * file is noted under the name it will be written to.
+ */
+export function noteRanFile(file: ShellWord, state: ScriptState, judgement: Judgement): void {
+  const path = workspaceFilePath(file, state);
+  if (path === null) return;
+  const lexical = resolvePath(state.cwds[0]!, file.text);
+  judgement.ranFiles.add(state.context.pendingFiles?.has(lexical) && !state.context.pendingFiles.has(path) ? lexical : path);
 }
 
 /**
@@ -46,6 +67,7 @@ export function judgeScriptFile(judge: ScriptJudge, parser: ShellParser, file: S
     judgement.raise("no_always", `runs the script file ${file.text}${where}, which an earlier command of this line ("${state.writes.by}") may have written`);
     return;
   }
+  noteRanFile(file, state, judgement);
   const content = scriptFileText(file, state);
   judgement.raise("unknown", `runs the script file ${file.text}${where}, ${content === null ? "whose content is not judged" : "judged as it is now"}`);
   if (content !== null) judgeNestedScript(judge, parser, { text: content, static: true, glob: false }, state, judgement, "a script file");
@@ -150,6 +172,7 @@ export function judgeNested(judge: ScriptJudge, parser: ShellParser, command: Sh
     }
     if (use.readsStdin) judgeStdinScript(judge, parser, command, state, judgement, program, true);
     if (use.runsFile) judgement.raise("unknown", `${program} runs a program file, whose content is not judged`);
+    if (use.file) noteRanFile(use.file, state, judgement);
     return true;
   }
   return false;

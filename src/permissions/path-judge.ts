@@ -17,6 +17,11 @@ export interface PathContext {
    * `..` after it applies — and tells whether a directory holds links a glob in it could match.
    */
   physical?: { resolve(path: string, cwd: string): string; linksIn(directory: string): string[] };
+  /**
+   * Files about to be written before the command runs (a coder step's), by absolute path: a script
+   * the command runs is judged by what it will hold, not by what is on disk now.
+   */
+  pendingFiles?: ReadonlyMap<string, string>;
 }
 
 /** The kernel's reading of a path: a link is followed where it stands, so `link/..` is the link target's parent. */

@@ -85,7 +85,8 @@ function decideCommand(input: PermissionInput, base: { category: CommandCategory
   if (decided.decision !== "allow") return { ...decided, network: needsNetwork };
   const remembered = decided.approval_id !== undefined;
   if (needsNetwork) {
-    const networkGiven = remembered || input.networkAllowed || input.preApproved.includes("network");
+    // A remembered approval gives the network only where the question it answered said so.
+    const networkGiven = (remembered && input.approval?.network === true) || input.networkAllowed || input.preApproved.includes("network");
     if (!networkGiven) return { ...base, decision: "ask", reason: `${base.reason}; it needs the network, which is a permission of its own`, network: true };
   }
   if (input.confinement === "none" && !remembered) {

@@ -6,7 +6,7 @@ import { hardStopInWordRuns, hiddenHardStop, looseWordsOf, type HardStopProbe } 
 import { ARGUMENT_DESTROYERS, commandText, globMatches, Judgement, mayCreateFiles, shown, xargsInput, type ScriptState } from "./judgement.js";
 import { looseCommands } from "./loose-commands.js";
 import { MISREAD_CONTROL_CHARACTERS, otherReadings } from "./shell-syntax.js";
-import { judgeNested, judgeNestedScript, judgeScriptFile, shellScriptText } from "./nested-code.js";
+import { judgeNested, judgeNestedScript, judgeScriptFile, noteRanFile, shellScriptText } from "./nested-code.js";
 import { isNetworkPseudoFile, judgeWorkspacePath, normalisePath } from "./path-judge.js";
 import { ruleMatches, type LegacyRule } from "./rule-matching.js";
 import type { ShellCommand, ShellParser, ShellRedirect } from "./shell-script.js";
@@ -174,6 +174,9 @@ export class ScriptJudge {
     const nestedHandled = judgeNested(this, parser, command, program, args, wrapped, judgement);
     // A shell script run by its path (`./build.sh`) is judged by what it holds, as `bash build.sh` is.
     if (!nestedHandled && head.text.includes("/") && shellScriptText(head, wrapped) !== null) judgeScriptFile(this, parser, head, wrapped, judgement, "");
+    // A program of the workspace, or a build runner's recipe there, does what its file says today.
+    if (head.text.includes("/")) noteRanFile(head, wrapped, judgement);
+    for (const recipe of recipeFiles(program, args)) noteRanFile(recipe, wrapped, judgement);
     if (program === "hash") {
       // `hash -p /bin/rm ls` makes `ls` run rm from then on.
       const index = args.findIndex((word) => word.text === "-p");
@@ -293,4 +296,35 @@ export class ScriptJudge {
       judgement.raise("unknown", `"${commandText(program, args)}" uses the network`);
     }
   }
+}
+
+const PACKAGE_RUNNERS = new Set(["npm", "pnpm", "yarn", "bun"]);
+const PACKAGE_SCRIPT_COMMANDS = new Set(["run", "run-script", "rum", "urn", "test", "t", "tst", "start", "stop", "restart"]);
+
+/**
+ * The files a build runner takes the commands it runs from: `npm test` runs what package.json says,
+ * `make` what the makefile says (`-f` names another).
+ */
+function recipeFiles(program: string, args: readonly ShellWord[]): ShellWord[] {
+  const word = (text: string): ShellWord => ({ text, static: true, glob: false });
+  if (PACKAGE_RUNNERS.has(program)) {
+    const first = args.find((arg) => !arg.text.startsWith("-"));
+    // `yarn build` runs the script "build" too.
+    return first && (PACKAGE_SCRIPT_COMMANDS.has(first.text) || program === "yarn" || program === "bun") ? [word("package.json")] : [];
+  }
+  if (program === "make" || program === "gmake") {
+    const named: ShellWord[] = [];
+    args.forEach((arg, index) => {
+      if ((arg.text === "-f" || arg.text === "--file" || arg.text === "--makefile") && args[index + 1]) named.push(args[index + 1]!);
+      else if (/^--(file|makefile)=/.test(arg.text)) named.push({ ...arg, text: arg.text.slice(arg.text.indexOf("=") + 1) });
+      else if (arg.text.startsWith("-f") && arg.text.length > 2) named.push({ ...arg, text: arg.text.slice(2) });
+    });
+    // `-C dir` reads the makefile there (and a named one relative to it).
+    const at = args.findIndex((arg) => arg.text === "-C" || arg.text === "--directory");
+    const directory = at !== -1 ? args[at + 1] : args.find((arg) => /^(-C.|--directory=)/.test(arg.text));
+    const prefix = !directory ? "" : at !== -1 ? directory.text : directory.text.replace(/^(-C|--directory=)/, "");
+    const inDirectory = (file: ShellWord): ShellWord => (prefix && !file.text.startsWith("/") ? { ...file, text: `${prefix}/${file.text}`, static: file.static && directory!.static } : file);
+    return (named.length > 0 ? named : ["GNUmakefile", "makefile", "Makefile"].map(word)).map(inDirectory);
+  }
+  return [];
 }

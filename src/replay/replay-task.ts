@@ -35,7 +35,8 @@ export interface ReplayReport {
 }
 
 // Values chosen at random or by the clock when the task ran; they are compared by their pattern of use.
-const RENAMED_KEYS = new Set(["request_id", "approval_id", "memory_id"]);
+// A digest of workspace files depends on what the workspace held; it too is compared by its pattern.
+const RENAMED_KEYS = new Set(["request_id", "approval_id", "memory_id", "content_digest"]);
 
 export function comparable(events: readonly DuckEvent[]): ComparableEvent[] {
   const names = new Map<string, string>();
@@ -147,9 +148,14 @@ export async function replayTask(recorded: readonly DuckEvent[], config: DuckCon
       const used = event.payload as EventPayloads["approval-used"];
       if (grantedHere.has(used.command)) continue;
       if (!runtime.approvals.findActive(used.command, received.workspace)) {
-        runtime.approvals.grant({ command: used.command, cwd: received.workspace, category: "unknown", grantedByTask: null });
+        // Used, it let the command run: with the network, had the command needed it.
+        runtime.approvals.grant({ command: used.command, cwd: received.workspace, category: "unknown", grantedByTask: null, network: true });
       }
     }
+    // Those were given for the files as they were when the task ran, which this workspace need not hold.
+    const approvals = runtime.approvals;
+    const findActive = approvals.findActive.bind(approvals);
+    approvals.findActive = (command, cwd, contentDigest = null) => findActive(command, cwd, contentDigest) ?? (grantedHere.has(command) ? null : findActive(command, cwd, null));
     // A recorded reinforcement found its entry already in memory: put one there for the replay to find.
     for (const event of recorded) {
       if (event.type !== "memory-written") continue;

@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { resolve as resolvePath } from "node:path";
 import type { CommandCategory, ToolCall, ToolResult } from "../contracts/index.js";
 import { ErrorCode } from "../errors/duck-error.js";
 import type { CommandClassification } from "../permissions/command-classifier.js";
@@ -27,10 +28,36 @@ export function commandOf(call: ToolCall): string | null {
   return null;
 }
 
-async function ask(context: ExecutorContext, taskId: string, stepId: string, call: ToolCall, category: CommandCategory, reason: string, commands: string[], network: boolean, signal: AbortSignal): Promise<Permit> {
+async function ask(
+  context: ExecutorContext,
+  taskId: string,
+  stepId: string,
+  call: ToolCall,
+  category: CommandCategory,
+  reason: string,
+  commands: string[],
+  network: boolean,
+  signal: AbortSignal,
+  classification: CommandClassification | null,
+): Promise<Permit> {
   await inTurn(context, taskId, { type: "permission-requested", step_id: stepId }, signal);
-  context.store.append(taskId, "permission-requested", { request_id: randomUUID(), step_id: stepId, call, category, reason, commands, ...(network ? { network: true } : {}) });
+  // The files the command runs, and what they hold as the question is shown: what an answer covers.
+  const ran = classification?.content_digest ? { ran_files: classification.ran_files ?? [], content_digest: classification.content_digest } : {};
+  context.store.append(taskId, "permission-requested", { request_id: randomUUID(), step_id: stepId, call, category, reason, commands, ...(network ? { network: true } : {}), ...ran });
   return { kind: "waiting" };
+}
+
+/**
+ * The files a coder step writes before its test command runs, by absolute path: the command is judged
+ * against what they will hold.
+ */
+function pendingFilesOf(call: ToolCall, workspace: string): Map<string, string> | undefined {
+  if (call.tool !== CODE_APPLY_TOOL || !Array.isArray(call.arguments.files)) return undefined;
+  const files = new Map<string, string>();
+  for (const file of call.arguments.files as Array<{ path?: unknown; content?: unknown }>) {
+    if (typeof file?.path === "string" && typeof file.content === "string") files.set(resolvePath(workspace, file.path), file.content);
+  }
+  return files;
 }
 
 /**
@@ -52,26 +79,33 @@ export async function permitCall(context: ExecutorContext, projection: TaskProje
     return { kind: "refused" };
   }
   const command = commandOf(call);
+  const pendingFiles = pendingFilesOf(call, projection.workspace);
   const classification =
     command !== null
-      ? await context.classifier.classify(command, { workspace: projection.workspace })
+      ? await context.classifier.classify(command, { workspace: projection.workspace, ...(pendingFiles ? { pendingFiles } : {}) })
       : call.tool === "shell_exec"
         ? { category: "unknown" as const, reason: "no command given", commands: [], network: false, sudo: [] }
         : null;
   const needsNetwork = classification?.network ?? false;
-  if (step.permission_granted) return { kind: "run", network: needsNetwork, classification, command };
+  if (step.permission_granted) {
+    // Allowed as the files it runs were then: changed since (by a step running beside it), it is asked again.
+    if (step.granted_digest && step.granted_digest !== classification?.content_digest) {
+      return ask(context, taskId, stepId, shownCall, "unknown", `the files it runs (${classification?.ran_files?.join(", ") ?? "its scripts"}) changed after it was allowed; run it as they are now?`, classification?.commands ?? [], needsNetwork, signal, classification);
+    }
+    return { kind: "run", network: needsNetwork, classification, command };
+  }
   // Started before a crash and no result was recorded: it may or may not have happened. A command
   // that does no more when run twice (`ls`, `sleep 5 && echo done`) simply runs again.
   const rerunSafe = () => command !== null && classification !== null && context.classifier.safeToRunAgain(command, classification);
   if (step.tool_called && effect === "side-effecting" && !rerunSafe()) {
-    return ask(context, taskId, stepId, shownCall, "unknown", "its earlier run was interrupted and its outcome is unknown; run it again?", classification?.commands ?? [], needsNetwork, signal);
+    return ask(context, taskId, stepId, shownCall, "unknown", "its earlier run was interrupted and its outcome is unknown; run it again?", classification?.commands ?? [], needsNetwork, signal, classification);
   }
   if (step.ask_before_retry && !rerunSafe()) {
-    return ask(context, taskId, stepId, shownCall, "unknown", "its previous attempt timed out and may have done part of its work; run it again?", classification?.commands ?? [], needsNetwork, signal);
+    return ask(context, taskId, stepId, shownCall, "unknown", "its previous attempt timed out and may have done part of its work; run it again?", classification?.commands ?? [], needsNetwork, signal, classification);
   }
   const subject = approvalSubjectOf(call);
   // Only a command or a tool with a permission category can be covered by a remembered approval.
-  const approval = command !== null || tool?.permission !== undefined ? context.approvals.findActive(subject, projection.workspace) : null;
+  const approval = command !== null || tool?.permission !== undefined ? context.approvals.findActive(subject, projection.workspace, classification?.content_digest ?? null) : null;
   const decision = decidePermission({
     call,
     effect,
@@ -91,6 +125,6 @@ export async function permitCall(context: ExecutorContext, projection: TaskProje
     store.append(taskId, "tool-result", { step_id: stepId, attempt: step.attempt, result: deniedResult(call.tool, code, `refused: ${decision.reason}`) });
     return { kind: "refused" };
   }
-  if (decision.decision === "ask") return ask(context, taskId, stepId, shownCall, decision.category, decision.reason, decision.commands, decision.network, signal);
+  if (decision.decision === "ask") return ask(context, taskId, stepId, shownCall, decision.category, decision.reason, decision.commands, decision.network, signal, classification);
   return { kind: "run", network: decision.network, classification, command };
 }

@@ -45,8 +45,24 @@ export function recordPermissionAnswer(context: ExecutorContext, taskId: string,
   store.transaction(() => {
     store.append(taskId, "permission-resolved", { request_id: requestId, step_id: request.step_id, decision, by });
     if (remember) {
-      const approval = context.approvals.grant({ command: subject, cwd: workspace, category: request.category, grantedByTask: taskId, expiresAt: options.expiresAt ?? null });
-      store.append(taskId, "approval-granted", { approval_id: approval.id, command: approval.command, cwd: approval.cwd, category: request.category, expires_at: approval.expires_at });
+      const approval = context.approvals.grant({
+        command: subject,
+        cwd: workspace,
+        category: request.category,
+        grantedByTask: taskId,
+        expiresAt: options.expiresAt ?? null,
+        contentDigest: request.content_digest ?? null,
+        network: request.network === true,
+      });
+      store.append(taskId, "approval-granted", {
+        approval_id: approval.id,
+        command: approval.command,
+        cwd: approval.cwd,
+        category: request.category,
+        expires_at: approval.expires_at,
+        ...(request.ran_files && request.content_digest ? { ran_files: request.ran_files } : {}),
+        ...(approval.network ? { network: true } : {}),
+      });
     }
   });
   return "recorded";

@@ -29,6 +29,8 @@ export interface StepProjection {
   permission_granted: boolean;
   /** The user denied the latest attempt's request. */
   permission_denied: boolean;
+  /** What the files the command runs held when the user allowed the latest attempt (see `content_digest`). */
+  granted_digest?: string;
   /** The previous attempt timed out part-way through a side effect: ask before running it again. */
   ask_before_retry?: boolean;
   /** The open permission request of this step, as it was shown to the user. */
@@ -230,6 +232,7 @@ const reducers: { [T in EventTypeName]?: Reducer<T> } = {
       s.tool_called = false;
       s.permission_granted = false;
       s.permission_denied = false;
+      delete s.granted_digest;
       s.permission_request = null;
       s.secret_request = null;
       s.result = null;
@@ -247,8 +250,11 @@ const reducers: { [T in EventTypeName]?: Reducer<T> } = {
   },
   "permission-resolved": (p, e) => {
     updateStep(p, e.step_id, (s) => {
+      const digest = s.permission_request?.content_digest;
       s.permission_request = null;
       s.permission_granted = e.decision === "allow" || e.decision === "allow_always";
+      if (s.permission_granted && digest) s.granted_digest = digest;
+      else delete s.granted_digest;
       s.permission_denied = e.decision === "deny";
       s.ask_before_retry = false;
       s.status = "running";

@@ -175,6 +175,14 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; description: string; s
       END;
     `,
   },
+  {
+    version: 12,
+    description: "an approval holds while the files its command runs are as they were, and gives the network only where the question said the command needs it",
+    sql: `
+      ALTER TABLE approvals ADD COLUMN content_digest TEXT;
+      ALTER TABLE approvals ADD COLUMN network INTEGER NOT NULL DEFAULT 0;
+    `,
+  },
 ];
 
 export function migrate(db: Database): number {

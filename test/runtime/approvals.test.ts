@@ -1,4 +1,4 @@
-import { mkdirSync, readFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { type TestRuntime, useTestRuntimes } from "../helpers/test-runtime.js";
@@ -65,5 +65,66 @@ describe("remembered approvals", () => {
     expect(readFileSync(join(runtime.workspace, "pre.txt"), "utf8")).toBe("ok");
     expect((await runtime.loop.submit({ text: "run `rm -f pre.txt`", auto_approve: ["unknown"] }).done).state).toBe("awaiting_permission");
     expect(() => runtime.loop.submit({ text: "run `ls`", auto_approve: ["hard_stop"] })).toThrow(/auto_approve.0: Invalid option: expected one of "unknown"|"network"/);
+  });
+
+  it("hold while the script the command runs is unchanged: rewritten, it is asked about again and does not run", async () => {
+    const runtime = setup();
+    const script = join(runtime.workspace, "run.sh");
+    const out = join(runtime.workspace, "out.txt");
+    writeFileSync(script, "echo one > out.txt\n");
+    const first = await runtime.loop.submit({ text: "run `bash run.sh`" }).done;
+    const request = first.pending_permissions[0]!;
+    expect(request.ran_files).toEqual(["run.sh"]);
+    expect(request.commands).toContain("echo one");
+    expect((await runtime.loop.resolvePermission(first.task_id, request.request_id, "allow_always").done).state).toBe("completed");
+    expect(runtime.approvals.list()[0]!.content_digest).toBe(request.content_digest);
+    expect(readFileSync(out, "utf8")).toBe("one\n");
+
+    const unchanged = runtime.loop.submit({ text: "run `bash run.sh`" });
+    expect((await unchanged.done).state).toBe("completed");
+    expect(types(runtime, unchanged.taskId)).toContain("approval-used");
+
+    // What a later step of any task may write without asking: the same command now does something else.
+    writeFileSync(script, "echo two > out.txt\n");
+    const rewritten = await runtime.loop.submit({ text: "run `bash run.sh`" }).done;
+    expect(rewritten.state).toBe("awaiting_permission");
+    expect(rewritten.pending_permissions[0]!.commands).toContain("echo two");
+    expect(types(runtime, rewritten.task_id)).not.toContain("approval-used");
+    expect(readFileSync(out, "utf8")).toBe("one\n");
+  });
+
+  it("give the network only when the question they answered said the command needs it", async () => {
+    const runtime = setup();
+    // An approval given for a command as it was asked about without the network, found for it later.
+    runtime.approvals.grant({ command: "curl -s https://example.invalid/x", cwd: runtime.workspace, category: "unknown", grantedByTask: null });
+    const withoutNetwork = await runtime.loop.submit({ text: "run `curl -s https://example.invalid/x`" }).done;
+    expect(withoutNetwork.state).toBe("awaiting_permission");
+    expect(withoutNetwork.pending_permissions[0]!.network).toBe(true);
+    expect(withoutNetwork.pending_permissions[0]!.reason).toMatch(/needs the network/);
+    // Answered "always" to that question, the approval carries the network with it.
+    await runtime.loop.resolvePermission(withoutNetwork.task_id, withoutNetwork.pending_permissions[0]!.request_id, "allow_always").done;
+    const remembered = runtime.approvals.list().find((approval) => approval.network);
+    expect(remembered?.command).toBe("curl -s https://example.invalid/x");
+    const granted = runtime.store.listEvents(withoutNetwork.task_id).find((event) => event.type === "approval-granted");
+    expect(granted?.payload.network).toBe(true);
+    const again = runtime.loop.submit({ text: "run `curl -s https://example.invalid/x`" });
+    await again.done;
+    expect(types(runtime, again.taskId)).toContain("approval-used");
+    expect(types(runtime, again.taskId)).not.toContain("permission-requested");
+  });
+
+  it("ask again when the script changed between the question and the answer, and run neither version unasked", async () => {
+    const runtime = setup();
+    const script = join(runtime.workspace, "run.sh");
+    writeFileSync(script, "echo shown > out.txt\n");
+    const asked = await runtime.loop.submit({ text: "run `bash run.sh`" }).done;
+    writeFileSync(script, "echo swapped > out.txt\n");
+    const after = await runtime.loop.resolvePermission(asked.task_id, asked.pending_permissions[0]!.request_id, "allow").done;
+    expect(after.state).toBe("awaiting_permission");
+    expect(after.pending_permissions[0]!.reason).toMatch(/changed after it was allowed/);
+    expect(after.pending_permissions[0]!.commands).toContain("echo swapped");
+    expect(() => readFileSync(join(runtime.workspace, "out.txt"))).toThrow(/ENOENT/);
+    expect((await runtime.loop.resolvePermission(asked.task_id, after.pending_permissions[0]!.request_id, "allow").done).state).toBe("completed");
+    expect(readFileSync(join(runtime.workspace, "out.txt"), "utf8")).toBe("swapped\n");
   });
 });

@@ -19,7 +19,8 @@ export function registerPermissions(program: Command): void {
         if (!options.json) {
           for (const approval of approvals) {
             const state = approval.revoked_at ? `revoked ${approval.revoked_at}` : approval.expires_at && approval.expires_at <= now ? `expired ${approval.expires_at}` : approval.expires_at ? `until ${approval.expires_at}` : "active";
-            console.log(`${approval.id}  ${state.padEnd(32)}  in ${oneLine(approval.cwd)}:  ${oneLine(approval.command)}`);
+            const scope = [approval.content_digest ? "while the files it runs are unchanged" : "", approval.network ? "with the network" : ""].filter(Boolean).join(", ");
+            console.log(`${approval.id}  ${state.padEnd(32)}  in ${oneLine(approval.cwd)}:  ${oneLine(approval.command)}${scope ? `  (${scope})` : ""}`);
           }
         }
         return 0;

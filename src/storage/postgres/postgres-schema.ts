@@ -116,6 +116,14 @@ export const POSTGRES_MIGRATIONS: ReadonlyArray<{ version: number; description: 
       CREATE INDEX task_leases_offered ON task_leases (task_id) WHERE offered = 1;
     `,
   },
+  {
+    version: 3,
+    description: "an approval holds while the files its command runs are as they were, and gives the network only where the question said the command needs it (SQLite migration 12)",
+    sql: `
+      ALTER TABLE approvals ADD COLUMN content_digest TEXT;
+      ALTER TABLE approvals ADD COLUMN network INTEGER NOT NULL DEFAULT 0;
+    `,
+  },
 ];
 
 /** Any constant: migrations of several processes starting at once run one after another under it. */
