@@ -179,6 +179,7 @@ export function createWebFetchTool(config: FetchConfig): AnyToolDefinition {
     inputSchema: WebFetchInput,
     effect: "read-only",
     permission: config.permission,
+    outbound: (args) => (typeof args.url === "string" ? [args.url] : []),
     async execute(input, context): Promise<ToolOutput> {
       const page = await fetchText(input.url, {
         maxBytes: config.max_bytes,
@@ -223,6 +224,7 @@ export function createWebSearchTool(search: SearchConfig, fetchConfig: FetchConf
     inputSchema: WebSearchInput,
     effect: "read-only",
     permission: fetchConfig.permission,
+    outbound: (args) => (typeof args.query === "string" ? [args.query] : []),
     async execute(input, context): Promise<ToolOutput> {
       const url = new URL("search", instance.endsWith("/") ? instance : `${instance}/`);
       url.searchParams.set("q", input.query);

@@ -60,6 +60,11 @@ export interface ToolDefinition<Input = unknown> {
    * an approval is remembered, "no_always" always asks, "hard_stop" refuses. Unset: workspace tools run.
    */
   permission?: CommandCategory;
+  /**
+   * The texts a call sends off this machine (a fetch's address, a search's query), for a tool that
+   * reaches the internet: a call that would carry what the task read here is asked first.
+   */
+  outbound?: (args: Record<string, unknown>) => string[];
   execute(input: Input, context: ToolContext): Promise<ToolOutput>;
 }
 
