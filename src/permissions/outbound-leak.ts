@@ -12,7 +12,7 @@ const FROM_THE_INTERNET = new Set(["web_fetch", "web_search"]);
 /**
  * The pieces of an outbound text (an address, a query) as a receiver could read them back: split at
  * the characters that separate a URL's parts, each piece also percent-decoded, base64 or hex
- * spellings included as they stand (a model copies what it saw).
+ * as they stand (a model copies what it saw, encoded or not).
  */
 function piecesOf(text: string): string[] {
   let decoded = text;
