@@ -1,7 +1,7 @@
 import { RecallDecisionSchema, type ExecutionDirective, type MemoryHit, type ModelRole } from "../contracts/index.js";
 import { DuckError, ErrorCode, type ErrorCodeName } from "../errors/duck-error.js";
 import { z } from "zod";
-import { referencedSteps, withoutStepReferences, withReferenceDependencies } from "./step-references.js";
+import { MAX_ARGUMENT_DEPTH, nestingDepth, referencedSteps, withoutStepReferences, withReferenceDependencies } from "./step-references.js";
 import { orderPlan } from "../decisions/plan-scheduler.js";
 import { planFromDirective } from "./run-plan.js";
 import { heuristicRecall, recallPrompt } from "../decisions/recall-policy.js";
@@ -164,6 +164,8 @@ function invalidToolArguments(context: ExecutorContext, directive: ExecutionDire
   for (const call of calls) {
     const tool = context.tools.get(call.tool);
     if (!tool) return { code: ErrorCode.ToolInputInvalid, message: `step ${call.id}: there is no tool named ${call.tool}; the tools are ${context.tools.names().join(", ")}` };
+    // The arguments object itself is the first level.
+    if (nestingDepth(call.args) > MAX_ARGUMENT_DEPTH) return { code: ErrorCode.ToolInputInvalid, message: `step ${call.id}: its arguments nest arrays and objects more than ${MAX_ARGUMENT_DEPTH} levels deep; give ${call.tool} flat values` };
     if (referencedSteps(call.args).includes(call.id) || call.depends_on.includes(call.id)) {
       return { code: ErrorCode.PlanCycle, message: `step "${call.id}" uses its own output; a step can use only the output of steps that run before it` };
     }

@@ -16,6 +16,23 @@ function mapValues(value: unknown, onString: (text: string) => string, onReferen
   return value;
 }
 
+/** Deepest nesting of arrays and objects a step's arguments may have: no tool takes more, and the readers here recurse. */
+export const MAX_ARGUMENT_DEPTH = 32;
+
+/** How deeply a value nests arrays and objects, counted without recursion, up to one past `limit`. */
+export function nestingDepth(value: unknown, limit = MAX_ARGUMENT_DEPTH): number {
+  let deepest = 0;
+  const open: Array<[unknown, number]> = [[value, 0]];
+  while (open.length > 0) {
+    const [item, depth] = open.pop()!;
+    if (typeof item !== "object" || item === null) continue;
+    deepest = Math.max(deepest, depth + 1);
+    if (deepest > limit) return deepest;
+    for (const inner of Array.isArray(item) ? item : Object.values(item)) open.push([inner, depth + 1]);
+  }
+  return deepest;
+}
+
 /** The steps a step's arguments take output from. */
 export function referencedSteps(args: Record<string, unknown>): string[] {
   const found = new Set<string>();

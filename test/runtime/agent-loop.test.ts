@@ -191,6 +191,16 @@ describe("the agent loop with a scripted model", () => {
     expect(retried[0]!.error).toMatch(/echo has no argument wrong; it takes text, wait_ms/);
   });
 
+  it("refuses arguments nested thousands of levels deep as bad input the model is told about, not an internal error", async () => {
+    let deep: unknown = "x";
+    for (let level = 0; level < 3000; level += 1) deep = [deep];
+    const runtime = setup({ runtime: loop(6, { directive_retries: 1 }), tools: [createEchoTool()], models: scriptedAgent({ directive: { kind: "tool", tool: "echo", arguments: { text: deep }, reason: "" } }) });
+    const outcome = await runtime.loop.submit({ text: "echo" }).done;
+    expect(outcome.state).toBe("failed");
+    expect(outcome.error?.code).toBe("DUCK_ERR_TOOL_INPUT_INVALID");
+    expect(ofType(runtime.store.listEvents(outcome.task_id), "directive-retried")[0]!.error).toMatch(/nest arrays and objects more than 32 levels deep/);
+  });
+
   it("does not let the critic pass a failed command, and does not retry what cannot change", async () => {
     const refusing = failingTool("DUCK_ERR_WEB_ADDRESS_BLOCKED");
     const runtime = setup({ runtime: { agent: { max_iterations: 1 }, retry: { max_step_retries: 3 } }, tools: [refusing], models: scriptedAgent({ directive: { kind: "tool", tool: "refusing", arguments: {}, reason: "" }, verdict: () => "pass" }) });
