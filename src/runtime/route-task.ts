@@ -1,7 +1,7 @@
 import { RecallDecisionSchema, type ExecutionDirective, type MemoryHit, type ModelRole } from "../contracts/index.js";
 import { DuckError, ErrorCode, type ErrorCodeName } from "../errors/duck-error.js";
 import { z } from "zod";
-import { MAX_ARGUMENT_DEPTH, nestingDepth, referencedSteps, withoutStepReferences, withReferenceDependencies } from "./step-references.js";
+import { knownStepIds, MAX_ARGUMENT_DEPTH, nestingDepth, referencedSteps, withoutStepReferences, withReferenceDependencies } from "./step-references.js";
 import { orderPlan } from "../decisions/plan-scheduler.js";
 import { planFromDirective } from "./run-plan.js";
 import { heuristicRecall, recallPrompt } from "../decisions/recall-policy.js";
@@ -131,7 +131,7 @@ async function compileDirective(context: ExecutorContext, projection: TaskProjec
     let problem: string;
     try {
       const compiled = await callModelJson(context, taskId, { role: "json_compiler", purpose, system: request.system, prompt, schema: context.directiveSchema }, signal);
-      const invalid = invalidToolArguments(context, compiled.value);
+      const invalid = invalidToolArguments(context, compiled.value, projection);
       if (!invalid) return compiled.value;
       if (attempt >= retries) throw new DuckError(invalid.code, invalid.message);
       problem = invalid.message;
@@ -151,9 +151,11 @@ async function compileDirective(context: ExecutorContext, projection: TaskProjec
  * included: they would be dropped silently), or a step it depends on or takes output from that is
  * not in the plan (a step of an earlier decision).
  */
-function invalidToolArguments(context: ExecutorContext, directive: ExecutionDirective): { code: ErrorCodeName; message: string } | null {
+function invalidToolArguments(context: ExecutorContext, directive: ExecutionDirective, projection: TaskProjection): { code: ErrorCodeName; message: string } | null {
   const calls = directive.kind === "tool" ? [{ id: "tool", tool: directive.tool, args: directive.arguments, depends_on: [] as string[] }] : directive.kind === "plan" ? directive.steps.flatMap((step) => (step.kind === "tool" ? [{ id: step.id, tool: step.tool, args: step.arguments, depends_on: step.depends_on }] : [])) : [];
   const planned = new Set(directive.kind === "plan" ? directive.steps.map((step) => step.id) : []);
+  // An earlier decision's step counts as a step here, to be told it cannot be used, not taken for text.
+  const known = knownStepIds({ steps: {}, iterations: projection.iterations }, [...planned].map((id) => ({ id })));
   const maxSteps = context.config.runtime.scheduler.max_plan_steps;
   if (directive.kind === "plan" && directive.steps.length > maxSteps) {
     return {
@@ -166,10 +168,10 @@ function invalidToolArguments(context: ExecutorContext, directive: ExecutionDire
     if (!tool) return { code: ErrorCode.ToolInputInvalid, message: `step ${call.id}: there is no tool named ${call.tool}; the tools are ${context.tools.names().join(", ")}` };
     // The arguments object itself is the first level.
     if (nestingDepth(call.args) > MAX_ARGUMENT_DEPTH) return { code: ErrorCode.ToolInputInvalid, message: `step ${call.id}: its arguments nest arrays and objects more than ${MAX_ARGUMENT_DEPTH} levels deep; give ${call.tool} flat values` };
-    if (referencedSteps(call.args).includes(call.id) || call.depends_on.includes(call.id)) {
+    if (referencedSteps(call.args, known).includes(call.id) || call.depends_on.includes(call.id)) {
       return { code: ErrorCode.PlanCycle, message: `step "${call.id}" uses its own output; a step can use only the output of steps that run before it` };
     }
-    const missing = [...new Set([...call.depends_on, ...referencedSteps(call.args)])].filter((id) => !planned.has(id));
+    const missing = [...new Set([...call.depends_on, ...referencedSteps(call.args, known)])].filter((id) => !planned.has(id));
     if (missing.length > 0) {
       return {
         code: ErrorCode.PlanMissingDependency,
@@ -179,7 +181,7 @@ function invalidToolArguments(context: ExecutorContext, directive: ExecutionDire
     const shape = tool.inputSchema instanceof z.ZodObject ? Object.keys(tool.inputSchema.shape) : null;
     const unknown = shape ? Object.keys(call.args).filter((key) => !shape.includes(key)) : [];
     if (unknown.length > 0) return { code: ErrorCode.ToolInputInvalid, message: `step ${call.id}: ${call.tool} has no argument ${unknown.join(", ")}; it takes ${shape!.join(", ") || "none"}` };
-    const checked = tool.inputSchema.safeParse(withoutStepReferences(call.args));
+    const checked = tool.inputSchema.safeParse(withoutStepReferences(call.args, known));
     if (!checked.success) return { code: ErrorCode.ToolInputInvalid, message: `step ${call.id}: ${call.tool} does not take these arguments: ${checked.error.issues.map((issue) => `${issue.path.join(".") || "(arguments)"}: ${issue.message}`).join("; ")}` };
   }
   // A plan that cannot be put in order (two steps of one id, a cycle through their dependencies or

@@ -2,7 +2,17 @@ import type { PlanStep } from "../contracts/index.js";
 import type { TaskProjection } from "../state/task-projection.js";
 
 // `{{s1}}`, `{{s1.output}}` or `{{steps.s1.output}}` inside a string argument; `{"from_step": "s1"}` as a whole value.
-const TEMPLATE = /\{\{\s*(?:steps\.)?([A-Za-z0-9_-]+)(?:\.output)?\s*\}\}/g;
+const TEMPLATE = /\{\{\s*(steps\.)?([A-Za-z0-9_-]+)(\.output)?\s*\}\}/g;
+
+/**
+ * The step a template names, or null when it is text of its own: a bare `{{name}}` refers to a step
+ * only when one of the task's steps has that id (a Jinja or Handlebars file's `{{ name }}` is written
+ * as it is), while the spelled-out forms always refer to one.
+ */
+function templateStep(match: RegExpMatchArray | string[], known: ReadonlySet<string>): string | null {
+  const [, prefix, id, suffix] = match;
+  return prefix || suffix || known.has(id!) ? id! : null;
+}
 
 function isReference(value: unknown): value is { from_step: string } {
   return typeof value === "object" && value !== null && !Array.isArray(value) && typeof (value as { from_step?: unknown }).from_step === "string" && Object.keys(value).length === 1;
@@ -14,6 +24,11 @@ function mapValues(value: unknown, onString: (text: string) => string, onReferen
   if (Array.isArray(value)) return value.map((item) => mapValues(item, onString, onReference));
   if (typeof value === "object" && value !== null) return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, mapValues(item, onString, onReference)]));
   return value;
+}
+
+/** The ids of the steps a task has had: this decision's plan and every earlier decision's. */
+export function knownStepIds(projection: Pick<TaskProjection, "steps" | "iterations">, plan: readonly { id: string }[] = []): Set<string> {
+  return new Set([...Object.keys(projection.steps), ...(projection.iterations ?? []).flatMap((record) => record.steps.map((step) => step.id)), ...plan.map((step) => step.id)]);
 }
 
 /** Deepest nesting of arrays and objects a step's arguments may have: no tool takes more, and the readers here recurse. */
@@ -33,13 +48,16 @@ export function nestingDepth(value: unknown, limit = MAX_ARGUMENT_DEPTH): number
   return deepest;
 }
 
-/** The steps a step's arguments take output from. */
-export function referencedSteps(args: Record<string, unknown>): string[] {
+/** The steps a step's arguments take output from (`known`: the task's step ids, see `templateStep`). */
+export function referencedSteps(args: Record<string, unknown>, known: ReadonlySet<string>): string[] {
   const found = new Set<string>();
   mapValues(
     args,
     (text) => {
-      for (const match of text.matchAll(TEMPLATE)) found.add(match[1]!);
+      for (const match of text.matchAll(TEMPLATE)) {
+        const id = templateStep(match, known);
+        if (id !== null) found.add(id);
+      }
       return text;
     },
     (id) => found.add(id),
@@ -48,15 +66,16 @@ export function referencedSteps(args: Record<string, unknown>): string[] {
 }
 
 /** Arguments with every reference standing in as placeholder text: their shape, for validation before any step ran. */
-export function withoutStepReferences(args: Record<string, unknown>): Record<string, unknown> {
-  return mapValues(args, (text) => text.replace(TEMPLATE, "output"), () => "output") as Record<string, unknown>;
+export function withoutStepReferences(args: Record<string, unknown>, known: ReadonlySet<string>): Record<string, unknown> {
+  return mapValues(args, (text) => text.replace(TEMPLATE, (...match: string[]) => (templateStep(match, known) === null ? match[0]! : "output")), () => "output") as Record<string, unknown>;
 }
 
-/** A plan in which each step that takes an earlier step's output also waits for it. */
+/** A plan in which each step that takes an earlier step's output of the plan also waits for it. */
 export function withReferenceDependencies(steps: readonly PlanStep[]): PlanStep[] {
+  const planned = new Set(steps.map((step) => step.id));
   return steps.map((step) => {
     if (step.kind !== "tool") return step;
-    const extra = referencedSteps(step.arguments).filter((id) => id !== step.id && !step.depends_on.includes(id));
+    const extra = referencedSteps(step.arguments, planned).filter((id) => planned.has(id) && id !== step.id && !step.depends_on.includes(id));
     return extra.length > 0 ? { ...step, depends_on: [...step.depends_on, ...extra] } : step;
   });
 }
@@ -85,6 +104,10 @@ export function resolveStepReferences(args: Record<string, unknown>, projection:
     }
     return output;
   };
-  const resolved = mapValues(args, (text) => text.replace(TEMPLATE, (_match, id: string) => outputOf(id)), outputOf) as Record<string, unknown>;
+  const known = knownStepIds(projection);
+  const resolved = mapValues(args, (text) => text.replace(TEMPLATE, (...match: string[]) => {
+    const id = templateStep(match, known);
+    return id === null ? match[0]! : outputOf(id);
+  }), outputOf) as Record<string, unknown>;
   return problem ? { problem } : { args: resolved };
 }

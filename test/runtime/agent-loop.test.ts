@@ -1,4 +1,4 @@
-import { writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
@@ -119,6 +119,22 @@ describe("the agent loop with a scripted model", () => {
     const calls = ofType(events, "tool-called").map((payload) => payload.call);
     expect(calls).toContainEqual({ tool: "file_read", arguments: { path: "big.txt" } });
     expect(calls).toContainEqual({ tool: "echo", arguments: { text: "first of big.txt: line one" } });
+  });
+
+  it("writes a template's own {{ name }} as it is, and fills in only what names a step", async () => {
+    const plan: ExecutionDirective = {
+      kind: "plan",
+      goal: "a greeting template",
+      steps: [
+        { id: "who", kind: "tool", description: "", depends_on: [], tool: "echo", arguments: { text: "Ada" } },
+        { id: "write", kind: "tool", description: "", depends_on: [], tool: "file_write", arguments: { path: "hello.j2", content: "Hello {{ name }}, from {{who}} and {{ steps.who.output }}\n" } },
+      ],
+    };
+    const runtime = setup({ runtime: loop(2), tools: [createEchoTool()], models: scriptedAgent({ directive: [plan, { kind: "respond", answer: "written" }] }) });
+    const outcome = await runtime.loop.submit({ text: "write a greeting template" }).done;
+    expect(outcome.state).toBe("completed");
+    expect(readFileSync(join(runtime.workspace, "hello.j2"), "utf8")).toBe("Hello {{ name }}, from Ada and Ada\n");
+    expect(ofType(runtime.store.listEvents(outcome.task_id), "plan-accepted")[0]!.steps.find((step) => step.id === "write")!.depends_on).toEqual(["who"]);
   });
 
   it("ends with a failure naming the budget when the decisions run out", async () => {
