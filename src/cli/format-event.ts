@@ -1,4 +1,5 @@
 import type { DuckEvent, EventPayloads } from "../contracts/index.js";
+import { oneLine } from "../utils/untrusted-text.js";
 
 /**
  * What a permission question is about, as the person should read it: the exact command that would
@@ -134,7 +135,7 @@ export function formatEvent(event: DuckEvent): string | null {
     }
     case "directive-retried": {
       const p = payloadOf(event, "directive-retried");
-      return `  the directive was refused (${p.attempt}); asking again: ${p.error.slice(0, 200)}`;
+      return `  the directive was refused (${p.attempt}); asking again: ${oneLine(p.error.slice(0, 200))}`;
     }
     case "context-summarised": {
       const p = payloadOf(event, "context-summarised");
@@ -142,7 +143,7 @@ export function formatEvent(event: DuckEvent): string | null {
     }
     case "iteration-started": {
       const p = payloadOf(event, "iteration-started");
-      return `↻ decision ${p.iteration}: ${p.reason}`;
+      return `↻ decision ${p.iteration}: ${oneLine(p.reason)}`;
     }
     case "plan-accepted": {
       const p = payloadOf(event, "plan-accepted");
@@ -168,25 +169,25 @@ export function formatEvent(event: DuckEvent): string | null {
     }
     case "critic-scored": {
       const p = payloadOf(event, "critic-scored");
-      return p.score.verdict === "pass" ? null : `    critic: ${p.score.verdict} — ${p.score.reason}`;
+      return p.score.verdict === "pass" ? null : `    critic: ${p.score.verdict} — ${oneLine(p.score.reason)}`;
     }
     case "step-retrying": {
       const p = payloadOf(event, "step-retrying");
-      return `  ↻ ${p.step_id} retry in ${p.delay_ms} ms: ${p.reason}`;
+      return `  ↻ ${oneLine(p.step_id)} retry in ${p.delay_ms} ms: ${oneLine(p.reason)}`;
     }
     case "step-completed":
       return `  ✓ ${payloadOf(event, "step-completed").step_id}`;
     case "step-failed": {
       const p = payloadOf(event, "step-failed");
-      return `  ✗ ${p.step_id} (${p.recovery}): ${p.reason}`;
+      return `  ✗ ${oneLine(p.step_id)} (${p.recovery}): ${oneLine(p.reason)}`;
     }
     case "step-skipped": {
       const p = payloadOf(event, "step-skipped");
-      return `  – ${p.step_id} skipped: ${p.reason}`;
+      return `  – ${oneLine(p.step_id)} skipped: ${oneLine(p.reason)}`;
     }
     case "permission-requested": {
       const p = payloadOf(event, "permission-requested");
-      return `  ? permission needed for ${p.call.tool}: ${askedAbout(p)} [${p.category}]: ${p.reason}`;
+      return `  ? permission needed for ${p.call.tool}: ${askedAbout(p)} [${p.category}]: ${oneLine(p.reason)}`;
     }
     case "permission-resolved": {
       const p = payloadOf(event, "permission-resolved");
@@ -204,7 +205,7 @@ export function formatEvent(event: DuckEvent): string | null {
       return `✔ completed\n\n${payloadOf(event, "task-completed").answer}`;
     case "task-failed": {
       const p = payloadOf(event, "task-failed");
-      return `✘ failed ${p.code}: ${p.message}`;
+      return `✘ failed ${p.code}: ${oneLine(p.message)}`;
     }
     case "task-cancelled":
       return `✘ cancelled: ${payloadOf(event, "task-cancelled").reason}`;

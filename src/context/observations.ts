@@ -42,7 +42,7 @@ export function iterationText(iteration: IterationRecord, share: number, count: 
     const outcome = succeeded ? `succeeded${judged}` : `${step.status}${step.error ? `: ${oneLine(step.error)}` : ""}`;
     const body = fitText(step.output, share, count);
     truncated ||= body.truncated;
-    const head = `- ${step.id} ${step.tool ?? "step"}${shownArguments(iteration, step.id)}: ${outcome}`;
+    const head = `- ${oneLine(step.id)} ${step.tool ?? "step"}${shownArguments(iteration, step.id)}: ${outcome}`;
     return body.text ? `${head}\n${quotedOutput(body.text)}` : `${head}${succeeded ? " (no output)" : ""}`;
   });
   const head = `Decision ${iteration.iteration}: ${iteration.directive.kind}${whyOf(iteration)}`;
