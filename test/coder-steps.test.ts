@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import type { ExecutionDirective } from "../src/contracts/index.js";
@@ -61,17 +61,25 @@ describe("coder steps", () => {
     expect(events.filter((event) => event.type === "permission-requested")).toHaveLength(1);
   });
 
-  it("judges the test command by the files the coder is about to write: a script it rewrites is asked about as rewritten", async () => {
+  it.each([
+    { written: "run.sh", test: "bash run.sh", script: "run.sh" },
+    // Written through a link to a folder, run by the folder's own name.
+    { written: "linked/run.sh", test: "bash real/run.sh", script: "real/run.sh" },
+    // Run after a cd.
+    { written: "real/run.sh", test: "cd real && bash run.sh", script: "real/run.sh" },
+  ])("judges the test command by the files the coder is about to write: $test after writing $written is asked about as rewritten", async ({ written, test, script }) => {
     const workspace = makeTempDir("ducklm-coder-");
-    writeFileSync(join(workspace, "run.sh"), "echo test\n");
+    mkdirSync(join(workspace, "real"));
+    symlinkSync(join(workspace, "real"), join(workspace, "linked"));
+    writeFileSync(join(workspace, script), "echo test\n");
     mkdirSync(join(workspace, "victimdir"));
     writeFileSync(join(workspace, "victimdir", "keep.txt"), "keep\n");
     const directive: ExecutionDirective = {
       kind: "plan",
       goal: "a test script",
-      steps: [{ id: "write-test", kind: "coder", description: "write run.sh", depends_on: [], coder: { specification: "Write run.sh.", files: ["run.sh"], test_command: "bash run.sh" } }],
+      steps: [{ id: "write-test", kind: "coder", description: "write the script", depends_on: [], coder: { specification: "Write the script.", files: [written], test_command: test } }],
     };
-    const models = coderModels(directive, { files: [{ path: "run.sh", content: "rm -r victimdir; head -c 60 /etc/shadow\n" }], notes: "" });
+    const models = coderModels(directive, { files: [{ path: written, content: "rm -r victimdir; head -c 60 /etc/shadow\n" }], notes: "" });
     const runtime = newRuntime({ models, workspace });
     // Unknown commands approved in advance: what the script will hold is no_always, asked however.
     const paused = await runtime.loop.submit({ text: "write a test script", auto_approve: ["unknown"] }).done;
@@ -80,9 +88,9 @@ describe("coder steps", () => {
     expect(request.category).toBe("no_always");
     expect(request.commands).toContain("rm -r victimdir");
     expect(request.commands).not.toContain("echo test");
-    expect(request.ran_files).toEqual(["run.sh"]);
+    expect(request.ran_files).toContain(script);
     // Nothing written, nothing removed, before the answer.
-    expect(readFileSync(join(workspace, "run.sh"), "utf8")).toBe("echo test\n");
+    expect(readFileSync(join(workspace, script), "utf8")).toBe("echo test\n");
     expect(readFileSync(join(workspace, "victimdir", "keep.txt"), "utf8")).toBe("keep\n");
     await runtime.loop.resolvePermission(paused.task_id, request.request_id, "deny").done;
     expect(readFileSync(join(workspace, "victimdir", "keep.txt"), "utf8")).toBe("keep\n");

@@ -102,4 +102,33 @@ describe("the files a command runs, which an approval is bound to", () => {
     writeFileSync(join(workspace, "test.sh"), "rm -r victimdir; head -c 60 /etc/shadow\n");
     expect((await judge("bash test.sh")).content_digest).toBe(toBeWritten.content_digest);
   });
+
+  it("judges a script wherever the command may run it, and asks every time where it cannot be read or bound", async () => {
+    mkdirSync(join(workspace, "deep"), { recursive: true });
+    writeFileSync(join(workspace, "deep", "r.sh"), "rm -r ../victimdir\n");
+    // After a cd, the script there is judged (and bound) as the one at the top would be.
+    const afterCd = await judge("cd deep && bash r.sh");
+    expect(afterCd.category).toBe("no_always");
+    expect(afterCd.ran_files).toContain("deep/r.sh");
+    expect((await judge("cd deep; bash r.sh")).commands).toContain("rm -r ../victimdir");
+    // Which file a glob names depends on what is there; a script too large to judge is not judged.
+    expect((await judge("bash deep/r?.sh")).category).toBe("no_always");
+    writeFileSync(join(workspace, "big.sh"), `${"# padding\n".repeat(30_000)}echo done\n`);
+    expect((await judge("bash big.sh")).category).toBe("no_always");
+    expect((await judge('cd "$SOMEWHERE" && python3 t.py')).category).toBe("no_always");
+  });
+
+  it("reads a coder step's pending file under a link on its way as the file the command names", async () => {
+    mkdirSync(join(workspace, "real"), { recursive: true });
+    writeFileSync(join(workspace, "real", "r.sh"), "echo ok\n");
+    symlinkSync(join(workspace, "real"), join(workspace, "linked"));
+    // What the coder will write through the link, keyed as permit-call keys it (both names).
+    const pending = new Map([
+      [join(workspace, "linked", "r.sh"), "rm -r victimdir\n"],
+      [join(workspace, "real", "r.sh"), "rm -r victimdir\n"],
+    ]);
+    const verdict = await judge("bash real/r.sh", pending);
+    expect(verdict.category).toBe("no_always");
+    expect(verdict.commands).not.toContain("echo ok");
+  });
 });

@@ -18,49 +18,80 @@ const SCRIPT_FILE_MAX_BYTES = 256 * 1024;
  * The text of a script file a shell is told to run, where it can be known: a fixed name, in the one
  * directory the command runs in, inside the workspace and not DuckLM's own state or `.git` (its text
  * would reach the permission request), on the real file system (not while checking the examples),
- * and not too long to read.
+ * and not too long to read. A coder step's pending file is read as it will be written.
  */
 function scriptFileText(file: ShellWord, state: ScriptState): string | null {
+  const read = readScriptFile(file, state);
+  return "text" in read ? read.text : null;
+}
+
+/** The script's text, or why there is none: not a workspace file to read, absent, or unreadable (too large, not a file). */
+function readScriptFile(file: ShellWord, state: ScriptState): { text: string } | { none: "outside" | "absent" | "unjudged" } {
   const path = workspaceFilePath(file, state);
-  if (path === null) return null;
+  if (path === null) return { none: "outside" };
   const pending = state.context.pendingFiles?.get(path) ?? state.context.pendingFiles?.get(resolvePath(state.cwds[0]!, file.text));
-  if (pending !== undefined) return pending.length <= SCRIPT_FILE_MAX_BYTES ? pending : null;
+  if (pending !== undefined) return pending.length <= SCRIPT_FILE_MAX_BYTES ? { text: pending } : { none: "unjudged" };
   try {
     const info = statSync(path);
-    return info.isFile() && info.size <= SCRIPT_FILE_MAX_BYTES ? readFileSync(path, "utf8") : null;
-  } catch {
-    return null;
+    return info.isFile() && info.size <= SCRIPT_FILE_MAX_BYTES ? { text: readFileSync(path, "utf8") } : { none: "unjudged" };
+  } catch (error) {
+    return { none: (error as NodeJS.ErrnoException).code === "ENOENT" ? "absent" : "unjudged" };
   }
 }
 
 /** Where a file a command names is, when it is a fixed name inside the workspace, read from the one directory the command runs in. */
 function workspaceFilePath(file: ShellWord, state: ScriptState): string | null {
   const cwd = state.cwds.length === 1 ? state.cwds[0] : null;
-  if (!file.static || !cwd || !state.context.physical) return null;
+  if (!file.static || file.glob || !cwd || !state.context.physical) return null;
   if (judgeWorkspacePath(file, [cwd], state.context) !== "inside") return null;
   return state.context.physical.resolve(file.text, cwd);
 }
 
-/**
- * Notes a workspace file whose content decides what the command does (a script, a program file, a
- * build recipe), so that an approval of the command is bound to that content. A coder step's pending
- * file is noted under the name it will be written to.
- */
-export function noteRanFile(file: ShellWord, state: ScriptState, judgement: Judgement): void {
-  const path = workspaceFilePath(file, state);
-  if (path === null) return;
-  const lexical = resolvePath(state.cwds[0]!, file.text);
-  judgement.ranFiles.add(state.context.pendingFiles?.has(lexical) && !state.context.pendingFiles.has(path) ? lexical : path);
+/** Each directory the command may run in, as a state of its own; null when one of them is only known at run time. */
+function eachDirectory(state: ScriptState): ScriptState[] | null {
+  if (state.cwds.some((cwd) => cwd === null)) return null;
+  return [...new Set(state.cwds as string[])].map((cwd) => ({ ...state, cwds: [cwd] }));
 }
 
 /**
- * A script file a shell runs, judged by what it holds now: a command in it counts as if written
- * out (`bash a.sh` holding `mount …` is asked however the task was pre-approved). A name only known
- * at run time (`xargs bash`, `bash "$f"`), or a file this line may have written first, is not known.
+ * Notes a workspace file whose content decides what the command does (a script, a program file, a
+ * build recipe), so that an approval of the command is bound to that content, in each directory the
+ * command may run in. A relative name in a directory only known at run time cannot be bound: asked.
+ */
+export function noteRanFile(file: ShellWord, state: ScriptState, judgement: Judgement): void {
+  if (!state.context.physical) return;
+  const places = eachDirectory(state);
+  if (places === null) {
+    if (!file.text.startsWith("/")) judgement.raise("no_always", `runs ${file.text} in a directory only known at run time, so which file runs cannot be known`);
+    return;
+  }
+  if (file.glob && judgeWorkspacePath({ ...file, glob: false }, state.cwds as string[], state.context) === "inside") {
+    judgement.raise("no_always", `runs a file of the workspace named by a glob (${file.text}): which one runs depends on what is there`);
+    return;
+  }
+  for (const here of places) {
+    const path = workspaceFilePath(file, here);
+    if (path === null) continue;
+    judgement.ranFiles.add(path);
+    // The name a coder step will write it under, where a link in the way makes the two differ.
+    const lexical = resolvePath(here.cwds[0]!, file.text);
+    if (lexical !== path && here.context.pendingFiles?.has(lexical)) judgement.ranFiles.add(lexical);
+  }
+}
+
+/**
+ * A script file a shell runs, judged by what it holds now, in each directory it may run in: a command
+ * in it counts as if written out (`bash a.sh` holding `mount …` is asked however the task was
+ * pre-approved). A name only known at run time (`xargs bash`, `bash "$f"`), a glob, a file this line
+ * may have written first, or a workspace file too large to judge, is asked every time.
  */
 export function judgeScriptFile(judge: ScriptJudge, parser: ShellParser, file: ShellWord, state: ScriptState, judgement: Judgement, where: string): void {
   if (!file.static) {
     judgement.raise("no_always", `runs a script file${where} whose name is only known at run time (${file.text})`);
+    return;
+  }
+  if (file.glob) {
+    judgement.raise("no_always", `runs a script file${where} named by a glob (${file.text}): which one runs depends on what is there`);
     return;
   }
   if (state.writes.by) {
@@ -68,9 +99,20 @@ export function judgeScriptFile(judge: ScriptJudge, parser: ShellParser, file: S
     return;
   }
   noteRanFile(file, state, judgement);
-  const content = scriptFileText(file, state);
-  judgement.raise("unknown", `runs the script file ${file.text}${where}, ${content === null ? "whose content is not judged" : "judged as it is now"}`);
-  if (content !== null) judgeNestedScript(judge, parser, { text: content, static: true, glob: false }, state, judgement, "a script file");
+  const places = eachDirectory(state);
+  if (places === null || !state.context.physical) {
+    judgement.raise("unknown", `runs the script file ${file.text}${where}, whose content is not judged`);
+    return;
+  }
+  for (const here of places) {
+    const read = readScriptFile(file, here);
+    if ("none" in read && read.none === "unjudged") {
+      judgement.raise("no_always", `runs the script file ${file.text}${where}, which is in the workspace but too large or not readable to be judged`);
+      continue;
+    }
+    judgement.raise("unknown", `runs the script file ${file.text}${where}, ${"text" in read ? "judged as it is now" : read.none === "absent" ? "which is not there (yet)" : "whose content is not judged"}`);
+    if ("text" in read) judgeNestedScript(judge, parser, { text: read.text, static: true, glob: false }, here, judgement, "a script file");
+  }
 }
 
 /** Whether a file a command runs by its path (`./build.sh`) is a shell script: a shell's `#!` line, or none. */

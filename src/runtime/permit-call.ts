@@ -4,6 +4,7 @@ import type { CommandCategory, ToolCall, ToolResult } from "../contracts/index.j
 import { ErrorCode } from "../errors/duck-error.js";
 import type { CommandClassification } from "../permissions/command-classifier.js";
 import { outboundLeak } from "../permissions/outbound-leak.js";
+import { physicalPath } from "../permissions/path-judge.js";
 import { approvalSubjectOf, CODE_APPLY_TOOL, decidePermission } from "../permissions/permission-policy.js";
 import type { StepProjection, TaskProjection } from "../state/task-projection.js";
 import { inTurn, type ExecutorContext } from "./executor-context.js";
@@ -56,7 +57,11 @@ function pendingFilesOf(call: ToolCall, workspace: string): Map<string, string> 
   if (call.tool !== CODE_APPLY_TOOL || !Array.isArray(call.arguments.files)) return undefined;
   const files = new Map<string, string>();
   for (const file of call.arguments.files as Array<{ path?: unknown; content?: unknown }>) {
-    if (typeof file?.path === "string" && typeof file.content === "string") files.set(resolvePath(workspace, file.path), file.content);
+    if (typeof file?.path !== "string" || typeof file.content !== "string") continue;
+    // By its name and by where the kernel will put it (a link on the way), as a command may name either.
+    const named = resolvePath(workspace, file.path);
+    files.set(named, file.content);
+    files.set(physicalPath(named, workspace), file.content);
   }
   return files;
 }
