@@ -123,15 +123,12 @@ export async function permitCall(context: ExecutorContext, projection: TaskProje
     confinement: projection.confinement,
     networkAllowed: context.config.runtime.sandbox.network,
   });
-  // Sending what the task read here to the internet (a secret in a fetch's address) is the user's call.
-  const leak = decision.decision === "allow" && !decision.approval_id && tool?.outbound ? outboundLeak(tool.outbound(call.arguments), projection) : null;
+  // Sending what the task read here to the internet (a secret in a fetch's address) is the user's call,
+  // every time: an approval of the site was given for the site, not for what the task read.
+  const leak = decision.decision === "allow" && tool?.outbound ? outboundLeak(tool.outbound(call.arguments), projection) : null;
   if (leak) {
-    const known = context.approvals.findActive(subject, projection.workspace);
-    if (!known) {
-      const where = call.tool === "web_fetch" && typeof call.arguments.url === "string" && URL.canParse(call.arguments.url) ? new URL(call.arguments.url).host : "the internet";
-      return ask(context, taskId, stepId, shownCall, "unknown", `it would send to ${where} text the task read here ("${leak.piece}", from step ${leak.step}), which may be private`, [], false, signal, null);
-    }
-    decision.approval_id = known.id;
+    const where = call.tool === "web_fetch" && typeof call.arguments.url === "string" && URL.canParse(call.arguments.url) ? new URL(call.arguments.url).host : "the internet";
+    return ask(context, taskId, stepId, shownCall, "no_always", `it would send to ${where} text the task read here ("${leak.piece}", from ${leak.step.startsWith("the ") ? leak.step : `step ${leak.step}`}), which may be private`, [], false, signal, null);
   }
   if (decision.approval_id) await inTurn(context, taskId, { type: "approval-used", step_id: stepId }, signal);
   if (decision.approval_id) store.append(taskId, "approval-used", { approval_id: decision.approval_id, step_id: stepId, command: subject });

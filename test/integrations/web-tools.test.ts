@@ -235,11 +235,15 @@ describe("web_fetch behind the PermissionService", () => {
       const runtime = createTestRuntime({ tools: createWebTools(web), models: scriptedAgent({ directive, draft: "read and fetch" }), runtime: { agent: { max_iterations: 4 } } });
       try {
         writeFileSync(join(runtime.workspace, ".env"), `${SECRET}\n`);
+        // The site was allowed "always" before: that was for the site, not for what the task read.
+        runtime.approvals.grant({ command: `tool:web_fetch@${new URL(base).host}`, cwd: runtime.workspace, category: "unknown", grantedByTask: null });
         hits.length = 0;
         const outcome = await runtime.loop.submit({ text: "look something up" }).done;
         expect(outcome.state, url).toBe("awaiting_permission");
         const request = outcome.pending_permissions[0]!;
         expect(request.call.tool).toBe("web_fetch");
+        // Asked every time: "always" is never remembered for sending what was read here.
+        expect(request.category).toBe("no_always");
         expect(request.reason).toMatch(new RegExp(`send to ${new URL(base).host.replace(/[.]/g, "\\.")} text the task read here .*from step (s1|step-1 of decision 1)`));
         // The question does not spell the secret out again.
         expect(request.reason).not.toContain("CANARY123");
@@ -255,13 +259,14 @@ describe("web_fetch behind the PermissionService", () => {
 
   it("fetches without asking an address whose pieces the task read only in the user's own words", async () => {
     const web = IntegrationsConfigSchema.parse({ web: { fetch: { allow_private_network: true } } }).web;
-    const runtime = createTestRuntime({ tools: createWebTools(web), models: scriptedAgent({ directive: readThenFetch(`${base}/page?about=mallard-ducks`), draft: "read and fetch" }) });
+    const runtime = createTestRuntime({ tools: createWebTools(web), models: scriptedAgent({ directive: readThenFetch(`${base}/page?about=mallard-2024-ducks&lang=JavaScript&functions`), draft: "read and fetch" }) });
     try {
-      writeFileSync(join(runtime.workspace, ".env"), "mallard-ducks are here\n");
+      writeFileSync(join(runtime.workspace, ".env"), "mallard-2024-ducks are here, as are JavaScript and functions\n");
       // The piece is in the read file, but the user wrote it in the task too.
-      const outcome = await runtime.loop.submit({ text: "find out about mallard-ducks" }).done;
+      const outcome = await runtime.loop.submit({ text: "find out about mallard-2024-ducks" }).done;
       expect(outcome.state).toBe("completed");
-      expect(hits).toContain("/page?about=mallard-ducks");
+      // Words of prose or code ("JavaScript") in both the file and the address are no leak.
+      expect(hits).toContain("/page?about=mallard-2024-ducks&lang=JavaScript&functions");
     } finally {
       await runtime.dispose();
     }
