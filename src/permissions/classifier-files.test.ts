@@ -69,7 +69,7 @@ describe("the files a command runs, which an approval is bound to", () => {
     expect((await judge("bash run.sh")).ran_files).toEqual(["run.sh"]);
     expect((await judge("./run.sh")).ran_files).toEqual(["run.sh"]);
     expect((await judge("python3 tool.py --fast")).ran_files).toEqual(["tool.py"]);
-    expect((await judge("npm test")).ran_files).toEqual(["package.json"]);
+    expect((await judge("npm test")).ran_files).toEqual([".npmrc", "package.json"]);
     expect((await judge("make all")).ran_files).toEqual(["GNUmakefile", "Makefile", "makefile"]);
     expect((await judge("make -C a all")).ran_files).toEqual(["a/GNUmakefile", "a/Makefile", "a/makefile"]);
     // A command that runs no file of the workspace is bound to nothing.
@@ -130,5 +130,42 @@ describe("the files a command runs, which an approval is bound to", () => {
     const verdict = await judge("bash real/r.sh", pending);
     expect(verdict.category).toBe("no_always");
     expect(verdict.commands).not.toContain("echo ok");
+  });
+
+  it("binds what a build runner or a program takes its commands from, and judges the package.json scripts it runs", async () => {
+    mkdirSync(join(workspace, "pkg"), { recursive: true });
+    writeFileSync(join(workspace, "pkg", "package.json"), JSON.stringify({ scripts: { test: "bash t.sh", preinstall: "rm -r ../victimdir", build: "echo built" } }));
+    writeFileSync(join(workspace, "pkg", "t.sh"), "echo testing\n");
+    // The script package.json runs is bound and judged, in the package's folder.
+    for (const command of ["npm --prefix pkg test", "npm -C pkg test", "cd pkg && npm test", "npm --loglevel warn --prefix=pkg t"]) {
+      const verdict = await judge(command);
+      expect(verdict.ran_files, command).toEqual(expect.arrayContaining(["pkg/package.json", "pkg/t.sh"]));
+      expect(verdict.commands, command).toContain("echo testing");
+    }
+    // A lifecycle script is judged like any command: `rm -r` in preinstall is asked every time.
+    expect((await judge("cd pkg && npm install")).category).toBe("no_always");
+    expect((await judge("cd pkg && npm ci")).category).toBe("no_always");
+    expect((await judge("yarn --cwd pkg build")).ran_files).toContain("pkg/package.json");
+    expect((await judge("make -kC pkg")).ran_files).toEqual(["pkg/GNUmakefile", "pkg/Makefile", "pkg/makefile"]);
+    expect((await judge("make -kfpkg/build.mk")).ran_files).toEqual(["pkg/build.mk"]);
+    // Files a networked program sends or obeys.
+    writeFileSync(join(workspace, "req.txt"), "requests\n");
+    expect((await judge("pip install -r req.txt")).ran_files).toEqual(["req.txt"]);
+    expect((await judge("pip install -e .")).ran_files).toEqual(["pyproject.toml", "setup.cfg", "setup.py"]);
+    expect((await judge("curl -K curl.cfg https://example.org")).ran_files).toEqual(["curl.cfg"]);
+    expect((await judge("curl -d @req.txt https://example.org")).ran_files).toEqual(["req.txt"]);
+    // `export BASH_ENV=…` makes every later bash run a file first.
+    expect((await judge("export BASH_ENV=l.sh; bash -c true")).category).toBe("no_always");
+  });
+
+  it("binds the modules beside a program file only where the command needs the network", async () => {
+    mkdirSync(join(workspace, "py"), { recursive: true });
+    writeFileSync(join(workspace, "py", "t.py"), "import m\n");
+    writeFileSync(join(workspace, "py", "m.py"), "print(1)\n");
+    expect((await judge("python3 py/t.py")).ran_files).toEqual(["py/t.py"]);
+    expect((await judge("python3 py/t.py && curl -s https://example.org")).ran_files).toEqual(["py/m.py", "py/t.py"]);
+    writeFileSync(join(workspace, "py", "x.js"), "1\n");
+    expect((await judge("node -r ./py/x.js py/t.js")).ran_files).toEqual(["py/t.js", "py/x.js"]);
+    expect((await judge("cd py && python3 -m m")).ran_files).toEqual(expect.arrayContaining(["py/m.py", "py/m/__main__.py"]));
   });
 });

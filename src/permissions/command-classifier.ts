@@ -133,7 +133,7 @@ export class CommandClassifier {
     };
     const state: ScriptState = { env: { home: this.home, variables: new Map(), ifs: "" }, aliases: new Map(), depth: 0, cwds: [context.workspace], context: paths, writes: { by: null } };
     this.judge.judgeScript(parser, command, state, judgement);
-    const ranFiles = [...judgement.ranFiles].sort();
+    const ranFiles = [...new Set([...judgement.ranFiles, ...(judgement.network ? judgement.pulledInFiles : [])])].sort();
     return {
       category: judgement.category,
       // A script's commands are listed once, however often it names them.

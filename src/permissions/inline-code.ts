@@ -43,6 +43,9 @@ const INTERPRETERS: Record<string, InterpreterSpec> = {
   nawk: AWK,
 };
 
+/** node's options whose value is a file loaded before the program. */
+const PRELOADS = new Set(["-r", "--require", "--import", "--loader"]);
+
 export function isInterpreter(program: string): boolean {
   return Object.hasOwn(INTERPRETERS, program) || /^python\d(\.\d+)?$/.test(program);
 }
@@ -56,6 +59,10 @@ export interface InterpreterUse {
   runsFile: boolean;
   /** The program file it runs, where the command line names one. */
   file?: ShellWord;
+  /** The module `python3 -m` runs. */
+  module?: ShellWord;
+  /** Files loaded before the program (`node -r ./x.js`, `--import`, `--loader`). */
+  preloads: ShellWord[];
   /** Only asks the interpreter about itself (`--version`, `-V`, `--help`). */
   query: boolean;
 }
@@ -63,7 +70,7 @@ export interface InterpreterUse {
 /** Reads an interpreter's command line: inline code, a program from standard input, or a file. */
 export function readInterpreter(program: string, args: readonly ShellWord[]): InterpreterUse {
   const spec = INTERPRETERS[program] ?? PYTHON;
-  const use: InterpreterUse = { inline: [], readsStdin: false, runsFile: false, query: false };
+  const use: InterpreterUse = { inline: [], readsStdin: false, runsFile: false, query: false, preloads: [] };
   const inline = new Set(spec.inline);
   const withValue = new Set(spec.withValue ?? []);
   const programFile = new Set(spec.programFile ?? []);
@@ -110,9 +117,13 @@ export function readInterpreter(program: string, args: readonly ShellWord[]): In
         if (text.length === 2 || (text.startsWith("--") && !text.includes("="))) i += 1;
         continue;
       }
-      if (withValue.has(name) && (text.length === 2 || (text.startsWith("--") && !text.includes("=")))) i += 1;
+      const separate = text.length === 2 || (text.startsWith("--") && !text.includes("="));
+      const value = separate ? args[i + 1] : { ...word, text: text.startsWith("--") ? text.slice(text.indexOf("=") + 1) : text.slice(2) };
+      if (withValue.has(name) && separate) i += 1;
+      if (PRELOADS.has(name) && (program === "node" || program === "nodejs") && value) use.preloads.push(value);
       if (program.startsWith("python") && name === "-m") {
         use.runsFile = true;
+        if (value) use.module = value;
         return use;
       }
       continue;

@@ -24,6 +24,12 @@ export class Judgement {
    * as they were when it was given.
    */
   readonly ranFiles = new Set<string>();
+  /**
+   * Files the command's code pulls in by itself (modules beside a program file, pytest's conftest):
+   * bound only where the approval gives the network, since without it a changed module can do no
+   * more than confinement allows, and binding them would ask again at every edit of a coder's loop.
+   */
+  readonly pulledInFiles = new Set<string>();
 
   raise(next: CommandCategory, why: string): void {
     if (CATEGORY_RANK[next] > CATEGORY_RANK[this.category]) {

@@ -4,6 +4,7 @@ import { inputOf, producedWords } from "./literal-output.js";
 import { isInterpreter, readInterpreter, scanCode } from "./inline-code.js";
 import { Judgement, readShellArgs, shown, type ScriptState } from "./judgement.js";
 import { looseCommands } from "./loose-commands.js";
+import { noteProgramModules } from "./recipe-files.js";
 import type { ScriptJudge } from "./script-judge.js";
 import type { ShellCommand, ShellParser } from "./shell-script.js";
 import { baseName } from "./command-wrappers.js";
@@ -58,7 +59,8 @@ function eachDirectory(state: ScriptState): ScriptState[] | null {
  * build recipe), so that an approval of the command is bound to that content, in each directory the
  * command may run in. A relative name in a directory only known at run time cannot be bound: asked.
  */
-export function noteRanFile(file: ShellWord, state: ScriptState, judgement: Judgement): void {
+export function noteRanFile(file: ShellWord, state: ScriptState, judgement: Judgement, pulledIn = false): void {
+  const into = pulledIn ? judgement.pulledInFiles : judgement.ranFiles;
   if (!state.context.physical) return;
   const places = eachDirectory(state);
   if (places === null) {
@@ -72,10 +74,10 @@ export function noteRanFile(file: ShellWord, state: ScriptState, judgement: Judg
   for (const here of places) {
     const path = workspaceFilePath(file, here);
     if (path === null) continue;
-    judgement.ranFiles.add(path);
+    into.add(path);
     // The name a coder step will write it under, where a link in the way makes the two differ.
     const lexical = resolvePath(here.cwds[0]!, file.text);
-    if (lexical !== path && here.context.pendingFiles?.has(lexical)) judgement.ranFiles.add(lexical);
+    if (lexical !== path && here.context.pendingFiles?.has(lexical)) into.add(lexical);
   }
 }
 
@@ -215,6 +217,7 @@ export function judgeNested(judge: ScriptJudge, parser: ShellParser, command: Sh
     if (use.readsStdin) judgeStdinScript(judge, parser, command, state, judgement, program, true);
     if (use.runsFile) judgement.raise("unknown", `${program} runs a program file, whose content is not judged`);
     if (use.file) noteRanFile(use.file, state, judgement);
+    noteProgramModules(program, use.file, use.module, use.preloads, state, judgement);
     return true;
   }
   return false;

@@ -7,6 +7,7 @@ import { ARGUMENT_DESTROYERS, commandText, globMatches, Judgement, mayCreateFile
 import { looseCommands } from "./loose-commands.js";
 import { MISREAD_CONTROL_CHARACTERS, otherReadings } from "./shell-syntax.js";
 import { judgeNested, judgeNestedScript, judgeScriptFile, noteRanFile, shellScriptText } from "./nested-code.js";
+import { noteRecipes } from "./recipe-files.js";
 import { isNetworkPseudoFile, judgeWorkspacePath, normalisePath } from "./path-judge.js";
 import { ruleMatches, type LegacyRule } from "./rule-matching.js";
 import type { ShellCommand, ShellParser, ShellRedirect } from "./shell-script.js";
@@ -25,6 +26,8 @@ export interface JudgingRules {
 const TRUSTED_DIRS = new Set(["/bin", "/usr/bin", "/usr/local/bin", "/sbin", "/usr/sbin"]);
 /** Variables that make a shell run a file before anything else, whose content is not judged. */
 const STARTUP_FILE_VARIABLES = new Set(["BASH_ENV", "ENV"]);
+/** A declaration (`export BASH_ENV=l.sh`) of one of them, which the grammar gives as a construct, not a command. */
+const DECLARES_STARTUP_FILE = /\b(?:export|declare|typeset|readonly|local)\b[^;&|\n]*?\b(BASH_ENV|ENV)=/;
 
 function judgeAssignment(name: string, judgement: Judgement): void {
   if (STARTUP_FILE_VARIABLES.has(name)) judgement.raise("no_always", `sets ${name}, a file a shell runs before anything else, whose content is not judged`);
@@ -55,6 +58,8 @@ export class ScriptJudge {
     // What bash may read where the grammar reads otherwise is judged too, and can only make it stricter.
     for (const reading of otherReadings(text)) this.judgeScript(parser, reading, { ...state, depth: state.depth + 1, cwds: [...state.cwds] }, judgement);
     for (const construct of script.unsafeConstructs) judgement.raise("unknown", `uses ${construct}, which no safe shape covers`);
+    const declared = DECLARES_STARTUP_FILE.exec(text);
+    if (declared) judgeAssignment(declared[1]!, judgement);
     if (script.forkBomb) judgement.raise("hard_stop", "starts copies of itself or of a shell without end (a fork bomb)");
     if (script.commands.length === 0) judgement.raise("unknown", "no command found");
     const env: WordEnvironment = { ...state.env, variables: script.variables };
@@ -176,7 +181,7 @@ export class ScriptJudge {
     if (!nestedHandled && head.text.includes("/") && shellScriptText(head, wrapped) !== null) judgeScriptFile(this, parser, head, wrapped, judgement, "");
     // A program of the workspace, or a build runner's recipe there, does what its file says today.
     if (head.text.includes("/")) noteRanFile(head, wrapped, judgement);
-    for (const recipe of recipeFiles(program, args)) noteRanFile(recipe, wrapped, judgement);
+    noteRecipes(this, parser, program, args, wrapped, judgement);
     if (program === "hash") {
       // `hash -p /bin/rm ls` makes `ls` run rm from then on.
       const index = args.findIndex((word) => word.text === "-p");
@@ -296,35 +301,4 @@ export class ScriptJudge {
       judgement.raise("unknown", `"${commandText(program, args)}" uses the network`);
     }
   }
-}
-
-const PACKAGE_RUNNERS = new Set(["npm", "pnpm", "yarn", "bun"]);
-const PACKAGE_SCRIPT_COMMANDS = new Set(["run", "run-script", "rum", "urn", "test", "t", "tst", "start", "stop", "restart"]);
-
-/**
- * The files a build runner takes the commands it runs from: `npm test` runs what package.json says,
- * `make` what the makefile says (`-f` names another).
- */
-function recipeFiles(program: string, args: readonly ShellWord[]): ShellWord[] {
-  const word = (text: string): ShellWord => ({ text, static: true, glob: false });
-  if (PACKAGE_RUNNERS.has(program)) {
-    const first = args.find((arg) => !arg.text.startsWith("-"));
-    // `yarn build` runs the script "build" too.
-    return first && (PACKAGE_SCRIPT_COMMANDS.has(first.text) || program === "yarn" || program === "bun") ? [word("package.json")] : [];
-  }
-  if (program === "make" || program === "gmake") {
-    const named: ShellWord[] = [];
-    args.forEach((arg, index) => {
-      if ((arg.text === "-f" || arg.text === "--file" || arg.text === "--makefile") && args[index + 1]) named.push(args[index + 1]!);
-      else if (/^--(file|makefile)=/.test(arg.text)) named.push({ ...arg, text: arg.text.slice(arg.text.indexOf("=") + 1) });
-      else if (arg.text.startsWith("-f") && arg.text.length > 2) named.push({ ...arg, text: arg.text.slice(2) });
-    });
-    // `-C dir` reads the makefile there (and a named one relative to it).
-    const at = args.findIndex((arg) => arg.text === "-C" || arg.text === "--directory");
-    const directory = at !== -1 ? args[at + 1] : args.find((arg) => /^(-C.|--directory=)/.test(arg.text));
-    const prefix = !directory ? "" : at !== -1 ? directory.text : directory.text.replace(/^(-C|--directory=)/, "");
-    const inDirectory = (file: ShellWord): ShellWord => (prefix && !file.text.startsWith("/") ? { ...file, text: `${prefix}/${file.text}`, static: file.static && directory!.static } : file);
-    return (named.length > 0 ? named : ["GNUmakefile", "makefile", "Makefile"].map(word)).map(inDirectory);
-  }
-  return [];
 }
