@@ -168,4 +168,31 @@ describe("the files a command runs, which an approval is bound to", () => {
     expect((await judge("node -r ./py/x.js py/t.js")).ran_files).toEqual(["py/t.js", "py/x.js"]);
     expect((await judge("cd py && python3 -m m")).ran_files).toEqual(expect.arrayContaining(["py/m.py", "py/m/__main__.py"]));
   });
+
+  it("judges a makefile's recipes and binds what it includes; binds what npx runs; asks for a script fed through /dev/stdin", async () => {
+    mkdirSync(join(workspace, "mk"), { recursive: true });
+    writeFileSync(join(workspace, "mk", "Makefile"), "include rules.mk\nall:\n\t@echo $(CC) built\n");
+    writeFileSync(join(workspace, "mk", "rules.mk"), "clean:\n\trm -r ../victimdir\n");
+    const made = await judge("make -C mk");
+    expect(made.ran_files).toEqual(expect.arrayContaining(["mk/Makefile", "mk/rules.mk"]));
+    expect(made.category).toBe("no_always");
+    expect(made.commands).toContain("rm -r ../victimdir");
+    writeFileSync(join(workspace, "mk", "rules.mk"), "x := $(shell id)\n");
+    expect((await judge("make -C mk")).category).toBe("no_always");
+
+    mkdirSync(join(workspace, "node_modules", "foo"), { recursive: true });
+    mkdirSync(join(workspace, "node_modules", ".bin"), { recursive: true });
+    writeFileSync(join(workspace, "node_modules", "foo", "cli.js"), "require('./lib.js')\n");
+    writeFileSync(join(workspace, "node_modules", "foo", "lib.js"), "1\n");
+    symlinkSync("../foo/cli.js", join(workspace, "node_modules", ".bin", "foo"));
+    const npx = await judge("npx foo");
+    expect(npx.network).toBe(true);
+    expect(npx.ran_files).toEqual(expect.arrayContaining(["node_modules/foo/cli.js", "node_modules/foo/lib.js"]));
+    expect((await judge("npm exec foo")).ran_files).toEqual(expect.arrayContaining(["node_modules/foo/cli.js"]));
+
+    writeFileSync(join(workspace, "r.sh"), "echo fed\n");
+    for (const command of ["bash /dev/stdin < r.sh", "bash /dev/fd/0 < r.sh", "python3 /dev/stdin < r.sh", "source /proc/self/fd/0 < r.sh"]) expect((await judge(command)).category, command).toBe("no_always");
+    writeFileSync(join(workspace, "t.sed"), "s/a/b/\n");
+    expect((await judge("sed -f t.sed notes.txt")).ran_files).toEqual(["t.sed"]);
+  });
 });

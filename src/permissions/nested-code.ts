@@ -48,6 +48,11 @@ function workspaceFilePath(file: ShellWord, state: ScriptState): string | null {
   return state.context.physical.resolve(file.text, cwd);
 }
 
+/** A path that is the command's own input or another of its descriptors: what it reads there is fed at run time. */
+function readsInput(file: ShellWord): boolean {
+  return /^\/dev\/(stdin|fd\/\d+)$|^\/proc\/(self|thread-self|\d+)\/fd\/\d+$/.test(file.text);
+}
+
 /** Each directory the command may run in, as a state of its own; null when one of them is only known at run time. */
 function eachDirectory(state: ScriptState): ScriptState[] | null {
   if (state.cwds.some((cwd) => cwd === null)) return null;
@@ -94,6 +99,10 @@ export function judgeScriptFile(judge: ScriptJudge, parser: ShellParser, file: S
   }
   if (file.glob) {
     judgement.raise("no_always", `runs a script file${where} named by a glob (${file.text}): which one runs depends on what is there`);
+    return;
+  }
+  if (readsInput(file)) {
+    judgement.raise("no_always", `runs a script fed through its input (${file.text}), whose text is only known at run time`);
     return;
   }
   if (state.writes.by) {
@@ -216,6 +225,7 @@ export function judgeNested(judge: ScriptJudge, parser: ShellParser, command: Sh
     }
     if (use.readsStdin) judgeStdinScript(judge, parser, command, state, judgement, program, true);
     if (use.runsFile) judgement.raise("unknown", `${program} runs a program file, whose content is not judged`);
+    if (use.file && readsInput(use.file)) judgement.raise("no_always", `${program} runs a program fed through its input (${use.file.text}), only known at run time`);
     if (use.file) noteRanFile(use.file, state, judgement);
     noteProgramModules(program, use.file, use.module, use.preloads, state, judgement);
     return true;

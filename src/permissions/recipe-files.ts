@@ -125,6 +125,79 @@ function notePackageRunner(judge: ScriptJudge, parser: ShellParser, program: str
   }
 }
 
+/**
+ * What `npx NAME …`, `bunx`, `npm exec`, `pnpm exec|dlx` and `yarn exec|dlx` run: the name and its
+ * arguments, or null for another command.
+ */
+function execOperands(program: string, args: readonly ShellWord[]): ShellWord[] | null {
+  const operands = args.filter((arg, index) => !arg.text.startsWith("-") && !(index > 0 && ["-p", "--package", "-c", "--call"].includes(args[index - 1]!.text)));
+  if (program === "npx" || program === "bunx") return operands;
+  if (PACKAGE_RUNNERS.has(program) && ["exec", "x", "dlx"].includes(operands[0]?.text ?? "")) return operands.slice(1);
+  return null;
+}
+
+/**
+ * The program a package runner's exec runs: the workspace's `node_modules/.bin/NAME` (its digest is
+ * the file the link leads to) with the modules beside it, and the workspace files it is handed.
+ */
+function noteExecRunner(operands: readonly ShellWord[], state: ScriptState, judgement: Judgement): void {
+  const [name, ...rest] = operands;
+  if (!name) return;
+  if (!name.static) {
+    judgement.raise("no_always", `runs a package only known at run time (${name.text})`);
+    return;
+  }
+  const bin = word(`node_modules/.bin/${name.text.replace(/@[^/@]*$/, "").split("/").pop()}`, name);
+  noteRanFile(bin, state, judgement);
+  for (const sibling of siblings(bin, /\.(c|m)?[jt]s$/, state)) noteRanFile(sibling, state, judgement, true);
+  for (const operand of rest) if (isWorkspaceFile(operand, state)) noteRanFile(operand, state, judgement);
+}
+
+function isWorkspaceFile(file: ShellWord, state: ScriptState): boolean {
+  const cwd = state.cwds.length === 1 ? state.cwds[0] : null;
+  if (!cwd || !file.static || file.glob || !state.context.physical) return false;
+  try {
+    return statSync(state.context.physical.resolve(file.text, cwd)).isFile();
+  } catch {
+    return false;
+  }
+}
+
+/** Most lines of makefiles read, and how deep their includes are followed. */
+const MAX_MAKEFILE_LINES = 2000;
+const MAX_INCLUDE_DEPTH = 3;
+
+/**
+ * A makefile's recipes, judged as the commands they are (make's own variables standing as plain
+ * words; `$(shell …)` asked every time), and the files it includes, bound and read in turn.
+ */
+function judgeMakefile(judge: ScriptJudge, parser: ShellParser, file: ShellWord, makeDir: string, state: ScriptState, judgement: Judgement, depth: number): void {
+  const text = workspaceText(file, state);
+  if (text === null) return;
+  const inDir: ScriptState = { ...state, depth: state.depth + 1, cwds: [makeDir], writes: { by: null } };
+  const lines = text.replace(/\\\n/g, " ").split("\n").slice(0, MAX_MAKEFILE_LINES);
+  if (/\$[({]shell\b/.test(text)) judgement.raise("no_always", `${file.text} runs $(shell …) commands, which are not judged`);
+  for (const line of lines) {
+    const include = /^\s*-?s?include\s+(.+)$/.exec(line);
+    if (include) {
+      for (const name of include[1]!.trim().split(/\s+/)) {
+        if (/[$*?[]/.test(name)) {
+          judgement.raise("no_always", `${file.text} includes ${name}, which is only known when make runs`);
+          continue;
+        }
+        const included = word(name.startsWith("/") ? name : relative(state.cwds[0]!, join(makeDir, name)) || name);
+        noteRanFile(included, state, judgement);
+        if (depth < MAX_INCLUDE_DEPTH) judgeMakefile(judge, parser, included, makeDir, state, judgement, depth + 1);
+      }
+      continue;
+    }
+    if (!line.startsWith("\t")) continue;
+    // A recipe line: make's prefixes off, its variables as plain words, `$$` the shell's own `$`.
+    const command = line.slice(1).replace(/^[@+-]+/, "").split("$$").map((part) => part.replace(/\$[({][^)}]*[)}]|\$[A-Za-z@<^+?*%]/g, "MAKEVAR")).join("$");
+    if (command.trim()) judge.judgeScript(parser, command, inDir, judgement);
+  }
+}
+
 const PYTHON_CONFIG = ["conftest.py", "pytest.ini", "pyproject.toml", "setup.cfg", "setup.py", "tox.ini"];
 const MAKE_NAMES = ["GNUmakefile", "makefile", "Makefile"];
 
@@ -134,6 +207,11 @@ const MAKE_NAMES = ["GNUmakefile", "makefile", "Makefile"];
  * program file — and, for programs that send files to the network, the files they send or obey.
  */
 export function noteRecipes(judge: ScriptJudge, parser: ShellParser, program: string, args: readonly ShellWord[], state: ScriptState, judgement: Judgement): void {
+  const exec = execOperands(program, args);
+  if (exec) {
+    noteExecRunner(exec, state, judgement);
+    if (!PACKAGE_RUNNERS.has(program)) return;
+  }
   if (PACKAGE_RUNNERS.has(program)) {
     // In each directory the command may run in (after a cd, the package there).
     if (state.cwds.some((cwd) => cwd === null)) noteRanFile(word("package.json"), state, judgement);
@@ -157,7 +235,15 @@ export function noteRecipes(judge: ScriptJudge, parser: ShellParser, program: st
       }
     });
     const place = folder as ShellWord | null;
-    for (const file of named.length > 0 ? named : MAKE_NAMES.map((name) => word(name))) noteRanFile(file.text.startsWith("/") || !place ? file : inFolder(place, file.text), state, judgement);
+    const makefiles = (named.length > 0 ? named : MAKE_NAMES.map((name) => word(name))).map((file) => (file.text.startsWith("/") || !place ? file : inFolder(place, file.text)));
+    for (const file of makefiles) noteRanFile(file, state, judgement);
+    if (state.depth < MAX_SCRIPT_DEPTH && !state.cwds.some((cwd) => cwd === null)) {
+      for (const cwd of new Set(state.cwds as string[])) {
+        const here = { ...state, cwds: [cwd] };
+        const first = makefiles.find((file) => workspaceText(file, here) !== null);
+        if (first) judgeMakefile(judge, parser, first, place ? (place.text.startsWith("/") ? place.text : join(cwd, place.text)) : cwd, here, judgement, 0);
+      }
+    }
     return;
   }
   if (program === "pytest" || program === "py.test") {
@@ -194,6 +280,7 @@ const SENT_OR_OBEYED: Record<string, { options: string[]; atValue?: string[] }> 
   wget: { options: ["-i", "--input-file", "--post-file", "--body-file", "-e", "--execute", "--config"] },
   pip: { options: ["-r", "--requirement", "-c", "--constraint", "-e", "--editable"] },
   pip3: { options: ["-r", "--requirement", "-c", "--constraint", "-e", "--editable"] },
+  sed: { options: ["-f", "--file"] },
 };
 
 function namedBy(args: readonly ShellWord[], spec: { options: string[]; atValue?: string[] }): ShellWord[] {
