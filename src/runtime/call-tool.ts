@@ -6,7 +6,9 @@ import type { StepProjection, TaskProjection } from "../state/task-projection.js
 import { scrubEnvironment } from "../tools/builtin/shell-exec.js";
 import { withScopedSignal } from "../utils/scoped-signal.js";
 import { inTurn, type ExecutorContext } from "./executor-context.js";
-import { permitCall } from "./permit-call.js";
+import { classifyCall, commandOf, permitCall } from "./permit-call.js";
+import type { CommandClassification } from "../permissions/command-classifier.js";
+import { TaskLocks } from "../utils/task-locks.js";
 import { workspaceRepositoryPaths } from "../permissions/git-repository.js";
 
 /** How a call's turn ended: its result is recorded, or it waits for the user. */
@@ -19,10 +21,23 @@ export type CallTurn = "done" | "waiting";
  * record (a coder step's file names instead of their contents).
  */
 export async function callTool(context: ExecutorContext, projection: TaskProjection, step: StepProjection, call: ToolCall, shownCall: ToolCall, signal: AbortSignal): Promise<CallTurn> {
+  const command = commandOf(call);
+  const classification = command !== null ? await classifyCall(context, projection, call, command) : null;
+  // A command bound to files it runs is judged and run while no other step of the task runs a tool,
+  // so that none can rewrite those files between the check and the end of the run.
+  const exclusive = (classification?.ran_files?.length ?? 0) > 0;
+  return TOOL_LOCKS.run(projection.task_id, exclusive, signal, () => permitAndRun(context, projection, step, call, shownCall, signal, exclusive ? null : classification));
+}
+
+/** The locks of the tasks of this process (task ids are unique, whichever runtime holds them). */
+export const TOOL_LOCKS = new TaskLocks();
+
+async function permitAndRun(context: ExecutorContext, projection: TaskProjection, step: StepProjection, call: ToolCall, shownCall: ToolCall, signal: AbortSignal, classified: CommandClassification | null): Promise<CallTurn> {
   const { store, config } = context;
   const taskId = projection.task_id;
   const stepId = step.step.id;
-  const permit = await permitCall(context, projection, step, call, shownCall, signal);
+  // Judged again under the lock when it was taken alone: the files may have changed while it waited.
+  const permit = await permitCall(context, projection, step, call, shownCall, signal, classified);
   if (permit.kind === "refused") return "done";
   if (permit.kind === "waiting") return "waiting";
 

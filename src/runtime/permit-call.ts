@@ -71,7 +71,22 @@ function pendingFilesOf(call: ToolCall, workspace: string): Map<string, string> 
  * earlier run was cut off (a crash, a time-out part-way) is asked about first; otherwise the
  * PermissionService decides — allow, ask (recorded as a request) or deny (recorded as the result).
  */
-export async function permitCall(context: ExecutorContext, projection: TaskProjection, step: StepProjection, call: ToolCall, shownCall: ToolCall, signal: AbortSignal): Promise<Permit> {
+/** A command's classification, against the files a coder step is about to write. */
+export function classifyCall(context: ExecutorContext, projection: TaskProjection, call: ToolCall, command: string): Promise<CommandClassification> {
+  const pendingFiles = pendingFilesOf(call, projection.workspace);
+  return context.classifier.classify(command, { workspace: projection.workspace, ...(pendingFiles ? { pendingFiles } : {}) });
+}
+
+export async function permitCall(
+  context: ExecutorContext,
+  projection: TaskProjection,
+  step: StepProjection,
+  call: ToolCall,
+  shownCall: ToolCall,
+  signal: AbortSignal,
+  /** The command's classification, when the caller has it and nothing can have changed since. */
+  classified: CommandClassification | null = null,
+): Promise<Permit> {
   const { store } = context;
   const taskId = projection.task_id;
   const stepId = step.step.id;
@@ -85,10 +100,9 @@ export async function permitCall(context: ExecutorContext, projection: TaskProje
     return { kind: "refused" };
   }
   const command = commandOf(call);
-  const pendingFiles = pendingFilesOf(call, projection.workspace);
   const classification =
     command !== null
-      ? await context.classifier.classify(command, { workspace: projection.workspace, ...(pendingFiles ? { pendingFiles } : {}) })
+      ? (classified ?? (await classifyCall(context, projection, call, command)))
       : call.tool === "shell_exec"
         ? { category: "unknown" as const, reason: "no command given", commands: [], network: false, sudo: [] }
         : null;

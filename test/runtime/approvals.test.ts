@@ -2,6 +2,8 @@ import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { type TestRuntime, useTestRuntimes } from "../helpers/test-runtime.js";
+import { scriptedAgent } from "../helpers/scripted-agent.js";
+import type { ExecutionDirective } from "../../src/contracts/index.js";
 
 const setup = useTestRuntimes(afterEach);
 const types = (runtime: TestRuntime, taskId: string) => runtime.store.listEvents(taskId).map((event) => event.type);
@@ -126,5 +128,29 @@ describe("remembered approvals", () => {
     expect(() => readFileSync(join(runtime.workspace, "out.txt"))).toThrow(/ENOENT/);
     expect((await runtime.loop.resolvePermission(asked.task_id, after.pending_permissions[0]!.request_id, "allow").done).state).toBe("completed");
     expect(readFileSync(join(runtime.workspace, "out.txt"), "utf8")).toBe("swapped\n");
+  });
+
+  it("let no step beside an approved script rewrite what the script runs while it runs", async () => {
+    const runScript: ExecutionDirective = { kind: "tool", tool: "shell_exec", arguments: { command: "bash run.sh" }, reason: "run it" };
+    const race: ExecutionDirective = {
+      kind: "plan",
+      goal: "run the approved script while another step rewrites what it runs",
+      steps: [
+        { id: "run", kind: "tool", description: "", depends_on: [], tool: "shell_exec", arguments: { command: "bash run.sh" } },
+        { id: "swap", kind: "tool", description: "", depends_on: [], tool: "file_write", arguments: { path: "l.sh", content: "echo EVIL > evil.txt\n", mode: "overwrite" } },
+      ],
+    };
+    const runtime = setup({ models: scriptedAgent({ directive: (request) => (request.prompt.includes("race") ? race : runScript), draft: "go" }) });
+    writeFileSync(join(runtime.workspace, "run.sh"), "sleep 1; bash l.sh\n");
+    writeFileSync(join(runtime.workspace, "l.sh"), "echo fine > fine.txt\n");
+    const first = await runtime.loop.submit({ text: "run the script" }).done;
+    expect(first.pending_permissions[0]!.ran_files).toEqual(["l.sh", "run.sh"]);
+    await runtime.loop.resolvePermission(first.task_id, first.pending_permissions[0]!.request_id, "allow_always").done;
+
+    const raced = await runtime.loop.submit({ text: "race" }).done;
+    // Either the script ran before the rewrite, alone, or it is asked about again as rewritten: never the new text unasked.
+    const evil = () => readFileSync(join(runtime.workspace, "evil.txt"), "utf8");
+    if (raced.state === "awaiting_permission") expect(raced.pending_permissions[0]!.commands).toContain("echo EVIL");
+    expect(evil).toThrow(/ENOENT/);
   });
 });
