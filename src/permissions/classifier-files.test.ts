@@ -195,4 +195,13 @@ describe("the files a command runs, which an approval is bound to", () => {
     writeFileSync(join(workspace, "t.sed"), "s/a/b/\n");
     expect((await judge("sed -f t.sed notes.txt")).ran_files).toEqual(["t.sed"]);
   });
+
+  it("never reads a package.json or makefile outside the workspace or in DuckLM's own state", async () => {
+    mkdirSync(join(root, "home"), { recursive: true });
+    writeFileSync(join(root, "home", "package.json"), JSON.stringify({ scripts: { test: "echo token-in-home-7731" } }));
+    writeFileSync(join(root, "home", "Makefile"), "all:\n\techo token-in-home-7731\n");
+    for (const command of [`npm --prefix ${join(root, "home")} test`, `make -C ${join(root, "home")}`, `cd ${join(root, "home")} && npm test`]) {
+      expect(JSON.stringify(await judge(command)), command).not.toContain("token-in-home-7731");
+    }
+  });
 });

@@ -21,7 +21,7 @@ const SCRIPT_FILE_MAX_BYTES = 256 * 1024;
  * would reach the permission request), on the real file system (not while checking the examples),
  * and not too long to read. A coder step's pending file is read as it will be written.
  */
-function scriptFileText(file: ShellWord, state: ScriptState): string | null {
+export function scriptFileText(file: ShellWord, state: ScriptState): string | null {
   const read = readScriptFile(file, state);
   return "text" in read ? read.text : null;
 }
@@ -41,7 +41,7 @@ function readScriptFile(file: ShellWord, state: ScriptState): { text: string } |
 }
 
 /** Where a file a command names is, when it is a fixed name inside the workspace, read from the one directory the command runs in. */
-function workspaceFilePath(file: ShellWord, state: ScriptState): string | null {
+export function workspaceFilePath(file: ShellWord, state: ScriptState): string | null {
   const cwd = state.cwds.length === 1 ? state.cwds[0] : null;
   if (!file.static || file.glob || !cwd || !state.context.physical) return null;
   if (judgeWorkspacePath(file, [cwd], state.context) !== "inside") return null;

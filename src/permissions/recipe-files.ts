@@ -1,7 +1,7 @@
-import { readdirSync, readFileSync, statSync } from "node:fs";
+import { readdirSync, statSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
 import type { Judgement, ScriptState } from "./judgement.js";
-import { noteRanFile } from "./nested-code.js";
+import { noteRanFile, scriptFileText, workspaceFilePath } from "./nested-code.js";
 import type { ScriptJudge } from "./script-judge.js";
 import type { ShellParser } from "./shell-script.js";
 import type { ShellWord } from "./shell-words.js";
@@ -54,35 +54,25 @@ function optionValue(args: readonly ShellWord[], names: ReadonlySet<string>): Sh
   return null;
 }
 
-/** The file a script operand names, read as the command would, for a judge that needs its text. */
-function workspaceText(file: ShellWord, state: ScriptState): string | null {
-  const cwd = state.cwds.length === 1 ? state.cwds[0] : null;
-  if (!cwd || !file.static || !state.context.physical) return null;
-  const path = state.context.physical.resolve(file.text, cwd);
-  const pending = state.context.pendingFiles?.get(path);
-  if (pending !== undefined) return pending;
+/** What a workspace file a command names is on disk, by the script judge's reading; null outside the workspace or DuckLM's own. */
+function kindOf(file: ShellWord, state: ScriptState): "file" | "folder" | null {
+  const path = workspaceFilePath(file, state);
+  if (path === null) return null;
   try {
-    return statSync(path).isFile() ? readFileSync(path, "utf8") : null;
+    const info = statSync(path);
+    return info.isFile() ? "file" : info.isDirectory() ? "folder" : null;
   } catch {
     return null;
   }
 }
 
-function isFolder(file: ShellWord, state: ScriptState): boolean {
-  const cwd = state.cwds.length === 1 ? state.cwds[0] : null;
-  if (!cwd || !file.static || !state.context.physical) return false;
-  try {
-    return statSync(state.context.physical.resolve(file.text, cwd)).isDirectory();
-  } catch {
-    return false;
-  }
-}
-
 /** Files of one folder with one of these endings, on disk and pending, named relative to the command's directory. */
 function siblings(file: ShellWord, endings: RegExp, state: ScriptState): ShellWord[] {
-  const cwd = state.cwds.length === 1 ? state.cwds[0] : null;
-  if (!cwd || !file.static || !state.context.physical) return [];
-  const folder = dirname(state.context.physical.resolve(file.text, cwd));
+  // Only a folder of the workspace is listed, by the reading that decides what is inside it.
+  const path = workspaceFilePath(file, state);
+  if (path === null) return [];
+  const cwd = state.cwds[0]!;
+  const folder = dirname(path);
   let names: string[] = [];
   try {
     names = readdirSync(folder).filter((name) => endings.test(name));
@@ -107,7 +97,7 @@ function notePackageRunner(judge: ScriptJudge, parser: ShellParser, program: str
   const script = subcommand === "run" ? operands[1]?.text : LIFECYCLE[subcommand] ? null : program === "yarn" || program === "pnpm" ? first : null;
   const names = script ? [`pre${script}`, script, `post${script}`] : (LIFECYCLE[subcommand] ?? []);
   if (names.length === 0) return;
-  const text = workspaceText(manifest, state);
+  const text = scriptFileText(manifest, state);
   if (text === null) return;
   let scripts: Record<string, unknown>;
   try {
@@ -150,17 +140,7 @@ function noteExecRunner(operands: readonly ShellWord[], state: ScriptState, judg
   const bin = word(`node_modules/.bin/${name.text.replace(/@[^/@]*$/, "").split("/").pop()}`, name);
   noteRanFile(bin, state, judgement);
   for (const sibling of siblings(bin, /\.(c|m)?[jt]s$/, state)) noteRanFile(sibling, state, judgement, true);
-  for (const operand of rest) if (isWorkspaceFile(operand, state)) noteRanFile(operand, state, judgement);
-}
-
-function isWorkspaceFile(file: ShellWord, state: ScriptState): boolean {
-  const cwd = state.cwds.length === 1 ? state.cwds[0] : null;
-  if (!cwd || !file.static || file.glob || !state.context.physical) return false;
-  try {
-    return statSync(state.context.physical.resolve(file.text, cwd)).isFile();
-  } catch {
-    return false;
-  }
+  for (const operand of rest) if (kindOf(operand, state) === "file") noteRanFile(operand, state, judgement);
 }
 
 /** Most lines of makefiles read, and how deep their includes are followed. */
@@ -172,7 +152,7 @@ const MAX_INCLUDE_DEPTH = 3;
  * words; `$(shell …)` asked every time), and the files it includes, bound and read in turn.
  */
 function judgeMakefile(judge: ScriptJudge, parser: ShellParser, file: ShellWord, makeDir: string, state: ScriptState, judgement: Judgement, depth: number): void {
-  const text = workspaceText(file, state);
+  const text = scriptFileText(file, state);
   if (text === null) return;
   const inDir: ScriptState = { ...state, depth: state.depth + 1, cwds: [makeDir], writes: { by: null } };
   const lines = text.replace(/\\\n/g, " ").split("\n").slice(0, MAX_MAKEFILE_LINES);
@@ -240,7 +220,7 @@ export function noteRecipes(judge: ScriptJudge, parser: ShellParser, program: st
     if (state.depth < MAX_SCRIPT_DEPTH && !state.cwds.some((cwd) => cwd === null)) {
       for (const cwd of new Set(state.cwds as string[])) {
         const here = { ...state, cwds: [cwd] };
-        const first = makefiles.find((file) => workspaceText(file, here) !== null);
+        const first = makefiles.find((file) => scriptFileText(file, here) !== null);
         if (first) judgeMakefile(judge, parser, first, place ? (place.text.startsWith("/") ? place.text : join(cwd, place.text)) : cwd, here, judgement, 0);
       }
     }
@@ -260,7 +240,7 @@ export function noteProgramModules(program: string, file: ShellWord | undefined,
   const python = program.startsWith("python");
   const endings = python ? /\.py$/ : /\.(c|m)?[jt]s$/;
   for (const preload of preloads) noteRanFile(preload, state, judgement);
-  if (file && isFolder(file, state)) {
+  if (file && kindOf(file, state) === "folder") {
     // `node .` runs the folder's package.json "main", else its index file.
     for (const name of ["package.json", "index.js", "index.mjs", "index.cjs", "__main__.py"]) noteRanFile(inFolder(file, name), state, judgement);
     for (const sibling of siblings(inFolder(file, "index.js"), endings, state)) noteRanFile(sibling, state, judgement, true);
