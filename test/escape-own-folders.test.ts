@@ -8,16 +8,12 @@ import { workspaceRefusal } from "../src/runtime/workspace-refusal.js";
 import { fileWriteTool } from "../src/tools/builtin/file-write.js";
 import { bubblewrapShell } from "../src/tools/shell-sandbox.js";
 import { createTestRuntime, makeTempDir } from "./helpers/test-runtime.js";
+import { runConfined } from "./helpers/test-tools.js";
 
 const root = join(import.meta.dirname, "..");
 const tsxLoader = import.meta.resolve("tsx");
 
-/** Runs a command as shell_exec does in `sandbox`. */
-function runIn(sandbox: ReturnType<typeof bubblewrapShell>, command: string, workspace: string): Promise<string> {
-  return sandbox.launch(command, { workspace, network: false }).then(
-    (launch) => spawnSync(launch.file, launch.args, { cwd: workspace, env: { ...process.env, ...launch.env }, encoding: "utf8" }).stdout,
-  );
-}
+const runIn = (sandbox: ReturnType<typeof bubblewrapShell>, command: string, workspace: string) => runConfined(sandbox, command, workspace);
 
 describe("DuckLM's own folders, from a task's side", () => {
   it("keeps its program read-only where it lies in the workspace: the code it runs, its packages, its page and its bundled config", async () => {

@@ -63,7 +63,8 @@ describe.runIf(bwrap)("a task on a runtime whose store is PostgreSQL", () => {
     expect(execFileSync("psql", ["-h", socketDir, "-p", port, "-U", "ducklm", "-d", database, "-Atc", "SELECT 1"], { encoding: "utf8" }).trim()).toBe("1");
     const bySocket = await attempt(`psql -h ${socketDir} -p ${port} -U ducklm -d ${database} -c "${insert}" 2>&1; ls -a ${socketDir}`);
     expect(bySocket).not.toContain("INSERT 0 1");
-    expect(bySocket).toMatch(/No such file or directory/);
+    // Its socket folder is hidden, and no Unix socket can be opened anyway.
+    expect(bySocket).toMatch(/No such file or directory|Operation not permitted/);
     expect(bySocket.split("\n").filter((line) => line.includes(".s.PGSQL") && !line.startsWith("psql: error"))).toEqual([]);
     const byLoopback = await attempt(`psql -h 127.0.0.1 -p ${port} -U ducklm -d ${database} -c "${insert}" 2>&1`);
     expect(byLoopback).not.toContain("INSERT 0 1");

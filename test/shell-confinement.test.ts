@@ -1,12 +1,16 @@
-import { spawn } from "node:child_process";
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { appendFileSync, chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
+import { createServer as createNetServer } from "node:net";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { BUNDLED_CONFIG_DIR } from "../src/config/load-config.js";
 import { programPaths, sandboxPathsFor } from "../src/runtime/create-runtime.js";
-import { bubblewrapShell, probeBubblewrap, type ShellSandbox } from "../src/tools/shell-sandbox.js";
+import { MASKED } from "../src/tools/sandbox-masks.js";
+import { bubblewrapShell, probeBubblewrap } from "../src/tools/shell-sandbox.js";
 import { createTestRuntime, makeTempDir } from "./helpers/test-runtime.js";
+import { runConfined } from "./helpers/test-tools.js";
+import { REPO_ROOT } from "./helpers/cli-child.js";
 
 // .ci/run installs bubblewrap; on a machine without it this test says so instead of passing quietly.
 describe("shell commands confined by bubblewrap", () => {
@@ -39,17 +43,7 @@ describe("shell commands confined by bubblewrap", () => {
   });
 });
 
-/** Runs a command the way shell_exec does and returns what it printed. */
-async function runIn(sandbox: ShellSandbox, command: string, workspace: string, network: boolean): Promise<string> {
-  const launch = await sandbox.launch(command, { workspace, network });
-  return new Promise((resolve) => {
-    const child = spawn(launch.file, launch.args, { cwd: workspace, env: { ...process.env, ...launch.env }, stdio: ["ignore", "pipe", "pipe"] });
-    let output = "";
-    child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
-    child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString()));
-    child.on("close", () => resolve(output));
-  });
-}
+const runIn = runConfined;
 
 describe("a folder commands may read but not change (the bundled config of a checkout)", () => {
   it("is there to read and list inside the workspace, and cannot be written, emptied, renamed or replaced", async () => {
@@ -100,6 +94,97 @@ describe("the network of a confined command", () => {
       await open.dispose();
       await strict.dispose();
       site.close();
+    }
+  });
+});
+
+describe("what a confined command keeps of the kernel's interfaces", () => {
+  it("cannot write /proc's knobs, reach a Unix socket by any socket call, set a setuid bit, use io_uring or the keyrings, or make a user namespace", async () => {
+    const workspace = makeTempDir("ducklm-kernel-ws-");
+    const sandbox = bubblewrapShell({ hiddenPaths: [] });
+    // Outside /tmp, which every command gets a private one of: this is where a real service's socket would be.
+    const socketFolder = mkdtempSync("/var/tmp/ducklm-kernel-sock-");
+    const streamPath = join(socketFolder, "stream.sock");
+    let connections = 0;
+    const server = createNetServer(() => (connections += 1));
+    await new Promise<void>((resolve) => server.listen(streamPath, () => resolve()));
+    const python = (code: string) => `python3 -c "${code.replace(/"/g, '\\"')}" 2>&1 | tail -1`;
+    try {
+      const printed = await runIn(
+        sandbox,
+        [
+          "echo h > /proc/sysrq-trigger && echo WROTE-SYSRQ",
+          "echo 1 > /proc/sys/kernel/sysrq && echo WROTE-SYSCTL",
+          `node -e "require('net').connect('${streamPath}').on('connect', () => console.log('CONNECTED')).on('error', (e) => console.log('socket', e.code))"`,
+          // An unconnected datagram pair could still connect or send to a socket file.
+          python("import socket; a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM); print('DGRAM-PAIR')"),
+          python("import socket; a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET); print('SEQPACKET-PAIR')"),
+          python("import ctypes; libc = ctypes.CDLL(None, use_errno=True); print('io_uring', libc.syscall(425, 4, ctypes.create_string_buffer(128)), ctypes.get_errno())"),
+          python("import ctypes; libc = ctypes.CDLL(None, use_errno=True); print('keyctl', libc.syscall(250, 0, -3, 0), ctypes.get_errno())"),
+          "unshare -U true && echo NESTED-NAMESPACE",
+          "cp /bin/true ./setuid-copy && chmod 4755 ./setuid-copy && echo SETUID-SET",
+          "mkdir shared && chmod 2777 shared && echo SETGID-SET",
+          python("import os; fd = os.open('made-setuid', os.O_CREAT | os.O_WRONLY, 0o4755); print('CREATED-SETUID')"),
+          python("import socket; a, b = socket.socketpair(); a.send(b'pair'); print(b.recv(4).decode())"),
+          "true",
+        ].join("; "),
+        workspace,
+        false,
+      );
+      expect(printed).not.toMatch(/WROTE-|CONNECTED|NESTED-NAMESPACE|DGRAM-PAIR|SEQPACKET-PAIR|SETUID-SET|SETGID-SET|CREATED-SETUID/);
+      expect(printed).toContain("socket EPERM");
+      expect(printed).toContain("io_uring -1 1");
+      expect(printed).toContain("keyctl -1 1");
+      for (const name of ["setuid-copy", "shared", "made-setuid"]) {
+        const mode = statSync(join(workspace, name), { throwIfNoEntry: false })?.mode ?? 0;
+        expect(mode & 0o6000, name).toBe(0);
+      }
+      // What programs use for pipes still works.
+      expect(printed).toContain("pair");
+      expect(connections).toBe(0);
+    } finally {
+      server.close();
+      await sandbox.dispose();
+      rmSync(socketFolder, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("a repository's credentials", () => {
+  it("are masked in what a command reads of any config git reads for it, however it reads it, and the files themselves are left alone", async () => {
+    const workspace = makeTempDir("ducklm-creds-ws-");
+    execFileSync("git", ["init", "-q", workspace]);
+    execFileSync("git", ["-C", workspace, "remote", "add", "origin", "https://bot:ghp_repoTokenValue42@github.com/o/r.git"]);
+    execFileSync("git", ["-C", workspace, "config", "http.https://github.com/.extraheader", "AUTHORIZATION: basic cmVwb1NlY3JldA=="]);
+    const configPath = join(workspace, ".git", "config");
+    // What git itself accepts too: a section and its key on one line, a value continued over lines, an inline helper, a token in a query.
+    appendFileSync(configPath, '[http "https://gitlab.example/"] extraheader = PRIVATE-TOKEN: glpat-oneLineSecret\n[hub]\n\toauthtoken = hubOauthSecret77\n[credential]\n\thelper = "!f() { echo password=helperSecret88; }; f"\n[remote "mirror"]\n\turl = https://git.example/r.git?private_token=querySecret99\n');
+    // A worktree's config lies in its main repository, outside the workspace (and outside the
+    // temporary folders, which every command gets private ones of).
+    mkdirSync(join(REPO_ROOT, "test", ".tmp"), { recursive: true });
+    const main = mkdtempSync(join(REPO_ROOT, "test", ".tmp", "creds-main-"));
+    // Readable by others: a folder only root may enter is hidden from commands when DuckLM runs as root.
+    chmodSync(main, 0o755);
+    execFileSync("git", ["init", "-q", main]);
+    execFileSync("git", ["-C", main, "commit", "-q", "--allow-empty", "-m", "x"], { env: { ...process.env, GIT_AUTHOR_NAME: "t", GIT_AUTHOR_EMAIL: "t@x", GIT_COMMITTER_NAME: "t", GIT_COMMITTER_EMAIL: "t@x" } });
+    execFileSync("git", ["-C", main, "config", "http.extraheader", "AUTHORIZATION: bearer worktreeSecret55"]);
+    const tree = join(makeTempDir("ducklm-creds-tree-"), "wt");
+    execFileSync("git", ["-C", main, "worktree", "add", "-q", tree]);
+    const originals = [readFileSync(configPath, "utf8"), readFileSync(join(main, ".git", "config"), "utf8")];
+    const sandbox = bubblewrapShell({ hiddenPaths: [] });
+    try {
+      const secrets = ["ghp_repoTokenValue42", "cmVwb1NlY3JldA==", "glpat-oneLineSecret", "hubOauthSecret77", "helperSecret88", "querySecret99", "worktreeSecret55"];
+      const printed = await runIn(sandbox, "git config -l; git remote -v; git remote get-url origin; cat .git/config; grep -r extraheader .git/config", workspace, false);
+      for (const secret of secrets) expect(printed, secret).not.toContain(secret);
+      expect(printed).toContain("github.com/o/r.git");
+      expect(printed).toContain(MASKED);
+      const inTree = await runIn(sandbox, "git config -l; cat \"$(git rev-parse --git-common-dir)/config\"", tree, false);
+      expect(inTree).not.toContain("worktreeSecret55");
+      expect(inTree).toContain(MASKED);
+      expect([readFileSync(configPath, "utf8"), readFileSync(join(main, ".git", "config"), "utf8")]).toEqual(originals);
+    } finally {
+      await sandbox.dispose();
+      rmSync(main, { recursive: true, force: true });
     }
   });
 });

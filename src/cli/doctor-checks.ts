@@ -6,7 +6,8 @@ import { loadConfig, resolveConfigDir, resolveHomeDir } from "../config/load-con
 import { modelsDirectory } from "../models/create-model-provider.js";
 import { resolveRolesChecked } from "../models/model-roles.js";
 import { CommandClassifier } from "../permissions/command-classifier.js";
-import { pluginFolders, sandboxPathsFor, BUILTIN_TOOL_NAMES, resolveWorkspace } from "../runtime/create-runtime.js";
+import { pluginFolders, sandboxOptionsFor, BUILTIN_TOOL_NAMES, resolveWorkspace } from "../runtime/create-runtime.js";
+import { sortEnvironment } from "../tools/command-environment.js";
 import { postgresUrlOf } from "../runtime/postgres-url.js";
 import { inspectPostgres } from "../storage/postgres/open-postgres.js";
 import { ensurePrivateDir } from "../storage/private-files.js";
@@ -84,8 +85,13 @@ export async function doctorCommand(globals: GlobalOptions): Promise<number> {
     return ["ok", `tree-sitter-bash loaded; ${config.permissions.examples.length} examples hold`];
   });
   await check("shell confinement", () => {
-    const { sandbox, warning } = chooseShellSandbox(config.runtime.sandbox.mode, sandboxPathsFor(home, configDir));
+    const { sandbox, warning } = chooseShellSandbox(config.runtime.sandbox.mode, sandboxOptionsFor(config, home));
     return warning ? ["warn", warning] : ["ok", sandbox.note];
+  });
+  await check("command environment", () => {
+    const { environment } = sandboxOptionsFor(config, home);
+    const { passed, withheld } = sortEnvironment(process.env, environment);
+    return ["ok", `commands get ${passed.join(", ") || "nothing"} of this environment (and git's safe.bareRepository); ${withheld.length} other variable(s) never reach them (runtime.json sandbox.environment adds names)`];
   });
   await check("models", async () => {
     const roles = [...(await resolveRolesChecked(config.models, modelsDirectory(home))).values()];

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { PLAN_STEPS_CEILING } from "../contracts/directive.js";
+import { DEFAULT_RUN_LATER_FILES } from "../tools/run-later-files.js";
 import { isFetchBlockedPort } from "../utils/fetch-blocked-ports.js";
 
 /** Most steps of one plan unless runtime.json says otherwise. */
@@ -201,6 +202,22 @@ export const RuntimeConfigSchema = z.strictObject({
      * keys, agents' sockets and cloud credentials by default.
      */
     hide: z.array(z.string().min(1)).default(["~/.ssh", "~/.gnupg", "~/.aws", "~/.azure", "~/.config/gcloud", "~/.kube", "~/.docker", "~/.netrc", "~/.git-credentials", "~/.password-store", "~/.local/share/keyrings", "~/.npmrc", "~/.yarnrc", "~/.pypirc", "~/.cargo/credentials", "~/.cargo/credentials.toml", "~/.gem/credentials", "~/.config/gh", "~/.config/hub", "~/.config/glab-cli", "~/.claude", "~/.claude.json", "~/.codex", "~/.config/openai", "~/.huggingface", "~/.cache/huggingface/token", "~/.terraform.d/credentials.tfrc.json", "~/.vault-token", "~/.config/rclone", "~/.s3cfg", "~/.boto", "~/.mozilla", "~/.config/google-chrome", "~/.config/chromium", "~/.config/BraveSoftware"]),
+    /**
+     * Folders of your home that commands may read (toolchains and their caches), read-only: the rest
+     * of every home is an empty folder to them. `~` is your home.
+     */
+    home_visible: z.array(z.string().min(1)).default(["~/.cargo", "~/.rustup", "~/.nvm", "~/.volta", "~/.fnm", "~/.local/share/fnm", "~/.local/bin", "~/.local/lib", "~/.pyenv", "~/.rbenv", "~/.bun", "~/.deno", "~/.sdkman", "~/go", "~/.npm", "~/.m2/repository", "~/.gradle/caches", "~/.gradle/wrapper", "~/.dotnet", "~/.ghcup"]),
+    /**
+     * Variables of DuckLM's environment that commands get besides the defaults (PATH, HOME, USER,
+     * LANG, LC_*, TERM, TZ, TMPDIR, toolchain locations, certificate bundles): exact names, or a
+     * prefix ending in `*`. Nothing else reaches a command; `ducklm doctor` lists what passes.
+     */
+    environment: z.array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*\*?$/, "a variable name, or a prefix ending in *")).default([]),
+    /**
+     * Entries of the workspace that your own tools run later (a trailing `/` for a folder): commands
+     * may read them but not write or create them; a file tool's write to one is asked first.
+     */
+    run_later_files: z.array(z.string().regex(/^[^/]+\/?$/, "a name in the workspace's top folder, with a trailing / for a folder")).default([...DEFAULT_RUN_LATER_FILES]),
   }).prefault({}),
   /** Directory the tools work in, relative to where DuckLM starts. Defaults to `.`. */
   workspace: z.string().min(1).default("."),

@@ -1,4 +1,4 @@
-import { closeSync, constants, existsSync, fstatSync, openSync, readSync, realpathSync, statSync } from "node:fs";
+import { closeSync, constants, existsSync, fstatSync, openSync, readdirSync, readSync, realpathSync, statSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 
@@ -82,6 +82,37 @@ export function pointedRepositories(dotGit: string, workspace: string): string[]
   const common = readTextOrEmpty(join(gitDir, "commondir")).trim();
   const paths = [gitDir, ...(common ? [isAbsolute(common) ? common : resolve(gitDir, common)] : [])];
   return paths.filter((path) => inside(workspace, path) && existsSync(path));
+}
+
+/** Folders of `.git/modules` looked through for submodules' configs. */
+const MAX_MODULE_FOLDERS = 512;
+
+/**
+ * Every config file git reads for the repository a `.git` entry stands for, wherever it lies: its git
+ * directory's (a `.git` file points to it, a worktree's lies in the main repository), the common
+ * directory's, and those of its submodules under `modules/`.
+ */
+export function repositoryConfigFiles(dotGit: string): string[] {
+  const gitDir = gitDirectoryOf(dotGit);
+  if (!gitDir) return [];
+  const common = readTextOrEmpty(join(gitDir, "commondir")).trim();
+  const dirs = [gitDir, ...(common ? [isAbsolute(common) ? common : resolve(gitDir, common)] : [])];
+  const configs = dirs.flatMap((dir) => [join(dir, "config"), join(dir, "config.worktree")]);
+  const queue = dirs.map((dir) => join(dir, "modules"));
+  for (let searched = 0; queue.length > 0 && searched < MAX_MODULE_FOLDERS; searched += 1) {
+    const dir = queue.shift()!;
+    let entries: import("node:fs").Dirent[];
+    try {
+      entries = readdirSync(dir, { withFileTypes: true });
+    } catch {
+      continue;
+    }
+    for (const entry of entries) {
+      if (entry.isFile() && (entry.name === "config" || entry.name === "config.worktree")) configs.push(join(dir, entry.name));
+      else if (entry.isDirectory() && !["objects", "refs", "logs", "hooks", "info"].includes(entry.name)) queue.push(join(dir, entry.name));
+    }
+  }
+  return [...new Set(configs)].filter((path) => existsSync(path));
 }
 
 /** How deep `[include]` files are followed; git itself stops at 10. */

@@ -1,6 +1,7 @@
 import type { CommandCategory, PermissionDecisionKind, PreApproval, ToolCall, ToolEffect } from "../contracts/index.js";
 import type { Approval } from "./approval-store.js";
 import type { CommandClassification } from "./command-classifier.js";
+import { stricterCategory } from "./judgement.js";
 
 export interface PermissionDecision {
   decision: PermissionDecisionKind;
@@ -33,6 +34,12 @@ export interface PermissionInput {
   confinement: "confined" | "none" | "off";
   /** runtime.json lets confined commands use the network without asking. */
   networkAllowed: boolean;
+  /**
+   * The run-later entries of the workspace (`.git`, `.envrc`…) the call writes: an escalation the
+   * sandbox would refuse, asked every time (a blanket approval covers commands, not what the user's
+   * own tools will run).
+   */
+  writesRunLater?: readonly string[];
 }
 
 /**
@@ -64,6 +71,17 @@ export const CODE_APPLY_TOOL = "code_apply";
  * are confined to the workspace and run, and read-only tools run.
  */
 export function decidePermission(input: PermissionInput): PermissionDecision {
+  const decided = decideWithinSandbox(input);
+  const writes = input.writesRunLater ?? [];
+  if (writes.length === 0) return decided;
+  const reason = `it writes ${writes.join(", ")}, which your own tools (git, direnv, your editor, your agents) run later, outside the sandbox`;
+  // Asked anyway: the question says what else it is about, and its answer is not remembered.
+  if (decided.decision === "ask") return { ...decided, category: stricterCategory(decided.category, "no_always"), reason: `${decided.reason}; ${reason}` };
+  if (decided.decision !== "allow") return decided;
+  return { ...decideCategory(input, { category: "no_always", reason, commands: decided.commands }), network: decided.network };
+}
+
+function decideWithinSandbox(input: PermissionInput): PermissionDecision {
   const { call, classification } = input;
   if (call.tool === "shell_exec" || (call.tool === CODE_APPLY_TOOL && classification)) {
     const c = classification ?? { category: "unknown" as const, reason: "not classified", commands: [], network: false };

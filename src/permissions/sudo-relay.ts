@@ -8,9 +8,12 @@ import { openAskpassSession } from "./askpass-broker.js";
 
 // The `sudo` a command finds first on its PATH: it asks DuckLM, outside the sandbox, to run the real
 // sudo with the same arguments, and passes on what that prints and its exit status.
+// Confined, it reaches the relay through a port of its sandbox's loopback (its supervisor carries it
+// out: a confined command cannot open a Unix socket); unconfined, through the socket itself.
 const SHIM_SOURCE = (socketPath: string, token: string) => `"use strict";
 const net = require("node:net");
-const socket = net.connect(${JSON.stringify(socketPath)});
+const port = Number(process.env.DUCKLM_SUDO_RELAY_PORT);
+const socket = port > 0 ? net.connect(port, "127.0.0.1") : net.connect(${JSON.stringify(socketPath)});
 let buffer = "";
 let code = 1;
 socket.on("connect", () => socket.write(JSON.stringify({ token: ${JSON.stringify(token)}, argv: process.argv.slice(2), cwd: process.cwd() }) + "\\n"));
@@ -46,8 +49,10 @@ function findProgram(name: string, exclude: string): string | null {
 export interface SudoRelay {
   /** Put first on the command's PATH: the `sudo` found there is the relay's. */
   binDir: string;
-  /** The folder to make visible to a confined command (it holds the shim and the socket). */
+  /** The folder to make visible to a confined command (it holds the shim). */
   folder: string;
+  /** Where the relay listens; a confined command's sandbox channel carries its `sudo` here. */
+  socketPath: string;
   dispose(): void;
 }
 
@@ -139,6 +144,7 @@ export function openSudoRelay(options: SudoRelayOptions): SudoRelay {
   return {
     binDir,
     folder,
+    socketPath,
     dispose() {
       for (const child of children) child.kill("SIGKILL");
       server.close();

@@ -3,7 +3,7 @@ import type { ToolCall, ToolResult } from "../contracts/index.js";
 import { isShutdown } from "../errors/duck-error.js";
 import { openSudoRelay } from "../permissions/sudo-relay.js";
 import type { StepProjection, TaskProjection } from "../state/task-projection.js";
-import { scrubEnvironment } from "../tools/builtin/shell-exec.js";
+import { commandEnvironment } from "../tools/command-environment.js";
 import { withScopedSignal } from "../utils/scoped-signal.js";
 import { inTurn, type ExecutorContext } from "./executor-context.js";
 import { classifyCall, commandOf, permitCall } from "./permit-call.js";
@@ -58,9 +58,11 @@ async function permitAndRun(context: ExecutorContext, projection: TaskProjection
   store.append(taskId, "tool-called", { step_id: stepId, attempt: step.attempt, call: shownCall, effect }, { durable: effect === "side-effecting" });
   // The command line runs confined as any other; only its `sudo` runs outside, through the relay,
   // and only with the argument vectors the approved text contains.
-  const relay = secret !== null ? openSudoRelay({ password: secret, allowed: permit.classification?.sudo ?? [], workspace: projection.workspace, env: scrubEnvironment(process.env) }) : null;
+  const relay = secret !== null ? openSudoRelay({ password: secret, allowed: permit.classification?.sudo ?? [], workspace: projection.workspace, env: commandEnvironment(process.env, context.sandbox.environment) }) : null;
   let result: ToolResult;
   let protectedForThisRun: string[] | undefined;
+  // What the sandbox hides is searched for once, before the first command's time limit starts.
+  if (commandOf(call) !== null) await context.sandbox.prepare?.();
   try {
     result = await withScopedSignal([signal], config.runtime.timeouts.step_ms, `step ${stepId}`, (stepSignal) =>
       context.tools.run(call.tool, call.arguments, {
@@ -73,6 +75,7 @@ async function permitAndRun(context: ExecutorContext, projection: TaskProjection
         stepId,
         attempt: step.attempt,
         network: permit.network,
+        writableRunLater: permit.writableRunLater,
         // A hooks folder the repository names inside the workspace is as out of reach as .git. Read
         // from disk when a tool first asks (most never touch the file system), then kept for this run.
         get protectedPaths() {
@@ -80,7 +83,7 @@ async function permitAndRun(context: ExecutorContext, projection: TaskProjection
         },
         readOnlyPaths: context.readOnlyPaths,
         sandbox: context.sandbox,
-        ...(relay ? { extraEnv: { PATH: `${relay.binDir}:${process.env.PATH ?? ""}` }, extraReadable: [relay.folder], redact: [secret!] } : {}),
+        ...(relay ? { extraEnv: { PATH: `${relay.binDir}:${process.env.PATH ?? ""}` }, extraReadable: [relay.folder], sudoRelaySocket: relay.socketPath, redact: [secret!] } : {}),
       }),
     );
   } finally {

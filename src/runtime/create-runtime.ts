@@ -11,7 +11,6 @@ import type { SqlDatabase, SqlDialect } from "../storage/sql-database.js";
 import { openPostgresStores, openStores } from "../state/open-stores.js";
 import { listenForCommits } from "../storage/postgres/commit-notices.js";
 import { serverSocketDirs } from "../storage/postgres/open-postgres.js";
-import { OWN_SECRET_VARIABLES } from "../tools/builtin/shell-exec.js";
 import { postgresPrivatePaths, postgresUrlOf } from "./postgres-url.js";
 import type { TaskLeases } from "../state/task-leases.js";
 import { ensurePrivateDir } from "../storage/private-files.js";
@@ -29,7 +28,7 @@ import { fileWriteTool } from "../tools/builtin/file-write.js";
 import { createMemoryTools } from "../tools/builtin/memory-tools.js";
 import { shellExecTool } from "../tools/builtin/shell-exec.js";
 import type { AnyToolDefinition } from "../tools/tool-definition.js";
-import { chooseShellSandbox, type ShellSandbox } from "../tools/shell-sandbox.js";
+import { chooseShellSandbox, type BubblewrapOptions, type SandboxChoice, type ShellSandbox } from "../tools/shell-sandbox.js";
 import { ToolRegistry } from "../tools/tool-registry.js";
 import { createLogger } from "./logger.js";
 import { RuntimeLoop } from "./runtime-loop.js";
@@ -217,6 +216,30 @@ export function sandboxPathsFor(home: string, configDir: string): { hiddenPaths:
   return { hiddenPaths: protectedPathsFor(home, configDir).filter((path) => !bundled.has(path)), readOnlyPaths: program };
 }
 
+/**
+ * How the shell sandbox is set up from runtime.json: what it hides (DuckLM's own folders, the
+ * credentials listed), what of the home it shows, which variables pass, which workspace files the
+ * user's tools run later. The PostgreSQL URL's variable never passes, whatever the list says.
+ */
+export function sandboxOptionsFor(config: DuckConfig, home: string): BubblewrapOptions {
+  const sandbox = config.runtime.sandbox;
+  const expand = (path: string) => path.replace(/^~(?=\/|$)/, homedir());
+  const paths = sandboxPathsFor(home, config.dir);
+  return {
+    hiddenPaths: [...paths.hiddenPaths, ...sandbox.hide.map(expand)],
+    readOnlyPaths: paths.readOnlyPaths,
+    allowPrivateNetwork: sandbox.private_network,
+    homeVisible: sandbox.home_visible.map(expand),
+    runLaterFiles: sandbox.run_later_files,
+    environment: { pass: sandbox.environment, withhold: config.runtime.storage.backend === "postgres" ? [config.runtime.storage.postgres_url_env] : [] },
+  };
+}
+
+function chooseSandboxFor(config: DuckConfig, home: string, alsoHidden: readonly string[], logger: Logger): SandboxChoice {
+  const options = sandboxOptionsFor(config, home);
+  return chooseShellSandbox(config.runtime.sandbox.mode, { ...options, hiddenPaths: [...options.hiddenPaths, ...alsoHidden], logger });
+}
+
 /** Where tools work: the explicit folder, else runtime.json's `workspace`, from the current directory. */
 export function resolveWorkspace(config: DuckConfig, explicit?: string): string {
   return resolve(explicit ?? config.runtime.workspace);
@@ -234,7 +257,6 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
     ? openPostgresStores(postgresUrl, { ...storeOptions, applicationName: `ducklm ${process.pid}` })
     : openStores(options.databaseFile ?? join(home, "ducklm.sqlite3"), { ...storeOptions, synchronous: config.runtime.storage.synchronous });
   const { database, bus, tasks: store, memories: memoryStore, approvals, logins, leases } = stores;
-  if (postgresUrl) OWN_SECRET_VARIABLES.add(config.runtime.storage.postgres_url_env);
   // On a shared PostgreSQL database, events other processes commit reach the subscribers here too.
   const commitListener = postgresUrl
     ? listenForCommits(
@@ -282,6 +304,10 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
   }
   const protectedPaths = protectedPathsFor(home, config.dir);
   const classifier = new CommandClassifier(config.permissions, { protectedPaths, realpath: realpathOfDeepestAncestor });
+  const { sandbox, warning } = options.sandbox
+    ? { sandbox: options.sandbox, warning: null }
+    : chooseSandboxFor(config, home, postgresUrl ? postgresPrivatePaths(postgresUrl, options.env ?? process.env, serverSocketDirs(database.db)) : [], logger);
+  if (warning) logger.warn(warning);
   const ready = (async () => {
     if (options.checkPermissionExamples !== false) {
       const key = examplesCheckKey(config.permissions);
@@ -301,16 +327,6 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
   })();
   // A failure here is reported by `ready()`; tasks see it too, through the loop.
   ready.catch(() => undefined);
-  const sandboxPaths = sandboxPathsFor(home, config.dir);
-  const { sandbox, warning } = options.sandbox
-    ? { sandbox: options.sandbox, warning: null }
-    : chooseShellSandbox(config.runtime.sandbox.mode, {
-        hiddenPaths: [...sandboxPaths.hiddenPaths, ...config.runtime.sandbox.hide.map((path) => path.replace(/^~(?=\/|$)/, homedir())), ...(postgresUrl ? postgresPrivatePaths(postgresUrl, options.env ?? process.env, serverSocketDirs(database.db)) : [])],
-        readOnlyPaths: sandboxPaths.readOnlyPaths,
-        allowPrivateNetwork: config.runtime.sandbox.private_network,
-        logger,
-      });
-  if (warning) logger.warn(warning);
   const context: ExecutorContext = {
     store,
     tools,
@@ -327,6 +343,7 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
     memorySearch: options.memorySearch ?? ((query, limit) => memory.recall(query, limit)),
     sessionHistory: options.sessionHistory ?? ((sessionId, beforeTaskId, limit) => store.sessionHistory(sessionId, beforeTaskId, limit).map((task) => ({ task_id: task.id, text: task.text, answer: task.answer }))),
     recordSettings: options.recordSettings ?? true,
+    strandedTools: new Map(),
     sleep: options.sleep ?? ((ms, signal) => (ms > 0 ? delay(ms, undefined, { signal }) : Promise.resolve())),
     directiveSchema: tools.names().length > 0 ? createExecutionDirectiveSchema(tools.names()) : ExecutionDirectiveSchema,
     ...(options.recordedTurn ? { recordedTurn: options.recordedTurn } : {}),

@@ -42,6 +42,12 @@ export interface ExecutorContext {
   memorySearch: MemorySearch;
   /** How a conversation's earlier turns are read (replay stands in what the recording summarised). */
   sessionHistory: SessionHistory;
+  /**
+   * Tasks taken over from a holder that may only be paused (alive on this machine, or on another):
+   * a side-effecting call it started may still be running there, so it is in doubt until the call's
+   * own time limit has passed, and only then asked about.
+   */
+  strandedTools: Map<string, { pid: number; host: string }>;
   /** Whether `task-started` records the settings its decisions follow (a replay of a log without them does not). */
   recordSettings: boolean;
   /** The wait before a retry (replay passes none). */

@@ -4,9 +4,11 @@ import type { CommandCategory, ToolCall, ToolResult } from "../contracts/index.j
 import { ErrorCode } from "../errors/duck-error.js";
 import type { CommandClassification } from "../permissions/command-classifier.js";
 import { outboundLeak } from "../permissions/outbound-leak.js";
+import { runLaterWrites } from "../permissions/run-later-writes.js";
 import { physicalPath } from "../permissions/path-judge.js";
 import { approvalSubjectOf, CODE_APPLY_TOOL, decidePermission } from "../permissions/permission-policy.js";
 import type { StepProjection, TaskProjection } from "../state/task-projection.js";
+import { HARD_LIMIT_MARGIN_MS } from "../tools/shell-sandbox.js";
 import { inTurn, type ExecutorContext } from "./executor-context.js";
 
 /** A refusal recorded as the step's result: the tool never ran. */
@@ -16,7 +18,14 @@ export function deniedResult(tool: string, code: string, message: string): ToolR
 
 /** What the permission check left the call with. */
 export type Permit =
-  | { kind: "run"; network: boolean; classification: CommandClassification | null; command: string | null }
+  | {
+      kind: "run";
+      network: boolean;
+      classification: CommandClassification | null;
+      command: string | null;
+      /** Run-later entries of the workspace (`.git`, `.envrc`…) the call was allowed to write. */
+      writableRunLater: string[];
+    }
   /** Refused, recorded as the step's result. */
   | { kind: "refused" }
   /** A question for the user is recorded; the step waits. */
@@ -47,6 +56,29 @@ async function ask(
   const ran = classification?.content_digest ? { ran_files: classification.ran_files ?? [], content_digest: classification.content_digest } : {};
   context.store.append(taskId, "permission-requested", { request_id: randomUUID(), step_id: stepId, call, category, reason, commands, ...(network ? { network: true } : {}), ...ran });
   return { kind: "waiting" };
+}
+
+/**
+ * How long after a call's own time limit (and the hard limit beside it, HARD_LIMIT_MARGIN_MS) a
+ * call started by a paused owner is taken to have surely ended: clocks of two machines may differ a little.
+ */
+export const STRANDED_TOOL_GRACE_MS = 3_000;
+
+/**
+ * A call whose start is recorded but not its end, in a task taken over from an owner that may only be
+ * paused: that owner's command may still be running, so nothing is asked (and nothing run again)
+ * before the command is surely over — its own time limit, enforced beside it, has passed since it started.
+ */
+async function waitWhileItMayStillRun(context: ExecutorContext, taskId: string, stepId: string, signal: AbortSignal): Promise<void> {
+  if (!context.strandedTools.has(taskId)) return;
+  const started = context.store.listEvents(taskId).filter((event) => event.type === "tool-called" && event.payload.step_id === stepId).at(-1);
+  if (!started) return;
+  const surelyOver = Date.parse(started.time) + context.config.runtime.timeouts.step_ms + HARD_LIMIT_MARGIN_MS + STRANDED_TOOL_GRACE_MS;
+  const left = surelyOver - Date.now();
+  if (left > 0) {
+    context.logger.info({ task_id: taskId, step_id: stepId, wait_ms: left }, "the process this task was taken from may still be running the step's command; waiting until it has surely ended");
+    await context.sleep(left, signal);
+  }
 }
 
 /**
@@ -107,17 +139,19 @@ export async function permitCall(
         ? { category: "unknown" as const, reason: "no command given", commands: [], network: false, sudo: [] }
         : null;
   const needsNetwork = classification?.network ?? false;
+  const writableRunLater = runLaterWrites(call, classification?.commands ?? [], projection.workspace, context.config.runtime.sandbox.run_later_files);
   if (step.permission_granted) {
     // Allowed as the files it runs were then: changed since (by a step running beside it), it is asked again.
     if (step.granted_digest && step.granted_digest !== classification?.content_digest) {
       return ask(context, taskId, stepId, shownCall, "unknown", `the files it runs (${classification?.ran_files?.join(", ") ?? "its scripts"}) changed after it was allowed; run it as they are now?`, classification?.commands ?? [], needsNetwork, signal, classification);
     }
-    return { kind: "run", network: needsNetwork, classification, command };
+    return { kind: "run", network: needsNetwork, classification, command, writableRunLater };
   }
   // Started before a crash and no result was recorded: it may or may not have happened. A command
   // that does no more when run twice (`ls`, `sleep 5 && echo done`) simply runs again.
   const rerunSafe = () => command !== null && classification !== null && context.classifier.safeToRunAgain(command, classification);
   if (step.tool_called && effect === "side-effecting" && !rerunSafe()) {
+    await waitWhileItMayStillRun(context, taskId, stepId, signal);
     return ask(context, taskId, stepId, shownCall, "unknown", "its earlier run was interrupted and its outcome is unknown; run it again?", classification?.commands ?? [], needsNetwork, signal, classification);
   }
   if (step.ask_before_retry && !rerunSafe()) {
@@ -136,6 +170,7 @@ export async function permitCall(
     preApproved: projection.auto_approve,
     confinement: projection.confinement,
     networkAllowed: context.config.runtime.sandbox.network,
+    writesRunLater: writableRunLater,
   });
   // Sending what the task read here to the internet (a secret in a fetch's address) is the user's call,
   // every time: an approval of the site was given for the site, not for what the task read.
@@ -153,5 +188,5 @@ export async function permitCall(
     return { kind: "refused" };
   }
   if (decision.decision === "ask") return ask(context, taskId, stepId, shownCall, decision.category, decision.reason, decision.commands, decision.network, signal, classification);
-  return { kind: "run", network: decision.network, classification, command };
+  return { kind: "run", network: decision.network, classification, command, writableRunLater };
 }

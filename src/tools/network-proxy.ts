@@ -1,4 +1,4 @@
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdtempSync, rmSync } from "node:fs";
 import http from "node:http";
 import { connect, isIP, type Socket } from "node:net";
 import { tmpdir } from "node:os";
@@ -6,35 +6,12 @@ import { join } from "node:path";
 import type { Logger } from "pino";
 import { addressAllowed, guardedLookup, ownAddresses } from "../utils/network-addresses.js";
 
-/** The port the bridge listens on inside a sandbox's own network namespace. */
+/** The port the sandbox's supervisor serves the proxy on, inside the sandbox's own network namespace. */
 export const SANDBOX_PROXY_PORT = 3128;
 
-// Runs inside the sandbox, whose only network is its own loopback: it listens there and carries each
-// connection to the proxy's unix socket outside, then runs the command and exits with its status.
-const BRIDGE_SOURCE = `"use strict";
-const net = require("node:net");
-const { spawn } = require("node:child_process");
-const [socketPath, port, ...command] = process.argv.slice(2);
-const server = net.createServer((client) => {
-  const upstream = net.connect(socketPath);
-  const end = () => { client.destroy(); upstream.destroy(); };
-  client.on("error", end); upstream.on("error", end); client.on("close", end); upstream.on("close", end);
-  client.pipe(upstream); upstream.pipe(client);
-});
-server.on("error", (error) => { process.stderr.write("ducklm network bridge: " + error.message + "\\n"); process.exit(125); });
-server.listen(Number(port), "127.0.0.1", () => {
-  const child = spawn(command[0], command.slice(1), { stdio: "inherit" });
-  for (const signal of ["SIGTERM", "SIGINT", "SIGHUP"]) process.on(signal, () => child.kill(signal));
-  child.on("error", (error) => { process.stderr.write(error.message + "\\n"); process.exit(127); });
-  child.on("exit", (code, signal) => process.exit(code ?? (signal ? 128 : 1)));
-});
-`;
-
 export interface NetworkProxy {
-  /** The folder holding the socket and the bridge script (bound into a sandbox that may use the network). */
-  folder: string;
+  /** Where the proxy listens, outside every sandbox: the sandbox channel connects its streams here. */
   socketPath: string;
-  bridgePath: string;
   close(): Promise<void>;
 }
 
@@ -60,8 +37,6 @@ export async function startNetworkProxy(options: NetworkProxyOptions = {}): Prom
   const folder = mkdtempSync(join(tmpdir(), "ducklm-net-"));
   chmodSync(folder, 0o700);
   const socketPath = join(folder, "proxy.sock");
-  const bridgePath = join(folder, "bridge.cjs");
-  writeFileSync(bridgePath, BRIDGE_SOURCE, { mode: 0o600 });
   const own = ownAddresses();
   const allowed = options.allowAddress ?? ((address: string) => addressAllowed(address, options.allowPrivate ?? false, own));
   const lookup = guardedLookup(allowed);
@@ -137,9 +112,7 @@ export async function startNetworkProxy(options: NetworkProxyOptions = {}): Prom
   });
   server.unref();
   return {
-    folder,
     socketPath,
-    bridgePath,
     async close() {
       for (const socket of sockets) socket.destroy();
       await new Promise<void>((resolve) => server.close(() => resolve()));

@@ -1,17 +1,31 @@
-import { spawnSync } from "node:child_process";
-import { existsSync, lstatSync, readdirSync, realpathSync, statSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { spawnSync, type ChildProcess } from "node:child_process";
+import { createHash } from "node:crypto";
+import { chmodSync, existsSync, lstatSync, mkdtempSync, readdirSync, realpathSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { homedir, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
+import type { Duplex, Writable } from "node:stream";
 import type { Logger } from "pino";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
-import { pointedRepositories, workspaceRepositoryPaths } from "../permissions/git-repository.js";
+import { pointedRepositories, repositoryConfigFiles, workspaceRepositoryPaths } from "../permissions/git-repository.js";
+import { commandEnvironment, type EnvironmentPolicy } from "./command-environment.js";
 import { SANDBOX_PROXY_PORT, startNetworkProxy, type NetworkProxy } from "./network-proxy.js";
+import { DEFAULT_RUN_LATER_FILES, RunLaterPlaceholders, runLaterEntry } from "./run-later-files.js";
+import { ChannelService, serveSandboxChannel, SUPERVISOR_SOURCE } from "./sandbox-channel.js";
+import { commitSettingsOf, maskedConfigOf, rootOnlyPaths, rootSearchFolders } from "./sandbox-masks.js";
+import { confinedCommandFilter, seccompSupported } from "./sandbox-seccomp.js";
 
 export interface SandboxLaunch {
   file: string;
   args: string[];
-  /** Variables the command gets besides DuckLM's scrubbed environment (the proxy's address). */
-  env: Record<string, string>;
+  /** The command's whole environment: DuckLM's variables that pass the allow-list, and the sandbox's own (the proxy's address). */
+  env: NodeJS.ProcessEnv;
+  /** Descriptors from 3 on that the sandbox itself needs (the seccomp filter, DuckLM's channel): "pipe" each. */
+  extraStdio?: Array<"pipe">;
+  /**
+   * Called with the process just started: feeds it the filter, serves its channel, and lets go of
+   * what the launch held (stand-ins) when it exits.
+   */
+  attach?(child: ChildProcess): void;
 }
 
 export interface ShellLaunchOptions {
@@ -20,8 +34,18 @@ export interface ShellLaunchOptions {
   network: boolean;
   /** Folders a confined command may write besides the workspace. */
   extraWritable?: readonly string[];
-  /** Folders a confined command may read although they are hidden otherwise (the sudo relay's socket). */
+  /** Folders a confined command may read although they are hidden otherwise (the sudo relay's shim). */
   extraReadable?: readonly string[];
+  /** The sudo relay's socket: served to the command on a port of its own loopback. */
+  sudoRelaySocket?: string;
+  /** Run-later files (of the sandbox's list) this command may write and create: the user approved it. */
+  writableRunLater?: readonly string[];
+  /**
+   * The most the command may run, enforced beside it (coreutils `timeout`), not by DuckLM's own timer
+   * alone: a DuckLM process that is paused (stopped, suspended) cannot stop it, and another process
+   * taking its task over must know when it has surely ended.
+   */
+  timeLimitMs?: number;
 }
 
 /** How a shell command is started: confined by bubblewrap, or as a plain `bash -c`. */
@@ -31,7 +55,11 @@ export interface ShellSandbox {
   readonly confinement: Confinement;
   /** What confinement there is, or why there is none. */
   readonly note: string;
+  /** Which of DuckLM's variables reach a command besides the defaults, and which never. */
+  readonly environment: EnvironmentPolicy;
   launch(command: string, options: ShellLaunchOptions): Promise<SandboxLaunch>;
+  /** Gets ready for commands (searches what it hides): awaited before a command's time limit starts. */
+  prepare?(): Promise<void>;
   /** Stops what the sandbox started (the network proxy). */
   dispose(): Promise<void>;
 }
@@ -42,21 +70,58 @@ export type Confinement = "confined" | "none" | "off";
 /** Commands are parsed as bash, so they run in bash (sh where a system has no bash). */
 export const SHELL = existsSync("/bin/bash") ? "/bin/bash" : "/bin/sh";
 
-export const unconfinedShell: ShellSandbox = {
-  kind: "none",
-  confinement: "none",
-  note: "shell commands run unconfined",
-  launch: async (command) => ({ file: SHELL, args: ["-c", command], env: {} }),
-  dispose: async () => undefined,
-};
+/** coreutils' `timeout`, where the system has it. */
+const TIMEOUT_PROGRAM = ["/usr/bin/timeout", "/bin/timeout"].find((path) => existsSync(path)) ?? null;
+/** How long after its own time limit a command is killed beside DuckLM (so DuckLM's timer, which says why, comes first). */
+export const HARD_LIMIT_MARGIN_MS = 2_000;
+
+/** The program and arguments that run `argv` killed at `timeLimitMs` (plus the margin) whatever DuckLM's state. */
+function limited(argv: string[], timeLimitMs: number | undefined): string[] {
+  if (timeLimitMs === undefined || TIMEOUT_PROGRAM === null) return argv;
+  return [TIMEOUT_PROGRAM, "--signal=KILL", `${Math.ceil((timeLimitMs + HARD_LIMIT_MARGIN_MS) / 1000)}s`, ...argv];
+}
+
+/**
+ * Runs its arguments with every descriptor above 2 closed but the ones named: DuckLM may have been
+ * started holding descriptors it did not open (a socket of whatever started it), which would pass
+ * into every command otherwise.
+ */
+function withInheritedClosed(argv: string[], keep: readonly number[]): string[] {
+  const kept = ["0", "1", "2", ...keep.map(String)].join("|");
+  const script = `for f in /proc/self/fd/*; do n=\${f##*/}; case $n in ${kept}) ;; *) eval "exec $n>&-" 2>/dev/null ;; esac; done; exec "$@"`;
+  return [SHELL, "-c", script, "ducklm-sandbox", ...argv];
+}
+
+/** A plain `bash -c`, with the allow-listed environment all the same. */
+export function unconfinedShellWith(environment: EnvironmentPolicy = {}): ShellSandbox {
+  return {
+    kind: "none",
+    confinement: "none",
+    note: "shell commands run unconfined",
+    environment,
+    launch: async (command, options) => {
+      const [file, ...args] = limited([SHELL, "-c", command], options.timeLimitMs);
+      return { file: file!, args, env: commandEnvironment(process.env, environment) };
+    },
+    dispose: async () => undefined,
+  };
+}
+
+export const unconfinedShell: ShellSandbox = unconfinedShellWith();
 
 // Sockets of services that would run a command for the caller outside the sandbox (systemd and
-// D-Bus activation, container engines): hidden from every confined command.
+// D-Bus activation, container engines): hidden from every confined command, though none can open a
+// Unix socket anyway.
 const SERVICE_SOCKET_DIRS = [
   "/run/user", "/run/dbus", "/var/run/dbus", "/run/containerd", "/run/podman", "/run/systemd/private", "/run/incus", "/run/libvirt", "/var/run/libvirt",
   "/run/crio", "/run/k3s", "/run/buildkit", "/run/tailscale", "/var/run/tailscale", "/run/lxd", "/var/snap/lxd/common/lxd",
 ];
 const SERVICE_SOCKET_FILES = ["/run/docker.sock", "/var/run/docker.sock", "/run/snapd.socket", "/var/lib/lxd/unix.socket", "/var/lib/incus/unix.socket", "/run/containerd/containerd.sock"];
+
+/** What a home that is, or lies in, the workspace keeps read-only: what the user's shell, git and toolchains run or read. */
+const HOME_STARTUP_FILES = [".bashrc", ".bash_profile", ".bash_login", ".profile", ".bash_logout", ".zshrc", ".zprofile", ".zshenv", ".zlogin", ".zlogout", ".inputrc", ".config/fish", ".config/git", ".gitconfig", ".npmrc", ".local/bin"];
+/** Configs of visible toolchains that may hold a registry token: shown with it masked. */
+const TOOLCHAIN_CONFIGS = [".cargo/config.toml", ".cargo/config"];
 
 function realOrNull(path: string): string | null {
   try {
@@ -75,9 +140,10 @@ const MAX_FOLDERS_SEARCHED = 4000;
 
 /**
  * The `.git` folders (and `.git` files, which point git elsewhere) of the workspace and of
- * repositories inside it, down to `depth` levels, dependency folders included: read-only to confined
- * commands — config, hooks, `commondir` and all — and, being mount points, impossible to rename or
- * replace. What the user's own git later reads there, no task has written.
+ * repositories inside it, down to `depth` levels, dependency folders included, and every submodule
+ * its index names, however deep: read-only to confined commands — config, hooks, `commondir` and all
+ * — and, being mount points, impossible to rename or replace. What the user's own git later reads
+ * there, no task has written.
  */
 export function gitFolders(workspace: string, depth = 4): string[] {
   const found: string[] = [];
@@ -99,7 +165,26 @@ export function gitFolders(workspace: string, depth = 4): string[] {
       else if (entry.isDirectory() && level < depth) queue.push([path, level + 1]);
     }
   }
-  return found;
+  return [...new Set([...found, ...submoduleGitEntries(workspace)])];
+}
+
+/**
+ * The `.git` entries of the submodules the workspace's index names (gitlinks), at any depth: the
+ * user's `git status` looks into each, so a search a task can exhaust with folders must not be what
+ * protects them.
+ */
+function submoduleGitEntries(workspace: string): string[] {
+  if (!existsSync(join(workspace, ".git"))) return [];
+  const listed = spawnSync("git", ["-C", workspace, "ls-files", "--stage", "-z"], { encoding: "utf8", timeout: 5_000, maxBuffer: 64 * 1024 * 1024, env: { PATH: process.env.PATH ?? "/usr/bin:/bin", GIT_CONFIG_NOSYSTEM: "1", HOME: "/nonexistent" } });
+  if (listed.status !== 0 || !listed.stdout) return [];
+  const entries: string[] = [];
+  for (const record of listed.stdout.split("\0")) {
+    const match = /^160000 [0-9a-f]+ \d+\t(.+)$/.exec(record);
+    if (!match) continue;
+    const dotGit = join(workspace, match[1]!, ".git");
+    if (lstatSync(dotGit, { throwIfNoEntry: false })) entries.push(dotGit);
+  }
+  return entries;
 }
 
 /**
@@ -114,7 +199,7 @@ function pinnedAncestors(workspace: string, hidden: string): string[] {
 }
 
 export interface BubblewrapOptions {
-  /** DuckLM's home, config and plugin folders: hidden from every command. */
+  /** DuckLM's home, config and plugin folders, and credentials the user names: hidden from every command. */
   hiddenPaths: readonly string[];
   /**
    * What commands may read but never change, even inside the workspace: DuckLM's program (its build,
@@ -125,89 +210,264 @@ export interface BubblewrapOptions {
   allowPrivateNetwork?: boolean;
   /** Which addresses commands given the network may reach, instead of public ones only (tests). */
   allowAddress?: (address: string) => boolean;
+  /** The user's home: an empty folder to commands but for `homeVisible` and the workspace. Defaults to `os.homedir()`. */
+  home?: string;
+  /** Folders of the home (toolchains) commands may read, by absolute path. Defaults to none. */
+  homeVisible?: readonly string[];
+  /**
+   * Entries of the workspace that the user's own tools run later (`.git/`, `.envrc`, a trailing `/`
+   * for a folder): read-only to commands, and impossible to create. Defaults to DEFAULT_RUN_LATER_FILES.
+   */
+  runLaterFiles?: readonly string[];
+  /** Which of DuckLM's variables commands get besides the defaults, and which never. */
+  environment?: EnvironmentPolicy;
   binary?: string;
   logger?: Logger;
 }
 
+/** The uid and gid a command has inside its user namespace when DuckLM runs as root. */
+export const CONFINED_ROOT_ID = 1000;
+/** The port the supervisor serves the sudo relay on, inside the sandbox's own network namespace. */
+export const SANDBOX_SUDO_PORT = 3129;
+/** Kernel interfaces only root may read; hidden when DuckLM runs as root. */
+const ROOT_READABLE_KERNEL_FOLDERS = ["/sys/kernel/debug", "/sys/kernel/tracing", "/sys/kernel/security", "/sys/firmware"];
+/** How often what only root may read is searched for again (in the background), when DuckLM runs as root. */
+const ROOT_ONLY_REFRESH_MS = 60_000;
+/** Temporary folders of other processes: every command gets private, empty ones instead. */
+const SHARED_TEMPORARY_FOLDERS = ["/tmp", "/var/tmp"];
+
+/** The home folders commands never see: the user's, root's and every other user's. */
+function homesOf(home: string): string[] {
+  return [...new Set([home, "/root", "/home"].map((path) => realOrNull(path)).filter((path): path is string => path !== null && isDirectory(path)))];
+}
+
+/** The folder a program is installed under (`…/bin/node` → `…`), for one that lives in a hidden home. */
+function installRootOf(executable: string): string {
+  const real = realOrNull(executable) ?? executable;
+  return dirname(dirname(real));
+}
+
 /**
- * bubblewrap: the whole filesystem read-only, the workspace writable (its `.git` config and hooks
- * read-only), DuckLM's own state and service sockets hidden, a private /tmp, /dev and /proc, no
- * capabilities, a new session (no terminal injection), and no network: a command given the network
+ * What only root may read on this machine, kept current: searched once (tasks start after it) and
+ * again in the background every ROOT_ONLY_REFRESH_MS; /run, small and changing, at every command.
+ * A fact of the machine, so one search serves every sandbox of the process. DuckLM's own program and
+ * the temporary folders are not searched (they hold nothing of root's alone, or are private anyway).
+ */
+class RootOnlyFiles {
+  private latest: string[] | null = null;
+  private searching: Promise<string[]> | null = null;
+  private searchedAt = 0;
+
+  constructor(private readonly skipped: readonly string[]) {}
+
+  async current(): Promise<string[]> {
+    if (this.latest === null || Date.now() - this.searchedAt > ROOT_ONLY_REFRESH_MS) this.searching ??= this.search();
+    const settled = this.latest ?? (await this.searching!);
+    return [...settled, ...(await rootOnlyPaths(["/run"]))];
+  }
+
+  private async search(): Promise<string[]> {
+    try {
+      const found = await rootOnlyPaths(rootSearchFolders(), (path) => this.skipped.includes(path));
+      this.latest = found;
+      this.searchedAt = Date.now();
+      return found;
+    } finally {
+      this.searching = null;
+    }
+  }
+}
+
+let rootOnlyFiles: RootOnlyFiles | null = null;
+/** The process's search for what only root may read, made when a sandbox of a root process first needs it. */
+function rootOnlyFilesOfThisMachine(): RootOnlyFiles {
+  rootOnlyFiles ??= new RootOnlyFiles([...SHARED_TEMPORARY_FOLDERS, PROGRAM_ROOT]);
+  return rootOnlyFiles;
+}
+
+/** DuckLM's own package: readable by anyone, and large (its node_modules). */
+const PROGRAM_ROOT = realOrNull(join(import.meta.dirname, "..", "..")) ?? join(import.meta.dirname, "..", "..");
+
+/**
+ * bubblewrap: the command runs in a user namespace of its own (an ordinary uid, no capabilities,
+ * no_new_privs, no further namespaces), under a seccomp filter that refuses Unix sockets and
+ * setuid modes; the whole filesystem read-only, /proc's kernel knobs too; every home an empty folder
+ * but for the toolchains the user lists; private /tmp and /var/tmp; the workspace writable, except
+ * its `.git` and the other files the user's tools run later; DuckLM's own state and the credentials
+ * listed hidden; a new session (no terminal injection); no network — a command given the network
  * reaches it only through a proxy that refuses this machine, so DuckLM's API stays out of reach.
  */
 export function bubblewrapShell(options: BubblewrapOptions): ShellSandbox {
   const binary = options.binary ?? "bwrap";
   let proxy: Promise<NetworkProxy> | null = null;
   // DuckLM's private folders (askpass, sudo relay, network proxy) live in the temporary folder too.
-  const temporary = tmpdir() === "/tmp" ? [] : [tmpdir()];
+  const temporary = SHARED_TEMPORARY_FOLDERS.includes(tmpdir()) ? [] : [tmpdir()];
+  const asRoot = process.getuid?.() === 0;
+  const home = options.home ?? homedir();
+  const runLater = (options.runLaterFiles ?? DEFAULT_RUN_LATER_FILES).map(runLaterEntry);
+  const placeholders = new RunLaterPlaceholders();
+  const rootOnly = asRoot ? rootOnlyFilesOfThisMachine() : null;
+  // The sandbox's own folder, made at the first command: the supervisor script, and the private
+  // copies bound over originals.
+  let ownFolder: string | null = null;
+  const folder = (): string => {
+    if (ownFolder) return ownFolder;
+    ownFolder = mkdtempSync(join(tmpdir(), "ducklm-sandbox-"));
+    chmodSync(ownFolder, 0o700);
+    writeFileSync(join(ownFolder, "supervisor.cjs"), SUPERVISOR_SOURCE, { mode: 0o644 });
+    return ownFolder;
+  };
+  // A private copy is named by its content: commands that see the same text share one file.
+  const privateCopy = (text: string): string => {
+    const path = join(folder(), `copy-${createHash("sha256").update(text).digest("hex").slice(0, 32)}`);
+    if (!existsSync(path)) writeFileSync(path, text, { mode: 0o644 });
+    return path;
+  };
+  const filter = confinedCommandFilter();
   return {
     kind: "bwrap",
     confinement: "confined",
-    note: "shell commands can write only inside the workspace, cannot see DuckLM's own files and have no network unless allowed (bubblewrap)",
+    environment: options.environment ?? {},
+    note: "shell commands run as an ordinary user in a sandbox: they can write only inside the workspace (not its .git or the files your tools run later), see no home folder but the toolchains allowed, no Unix socket, none of DuckLM's own files, and no network unless allowed (bubblewrap and seccomp)",
+    async prepare() {
+      await rootOnly?.current();
+    },
     async launch(command, launch) {
+      const within = (path: string, folderPath: string) => path === folderPath || path.startsWith(`${folderPath}/`);
       // Worked out at every launch: a path that appears or moves after start is hidden all the same.
       const hidden = [...new Set([...options.hiddenPaths, ...temporary].map((path) => realOrNull(path)).filter((path): path is string => path !== null))];
-      const args = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"];
+      const args = ["--unshare-user", "--disable-userns", ...(asRoot ? ["--uid", String(CONFINED_ROOT_ID), "--gid", String(CONFINED_ROOT_ID)] : [])];
+      args.push("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--remount-ro", "/proc");
+      for (const path of SHARED_TEMPORARY_FOLDERS) if (isDirectory(path)) args.push("--tmpfs", path);
       const hide = (path: string) => (isDirectory(path) ? args.push("--tmpfs", path) : args.push("--ro-bind", "/dev/null", path));
-      // Later mounts cover earlier ones: a hidden folder that holds the workspace is hidden first, one
-      // inside the workspace after the workspace is bound.
-      const holdsWorkspace = (path: string) => launch.workspace === path || launch.workspace.startsWith(`${path}/`);
+      // Later mounts cover earlier ones: what holds the workspace is hidden first, and the workspace bound over it.
+      const holdsWorkspace = (path: string) => within(launch.workspace, path);
+      if (rootOnly) {
+        // One that holds the workspace is hidden too: the workspace is bound back over it, its siblings stay hidden.
+        for (const path of await rootOnly.current()) if (!within(path, launch.workspace)) hide(path);
+        for (const path of ROOT_READABLE_KERNEL_FOLDERS) if (isDirectory(path)) args.push("--tmpfs", path);
+      }
+      const homes = homesOf(home).filter((path) => !within(path, launch.workspace));
+      for (const path of homes) args.push("--tmpfs", path);
+      const inHiddenHome = (path: string) => homes.some((homeFolder) => within(path, homeFolder));
+      const homeInWorkspace = within(home, launch.workspace);
+      const visible = [...new Set([...(options.homeVisible ?? []), installRootOf(process.execPath)].map((path) => realOrNull(path)).filter((path): path is string => path !== null))];
+      for (const path of visible) if (inHiddenHome(path) && !within(path, launch.workspace)) args.push("--ro-bind", path, path);
+      // What git commits need of the user's settings, and nothing else of them (credentials).
+      const commitSettings = inHiddenHome(home) || homeInWorkspace ? commitSettingsOf(join(home, ".gitconfig")) : null;
       for (const path of hidden.filter(holdsWorkspace)) hide(path);
       for (const path of [launch.workspace, ...(launch.extraWritable ?? [])]) args.push("--bind", path, path);
       const found = gitFolders(launch.workspace);
-      const repositories = [...new Set([...found, ...found.flatMap((dotGit) => pointedRepositories(dotGit, launch.workspace)), ...workspaceRepositoryPaths(launch.workspace).filter((folder) => existsSync(folder))])];
+      const repositories = [...new Set([...found, ...found.flatMap((dotGit) => pointedRepositories(dotGit, launch.workspace)), ...workspaceRepositoryPaths(launch.workspace).filter((path) => existsSync(path))])];
       const inside = hidden.filter((candidate) => !holdsWorkspace(candidate));
       // Outside the workspace everything is read-only already; inside, such a folder is bound read-only.
-      const readOnly = [...new Set((options.readOnlyPaths ?? []).map((path) => realOrNull(path)).filter((path): path is string => path !== null && path.startsWith(`${launch.workspace}/`)))];
+      // A home given as the workspace keeps what the user's shell, git and toolchains run read-only.
+      const homeProtected = homeInWorkspace ? [...HOME_STARTUP_FILES.map((name) => join(home, name)), ...(options.homeVisible ?? [])] : [];
+      const readOnly = [...new Set([...(options.readOnlyPaths ?? []), ...homeProtected].map((path) => realOrNull(path)).filter((path): path is string => path !== null && path.startsWith(`${launch.workspace}/`)))];
       // A folder of the program that is not there (`dist` before a build, `src` of an installed
       // package) must not be made by a task either: the next start would run what it put there. A
       // throwaway tmpfs covers a missing folder, /dev/null a missing file (one named with an extension,
       // `.npmrc`); bubblewrap leaves the empty folder or file it mounts on.
       const absent = (options.readOnlyPaths ?? []).filter((path) => path.startsWith(`${launch.workspace}/`) && isDirectory(dirname(path)) && !lstatSync(path, { throwIfNoEntry: false }));
+      // Run-later files: those there are bound read-only; a missing one gets an empty stand-in, bound
+      // read-only while the command runs. Without a `.git`, a `HEAD` stands in too: with `objects/` and
+      // `refs/` beside it, the workspace itself would be a bare repository to the user's git.
+      const granted = new Set((launch.writableRunLater ?? []).map((name) => name.replace(/\/+$/, "")));
+      const guarded = runLater.filter((entry) => !granted.has(entry.name));
+      if (guarded.some((entry) => entry.name === ".git") && !lstatSync(join(launch.workspace, ".git"), { throwIfNoEntry: false })) guarded.push({ name: "HEAD", folder: false });
+      const present = guarded.map((entry) => join(launch.workspace, entry.name)).filter((path) => lstatSync(path, { throwIfNoEntry: false }) && !repositories.includes(path));
+      const missing = guarded.filter((entry) => !lstatSync(join(launch.workspace, entry.name), { throwIfNoEntry: false }));
+      const stand = placeholders.hold(launch.workspace, missing, Date.now() + (launch.timeLimitMs ?? 0) + HARD_LIMIT_MARGIN_MS);
       // Pinned first, protected after: a pinned folder must not cover a read-only `.git` or a hidden
       // path within it. Folders holding a nested `.git` are pinned too, or renaming one (`mv sub x`)
       // would carry the read-only `.git` off and leave a writable copy in its place.
       const pinned = new Set([...inside, ...repositories, ...readOnly].flatMap((path) => pinnedAncestors(launch.workspace, path)));
       for (const ancestor of pinned) args.push("--bind", ancestor, ancestor);
-      for (const path of [...repositories, ...readOnly]) args.push("--ro-bind", path, path);
+      for (const path of [...repositories, ...readOnly, ...present, ...stand.paths]) args.push("--ro-bind", path, path);
+      // Credentials in what git reads (an extraheader, a token in a remote's URL), wherever the repository's configs lie, are shown masked.
+      for (const config of [...new Set(found.flatMap((dotGit) => repositoryConfigFiles(dotGit)))]) {
+        const masked = maskedConfigOf(config);
+        if (masked !== null) args.push("--ro-bind", privateCopy(masked), config);
+      }
+      for (const config of TOOLCHAIN_CONFIGS.map((name) => join(home, name))) {
+        const masked = (inHiddenHome(config) && visible.some((path) => within(config, path))) || within(config, launch.workspace) ? maskedConfigOf(config) : null;
+        if (masked !== null) args.push("--ro-bind", privateCopy(masked), config);
+      }
+      if (commitSettings !== null) args.push("--ro-bind", privateCopy(commitSettings), join(home, ".gitconfig"));
       for (const path of absent) args.push(...(/\.[a-z]+$/.test(path) ? ["--ro-bind", "/dev/null", path] : ["--tmpfs", path]));
       for (const path of inside) hide(path);
       for (const path of SERVICE_SOCKET_DIRS) if (isDirectory(path) && realOrNull(path) === path) args.push("--tmpfs", path);
       for (const path of SERVICE_SOCKET_FILES) if (existsSync(path) && realOrNull(path) === path) args.push("--ro-bind", "/dev/null", path);
       for (const path of launch.extraReadable ?? []) args.push("--ro-bind", path, path);
-      args.push("--chdir", launch.workspace, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--unshare-net");
-      // As root, the sandbox would otherwise keep root's capabilities (remounting / among them).
-      if (process.getuid?.() === 0) args.push("--cap-drop", "ALL");
-      const env: Record<string, string> = { TMPDIR: "/tmp" };
+      args.push("--chdir", launch.workspace, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--unshare-net", "--cap-drop", "ALL");
+      // fd 3 carries the seccomp filter; fd 4, when the command is given services, DuckLM's channel.
+      args.push("--seccomp", "3");
+      const env: NodeJS.ProcessEnv = { ...commandEnvironment(process.env, options.environment), TMPDIR: "/tmp" };
+      const services: Partial<Record<ChannelService, string>> = {};
+      const listen: Array<[number, ChannelService]> = [];
       if (launch.network) {
         proxy ??= startNetworkProxy({
           allowPrivate: options.allowPrivateNetwork ?? false,
           ...(options.allowAddress ? { allowAddress: options.allowAddress } : {}),
           ...(options.logger ? { logger: options.logger } : {}),
         });
-        const started = await proxy;
-        args.push("--ro-bind", started.folder, started.folder);
+        services[ChannelService.proxy] = (await proxy).socketPath;
+        listen.push([SANDBOX_PROXY_PORT, ChannelService.proxy]);
         const address = `http://127.0.0.1:${SANDBOX_PROXY_PORT}`;
         for (const name of ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"]) env[name] = address;
         env.NO_PROXY = "";
         env.no_proxy = "";
-        args.push(process.execPath, started.bridgePath, started.socketPath, String(SANDBOX_PROXY_PORT), SHELL, "-c", command);
-      } else {
-        args.push(SHELL, "-c", command);
       }
-      return { file: binary, args, env };
+      if (launch.sudoRelaySocket) {
+        services[ChannelService.sudo] = launch.sudoRelaySocket;
+        listen.push([SANDBOX_SUDO_PORT, ChannelService.sudo]);
+        env.DUCKLM_SUDO_RELAY_PORT = String(SANDBOX_SUDO_PORT);
+      }
+      const supervised = listen.length > 0;
+      if (supervised) {
+        const supervisorPath = join(folder(), "supervisor.cjs");
+        args.push("--ro-bind", supervisorPath, supervisorPath);
+        args.push(...withInheritedClosed(limited([process.execPath, supervisorPath, "4", JSON.stringify(listen), SHELL, "-c", command], launch.timeLimitMs), [4]));
+      } else {
+        args.push(...withInheritedClosed(limited([SHELL, "-c", command], launch.timeLimitMs), []));
+      }
+      return {
+        file: binary,
+        args,
+        env,
+        extraStdio: supervised ? ["pipe", "pipe"] : ["pipe"],
+        attach(child) {
+          const filterStream = child.stdio[3] as Writable | null | undefined;
+          filterStream?.on("error", () => undefined);
+          filterStream?.end(filter);
+          const channel = supervised ? (child.stdio[4] as Duplex | null | undefined) : null;
+          const stopChannel = channel ? serveSandboxChannel(channel, services) : null;
+          let ended = false;
+          const end = () => {
+            if (ended) return;
+            ended = true;
+            stopChannel?.();
+            stand.release();
+          };
+          child.once("close", end);
+          child.once("error", end);
+        },
+      };
     },
     async dispose() {
       const started = proxy;
       proxy = null;
       if (started) await (await started).close();
+      if (ownFolder) rmSync(ownFolder, { recursive: true, force: true });
+      ownFolder = null;
     },
   };
 }
 
 /** Whether bubblewrap is installed and can start a confined process here (it cannot in some containers). */
 export function probeBubblewrap(binary = "bwrap"): { usable: boolean; reason: string } {
-  const probe = spawnSync(binary, ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "--unshare-net", "--die-with-parent", "/bin/true"], {
+  if (!seccompSupported()) return { usable: false, reason: `DuckLM has no seccomp filter for the ${process.arch} architecture, so commands could reach Unix sockets` };
+  const probe = spawnSync(binary, ["--unshare-user", "--disable-userns", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--remount-ro", "/proc", "--unshare-pid", "--unshare-net", "--die-with-parent", "/bin/true"], {
     timeout: 5_000,
     stdio: ["ignore", "ignore", "pipe"],
     encoding: "utf8",
@@ -230,7 +490,7 @@ export interface SandboxChoice {
 export function chooseShellSandbox(mode: "auto" | "bwrap" | "off", options: BubblewrapOptions): SandboxChoice {
   if (mode === "off") {
     return {
-      sandbox: { ...unconfinedShell, confinement: "off", note: "confinement is OFF (runtime.json sandbox.mode off): commands can read and write anything you can, DuckLM's own files and network included" },
+      sandbox: { ...unconfinedShellWith(options.environment), confinement: "off", note: "confinement is OFF (runtime.json sandbox.mode off): commands can read and write anything you can, DuckLM's own files and network included" },
       warning: "shell commands are NOT confined: runtime.json sets sandbox.mode off, so a command can read and write anything you can, including DuckLM's own files",
     };
   }
@@ -238,5 +498,5 @@ export function chooseShellSandbox(mode: "auto" | "bwrap" | "off", options: Bubb
   if (probe.usable) return { sandbox: bubblewrapShell(options), warning: null };
   if (mode === "bwrap") throw new DuckError(ErrorCode.ConfigInvalid, `runtime.json sandbox.mode is bwrap, but ${probe.reason}`);
   const note = `shell commands cannot be confined: ${probe.reason}; every command is asked before it runs`;
-  return { sandbox: { ...unconfinedShell, note }, warning: `${note}. Install bubblewrap (apt-get install bubblewrap) to confine commands to the workspace` };
+  return { sandbox: { ...unconfinedShellWith(options.environment), note }, warning: `${note}. Install bubblewrap (apt-get install bubblewrap) to confine commands to the workspace` };
 }

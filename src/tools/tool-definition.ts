@@ -26,8 +26,12 @@ export interface ToolContext {
   sandbox?: ShellSandbox;
   /** Folders a confined command may write besides the workspace. */
   extraWritable?: readonly string[];
-  /** Folders a confined command may read although they are hidden otherwise (the sudo relay's socket). */
+  /** Folders a confined command may read although they are hidden otherwise (the sudo relay's shim). */
   extraReadable?: readonly string[];
+  /** The sudo relay's socket, which a confined command reaches through its sandbox's channel. */
+  sudoRelaySocket?: string;
+  /** Run-later files of the workspace (`.git`, `.envrc`…) this command may write: the user approved it. */
+  writableRunLater?: readonly string[];
   /** The command may use the network (it needs it and the user allowed it). Defaults to false. */
   network?: boolean;
   /** DuckLM's own state (home, config, plugins): file tools refuse it, as they refuse `.git` internals. */

@@ -1,5 +1,7 @@
 import { setTimeout as delay } from "node:timers/promises";
 import { z } from "zod";
+import { shellExecTool } from "../../src/tools/builtin/shell-exec.js";
+import type { ShellSandbox } from "../../src/tools/shell-sandbox.js";
 import { defineTool, type AnyToolDefinition } from "../../src/tools/tool-definition.js";
 
 /** Echoes its input after an optional wait, recording when each call started and ended. */
@@ -39,4 +41,10 @@ export function createFlakyTool(failures: number): AnyToolDefinition & { calls: 
 /** True for the Router's request for a directive (its schema is built per tool list, so match the prompt). */
 export function isDirectiveRequest(request: { prompt: string }): boolean {
   return request.prompt.includes("Write the ExecutionDirective as JSON");
+}
+
+/** Runs a command through shell_exec in `sandbox` (as a task's step would) and returns what it printed. */
+export async function runConfined(sandbox: ShellSandbox, command: string, workspace: string, network = false): Promise<string> {
+  const result = await shellExecTool.execute({ command }, { signal: new AbortController().signal, workspace, timeoutMs: 30_000, outputCapBytes: 1_000_000, fileReadMaxBytes: 1_000_000, taskId: "confinement-test", sandbox, network });
+  return result.output;
 }

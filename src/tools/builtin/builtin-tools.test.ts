@@ -9,7 +9,8 @@ import { fileReadTool } from "./file-read.js";
 import { fileListTool } from "./file-list.js";
 import { fileWriteTool, writeFileAtomically } from "./file-write.js";
 import { resolveInWorkspace } from "../workspace-paths.js";
-import { scrubEnvironment, shellExecTool } from "./shell-exec.js";
+import { shellExecTool } from "./shell-exec.js";
+import { commandEnvironment, sortEnvironment } from "../command-environment.js";
 
 let workspace: string;
 let registry: ToolRegistry;
@@ -172,37 +173,45 @@ describe("shell_exec", () => {
     expect(result.ok).toBe(false);
     expect(result.error).toEqual({ code: "DUCK_ERR_CANCELLED", message: "command stopped: interrupted at the terminal" });
   });
-  it("does not pass secrets in the environment to commands", () => {
-    const clean = scrubEnvironment({ PATH: "/bin", GITHUB_TOKEN: "x", AWS_SECRET_ACCESS_KEY: "y", DUCKLM_TOKEN: "z", HOME: "/h" });
-    expect(clean).toEqual({ PATH: "/bin", HOME: "/h", ...GIT_PROTECTIONS });
-  });
 });
 
-// git is told to ignore repositories it would only find by their look (see shell-exec.ts).
+// git is told to ignore repositories it would only find by their look (see command-environment.ts).
 const GIT_PROTECTIONS = { GIT_CONFIG_COUNT: "1", GIT_CONFIG_KEY_0: "safe.bareRepository", GIT_CONFIG_VALUE_0: "explicit" };
 
 describe("the environment a command gets", () => {
-  it("leaves out credentials by name and by value, and what changes how the shell behaves", async () => {
-    const { scrubEnvironment } = await import("./shell-exec.js");
-    const clean = scrubEnvironment({
-      PATH: "/usr/bin",
-      HOME: "/home/u",
-      LANG: "C.UTF-8",
-      GITHUB_TOKEN: "t",
-      AWS_SECRET_ACCESS_KEY: "k",
-      DATABASE_URL: "postgres://app:hunter2@db/app",
-      CDPATH: "/",
-      OLDPWD: "/etc",
-      BASH_ENV: "/tmp/x",
-      ENV: "/tmp/x",
-      "BASH_FUNC_ls%%": "() { rm -rf ~; }",
-      LD_PRELOAD: "/tmp/x.so",
-      NODE_OPTIONS: "--require /tmp/x.js",
-      GIT_EXTERNAL_DIFF: "/tmp/x",
-      SSH_AUTH_SOCK: "/run/x",
-      DUCKLM_HOME: "/home/u/.local/share/ducklm",
-      HTTPS_PROXY: "http://proxy",
-    });
-    expect(clean).toEqual({ ...GIT_PROTECTIONS, PATH: "/usr/bin", HOME: "/home/u", LANG: "C.UTF-8" });
+  const everything = {
+    PATH: "/usr/bin",
+    HOME: "/home/u",
+    LANG: "C.UTF-8",
+    LC_ALL: "C.UTF-8",
+    LC_SECRET_TOKEN: "lc-looking-secret",
+    GITHUB_TOKEN: "t",
+    GITHUB_PAT: "ghp_x",
+    MYSQL_PWD: "hunter2",
+    DOCKER_PASS: "p",
+    SENTRY_DSN: "https://key@sentry.io/1",
+    AWS_SECRET_ACCESS_KEY: "k",
+    DATABASE_URL: "postgres://app:hunter2@db/app",
+    CDPATH: "/",
+    OLDPWD: "/etc",
+    BASH_ENV: "/tmp/x",
+    ENV: "/tmp/x",
+    "BASH_FUNC_ls%%": "() { rm -rf ~; }",
+    LD_PRELOAD: "/tmp/x.so",
+    NODE_OPTIONS: "--require /tmp/x.js",
+    GIT_EXTERNAL_DIFF: "/tmp/x",
+    SSH_AUTH_SOCK: "/run/x",
+    DUCKLM_HOME: "/home/u/.local/share/ducklm",
+    HTTPS_PROXY: "http://proxy",
+  };
+
+  it("passes only what says where things are and how to show text: any other name is left out, whatever it is called", () => {
+    expect(commandEnvironment(everything)).toEqual({ ...GIT_PROTECTIONS, PATH: "/usr/bin", HOME: "/home/u", LANG: "C.UTF-8", LC_ALL: "C.UTF-8" });
+  });
+
+  it("adds the names the user lists, never what changes how the shell behaves nor DuckLM's own, and never a withheld one", () => {
+    const clean = commandEnvironment(everything, { pass: ["MYSQL_PWD", "GITHUB_*", "BASH_ENV", "DUCKLM_HOME", "GIT_EXTERNAL_DIFF", "DATABASE_URL"], withhold: ["DATABASE_URL"] });
+    expect(clean).toEqual({ ...GIT_PROTECTIONS, PATH: "/usr/bin", HOME: "/home/u", LANG: "C.UTF-8", LC_ALL: "C.UTF-8", MYSQL_PWD: "hunter2", GITHUB_TOKEN: "t", GITHUB_PAT: "ghp_x" });
+    expect(sortEnvironment(everything, {}).passed).toEqual(["HOME", "LANG", "LC_ALL", "PATH"]);
   });
 });

@@ -8,37 +8,6 @@ export const ShellExecInputSchema = z.object({
   command: z.string().min(1).max(100_000).describe("A POSIX shell command, run in the workspace"),
 });
 
-// Names whose values are credentials in common setups; they never reach a command the model wrote.
-const SECRET_ENV = /(TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|API_KEY|APIKEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIAL|SESSION|COOKIE|AUTH|_KEY$|^KEY$)/i;
-// Values that carry a password whatever their name (`postgres://user:pw@host/db`, `…?password=pw`, `password=pw host=…`).
-const SECRET_VALUE = /:\/\/[^/@\s:]*:[^/@\s]+@|(?:^|[?&;\s])password=/i;
-/**
- * Variables that hold this process's own credentials whatever they are called (the variable
- * runtime.json names for the PostgreSQL connection string): never passed to a command.
- */
-export const OWN_SECRET_VARIABLES = new Set<string>();
-// What changes how the shell itself or a program behaves before the command's own words count:
-// startup files, exported functions, where `cd` looks, preloaded libraries, interpreter options.
-const BEHAVIOUR_ENV = /^(BASH_ENV|ENV|CDPATH|OLDPWD|GLOBIGNORE|SHELLOPTS|BASHOPTS|IFS|PS4|PROMPT_COMMAND|INPUTRC|HISTFILE|LD_PRELOAD|LD_AUDIT|LD_LIBRARY_PATH|NODE_OPTIONS|PYTHONSTARTUP|PYTHONINSPECT|PERL5OPT|PERL5LIB|RUBYOPT|LESSOPEN|LESSCLOSE|GIT_.*|BASH_FUNC_.*)$/;
-// Addresses of agents and buses that would act for the command outside its sandbox, and proxy
-// settings of DuckLM's own process (a confined command gets its own when it may use the network).
-const SERVICE_ENV = new Set(["SSH_AUTH_SOCK", "GPG_AGENT_INFO", "DBUS_SESSION_BUS_ADDRESS", "DBUS_SYSTEM_BUS_ADDRESS", "DOCKER_HOST", "SUDO_ASKPASS", "KRB5CCNAME", "DISPLAY", "WAYLAND_DISPLAY", "XAUTHORITY"]);
-
-// git finds a bare repository in any folder that looks like one (HEAD, objects/, refs/) and obeys its
-// config, which a command can write on the way; only repositories named outright are used. The
-// setting counts only from protected configuration, which the command line's (these variables) is.
-const GIT_PROTECTIONS = { GIT_CONFIG_COUNT: "1", GIT_CONFIG_KEY_0: "safe.bareRepository", GIT_CONFIG_VALUE_0: "explicit" };
-
-export function scrubEnvironment(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
-  const clean: NodeJS.ProcessEnv = {};
-  for (const [key, value] of Object.entries(env)) {
-    if (SECRET_ENV.test(key) || key.startsWith("DUCKLM_") || OWN_SECRET_VARIABLES.has(key) || SERVICE_ENV.has(key) || BEHAVIOUR_ENV.test(key) || /^(https?|all|no)_proxy$/i.test(key)) continue;
-    if (value !== undefined && SECRET_VALUE.test(value)) continue;
-    clean[key] = value;
-  }
-  return { ...clean, ...GIT_PROTECTIONS };
-}
-
 /** Collects a stream's bytes up to a cap and remembers whether anything was cut. */
 class CappedBuffer {
   private readonly chunks: Buffer[] = [];
@@ -72,19 +41,23 @@ export const shellExecTool = defineTool({
       network: context.network ?? false,
       ...(context.extraWritable ? { extraWritable: context.extraWritable } : {}),
       ...(context.extraReadable ? { extraReadable: context.extraReadable } : {}),
+      ...(context.sudoRelaySocket ? { sudoRelaySocket: context.sudoRelaySocket } : {}),
+      ...(context.writableRunLater ? { writableRunLater: context.writableRunLater } : {}),
+      timeLimitMs: context.timeoutMs,
     });
     return new Promise((resolvePromise) => {
       // Own process group, so a timeout or cancel kills everything the command started.
       const child = spawn(launch.file, launch.args, {
         cwd: context.workspace,
         detached: true,
-        env: { ...scrubEnvironment(process.env), ...launch.env, ...(context.extraEnv ?? {}) },
-        stdio: ["ignore", "pipe", "pipe"],
+        env: { ...launch.env, ...(context.extraEnv ?? {}) },
+        stdio: ["ignore", "pipe", "pipe", ...(launch.extraStdio ?? [])],
       });
+      launch.attach?.(child);
       const stdout = new CappedBuffer(context.outputCapBytes);
       const stderr = new CappedBuffer(context.outputCapBytes);
-      child.stdout.on("data", (chunk: Buffer) => stdout.push(chunk));
-      child.stderr.on("data", (chunk: Buffer) => stderr.push(chunk));
+      child.stdout!.on("data", (chunk: Buffer) => stdout.push(chunk));
+      child.stderr!.on("data", (chunk: Buffer) => stderr.push(chunk));
       let stoppedBy: string | null = null;
       // Stopped by a person (Ctrl-C, Stop, the cancel API) says so; a time limit or a shutdown is a timeout.
       let stoppedCode: typeof ErrorCode.ToolTimeout | typeof ErrorCode.Cancelled = ErrorCode.ToolTimeout;
