@@ -13,6 +13,8 @@ export interface ResolvedCommand {
   cwds: ReadonlyArray<string | null>;
   /** The user's home directory. */
   home: string;
+  /** The task's workspace: removing it, or a folder that holds it, is as final as removing a home. */
+  workspace?: string;
 }
 
 export interface DestructiveVerdict {
@@ -118,12 +120,23 @@ function judgeRedirects(command: ResolvedCommand): DestructiveVerdict | null {
   return null;
 }
 
+/** The workspace, or a folder that holds it, by a name for people; null for any other path. */
+function workspaceOrAbove(path: string, workspace: string | undefined): string | null {
+  if (!workspace) return null;
+  if (path === workspace) return `the workspace (${workspace})`;
+  return workspace.startsWith(path === "/" ? "/" : `${path}/`) ? `${path}, which holds the workspace` : null;
+}
+
 function judgeRemoval(command: ResolvedCommand): DestructiveVerdict | null {
   const { flags, operands } = readOptions(command.args);
   const recursive = flags.has("r") || flags.has("R") || hasLong(flags, "recursive", 1);
   if (hasLong(flags, "no-preserve-root", 2)) return hard("rm --no-preserve-root exists only to delete /");
   const { found } = criticalAmong(operands, command, recursive ? criticalDirOrFile(command.home) : (path) => isCriticalTarget(path, command.home));
   if (found) return hard(`${recursive ? "recursively deletes" : "deletes"} ${found}`);
+  // Each file a search finds (`find . -name x -exec rm -rf {} ;`) is not the place it starts from.
+  const named = operands.filter((word) => !word.eachFound);
+  const workspace = recursive ? criticalAmong(named, command, (path) => workspaceOrAbove(path, command.workspace)).found : null;
+  if (workspace) return hard(`recursively deletes ${workspace}`);
   return null;
 }
 
@@ -203,6 +216,11 @@ function judgeDisks(command: ResolvedCommand): DestructiveVerdict | null {
   const devices = command.args.filter((word) => destructiveTargets(word, command.cwds).some((target) => target !== null && target.startsWith("/dev/")));
   if (/^mkfs(\..+)?$/.test(program) || DISK_WRITERS.has(program)) return hard(`${program} erases a file system`);
   if (program === "mkswap" && devices.length > 0) return hard("mkswap erases a device");
+  // Punching holes in, zeroing, collapsing or allocating over a block device destroys what it holds.
+  if (program === "fallocate") {
+    const { found } = criticalAmong(readOptions(command.args, ["-o", "--offset", "-l", "--length"]).operands, command, (path) => (path.startsWith("/dev/") ? isCriticalTarget(path, command.home) : null));
+    if (found) return hard(`fallocate rewrites ${found}`);
+  }
   if (program === "shred") {
     const { found } = criticalAmong(readOptions(command.args, ["-n", "--iterations", "-s", "--size", "--random-source"]).operands, command, criticalDirOrFile(command.home));
     if (found || devices.length > 0) return hard(`shred destroys ${found ?? "a device"}`);
@@ -260,7 +278,7 @@ const NAMED_DESTROYERS = new Set([
   ...DESTROYING_PROGRAMS, ...DISK_WRITERS, ...PARTITION_TOOLS, ...POWER_PROGRAMS, ...BUS_CLIENTS,
   "find", "chattr", "setfacl", "cp", "install", "ln", "rsync", "tee", "sed", "perl", "kill", "sort", "shuf", "tree", "uniq", "userdel",
   "deluser", "mkswap", "badblocks", "hdparm", "nvme", "cryptsetup", "zpool", "mdadm", "lvremove", "vgremove", "pvremove", "dmsetup",
-  "flashrom", "systemctl", "loginctl", "init", "telinit",
+  "flashrom", "systemctl", "loginctl", "init", "telinit", "fallocate",
 ]);
 
 /** Whether judgeDestructive has a rule for the program at all (only these can be destructive by themselves). */

@@ -67,6 +67,16 @@ export interface InterpreterUse {
   query: boolean;
 }
 
+/** Where in a cluster of one-letter flags the code option stands, or -1: scanning stops at a letter that takes a value. */
+function codeLetterAt(cluster: string, inline: ReadonlySet<string>, withValue: ReadonlySet<string>): number {
+  for (let index = 0; index < cluster.length; index += 1) {
+    const option = `-${cluster[index]}`;
+    if (inline.has(option)) return index;
+    if (withValue.has(option)) return -1;
+  }
+  return -1;
+}
+
 /** Reads an interpreter's command line: inline code, a program from standard input, or a file. */
 export function readInterpreter(program: string, args: readonly ShellWord[]): InterpreterUse {
   const spec = INTERPRETERS[program] ?? PYTHON;
@@ -102,7 +112,8 @@ export function readInterpreter(program: string, args: readonly ShellWord[]): In
         return use;
       }
       // `perl -ne CODE`, `python3 -c'CODE'`: the code option may sit anywhere in a cluster of flags.
-      const at = text.startsWith("--") ? -1 : [...text.slice(1)].findIndex((letter) => inline.has(`-${letter}`));
+      // A letter that takes a value (`-MFile::Path`, `-Ilib`) ends the cluster: the rest is its value, not flags.
+      const at = text.startsWith("--") ? -1 : codeLetterAt(text.slice(1), inline, withValue);
       if (at !== -1) {
         const attached = text.slice(at + 2);
         if (attached) use.inline.push({ ...word, text: attached });
@@ -178,9 +189,17 @@ export function decodedBase64(text: string): string | null {
 }
 
 // Library calls that delete whole trees, in the languages agents reach for.
-const TREE_DELETION = /\b(rmtree|rmSync|rmdirSync|rm_rf|rm_r|remove_dir_all|remove_tree|removedirs|rimraf|deleteRecursively|FileUtils\.rm|fs\.rm|fs\.promises\.rm|fsPromises\.rm|Deno\.remove|Bun\.\$)\b/;
+const TREE_DELETION = /\b(rmtree|rmSync|rmdirSync|rmdir|rm_rf|rm_r|remove_dir_all|remove_tree|removedirs|rimraf|deleteRecursively|FileUtils\.rm|fs\.rm|fs\.promises\.rm|fsPromises\.rm|promises\.rm|Deno\.remove|Deno\.removeSync|Bun\.\$)\b|\.rm\s*\(/;
 // Ways code names the root or a home directory.
-const ROOT_OR_HOME = /(^|[^\w.])(os\.homedir\(\)|homedir\(\)|Path\.home\(\)|expanduser\(\s*["']~["']\s*\)|process\.env\.HOME|process\.env\[["']HOME["']\]|os\.environ\[["']HOME["']\]|os\.environ\.get\(["']HOME["']\)|os\.getenv\(["']HOME["']\)|ENV\[["']HOME["']\]|\$ENV\{HOME\}|Dir\.home)/;
+// Python's, Node's (and Deno's and Bun's), Ruby's, Perl's and PHP's ways alike.
+const ROOT_OR_HOME = new RegExp(
+  [
+    String.raw`\bhomedir\s*\(\s*\)`, String.raw`\buserInfo\s*\(\s*\)\s*\.\s*homedir\b`, String.raw`\bPath\.home\(\)`, String.raw`expanduser\(\s*["']~["']\s*\)`,
+    String.raw`\benv\s*(\.\s*HOME\b|\[\s*["']HOME["']\s*\])`, String.raw`\benviron\s*(\[\s*["']HOME["']\s*\]|\.get\(\s*["']HOME["'])`, String.raw`\bgetenv\(\s*["']HOME["']`,
+    String.raw`\bENV\s*\[\s*["']HOME["']\s*\]`, String.raw`\$ENV\s*\{\s*["']?HOME["']?\s*\}`, String.raw`\bDir\.home\b`, String.raw`\bDeno\.env\.get\(\s*["']HOME["']`,
+    String.raw`\bglob\(\s*["']~\/?["']\s*\)`, String.raw`\bgetpwuid\b`, String.raw`\bFile::HomeDir\b`, String.raw`\$_SERVER\s*\[\s*["']HOME["']\s*\]`,
+  ].join("|"),
+);
 
 export interface CodeFinding {
   reason: string;

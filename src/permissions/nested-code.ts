@@ -206,7 +206,7 @@ export function judgeNested(judge: ScriptJudge, parser: ShellParser, command: Sh
       }
       // `{}` is each path found: judged as each place the search starts from.
       for (const start of starts) {
-        const words = part.map((word) => (word.text.includes("{}") ? { ...word, text: word.text.split("{}").join(start) } : word));
+        const words = part.map((word) => (word.text.includes("{}") ? { ...word, text: word.text.split("{}").join(start), eachFound: true } : word));
         judge.judgeCommand(parser, { words, assignments: [], redirects: [], pipedFrom: null }, state, judgement);
       }
     }

@@ -1,4 +1,6 @@
+import { dirname as posixDirname, resolve as resolvePath } from "node:path";
 import type { Node } from "web-tree-sitter";
+import type { HereDocument } from "./here-documents.js";
 import { literalOutput } from "./literal-output.js";
 import { ScriptWordReader } from "./script-word-reader.js";
 import type { ShellCommand, ShellRedirect } from "./shell-script.js";
@@ -14,6 +16,8 @@ export abstract class ScriptCommandReader extends ScriptWordReader {
   readonly commands: ShellCommand[] = [];
   parseError = false;
   protected readonly byNode = new Map<number, ShellCommand>();
+  /** The here-documents taken out of the text, by the marker that stands for each. */
+  protected readonly hereDocuments = new Map<string, HereDocument>();
 
   abstract visit(node: Node): void;
   abstract walkText(source: string): void;
@@ -62,6 +66,9 @@ export abstract class ScriptCommandReader extends ScriptWordReader {
   protected redirect(node: Node): ShellRedirect | null {
     if (node.type === "file_redirect") {
       const operator = children(node).filter((child) => !child.isNamed).map((child) => child.text).join("");
+      // A here-document taken out of the text (see here-documents.ts) stands here as `<marker`.
+      const document = operator === "<" ? this.hereDocuments.get(named(node).at(-1)?.text ?? "") : undefined;
+      if (document) return this.hereDocument(document.operator, document.start, document.text);
       const fdNode = named(node).find((child) => child.type === "file_descriptor");
       const destination = node.childForFieldName("destination") ?? named(node).filter((child) => child.type !== "file_descriptor").at(-1) ?? null;
       const targetWords = destination ? this.wordsOf(destination) : [];
@@ -70,24 +77,12 @@ export abstract class ScriptCommandReader extends ScriptWordReader {
       return { operator: operator || ">", fd: fdNode ? Number(fdNode.text) : null, target };
     }
     if (node.type === "heredoc_redirect") {
+      // Only where the here-document could not be taken out of the text (its end is not found): not trusted.
+      this.unsafe.add("a here-document the reader could not separate from its line");
       const start = named(node).find((child) => child.type === "heredoc_start");
       const bodyNode = named(node).find((child) => child.type === "heredoc_body");
-      const operator = children(node).find((child) => !child.isNamed)?.text ?? "<<";
-      const delimiter = heredocDelimiter(start?.text ?? "");
-      const text = bodyNode?.text ?? "";
-      // Where the grammar and bash could end the here-document at different lines, the lines after
-      // it might be commands to bash: nothing in it can be trusted.
-      const lines = text.split("\n").map((line) => (operator === "<<-" ? line.replace(/^\t+/, "") : line));
-      if (!delimiter || lines.includes(delimiter.word)) this.unsafe.add("a here-document whose end bash may read differently");
-      const expanding = !delimiter?.quoted;
-      // An unquoted here-document runs `$(…)` and backticks in its text, wherever the grammar stops.
-      const runs = expanding && (/[`]|\$\(|\$\[/.test(text) || (bodyNode ? named(bodyNode).some((child) => child.type !== "heredoc_content") : false));
-      if (runs) {
-        this.unsafe.add("a here-document that runs commands");
-        if (bodyNode) this.visitNested(bodyNode);
-        this.visitEmbedded(text);
-      }
-      return { operator, fd: null, target: null, body: { text, static: !runs && !(expanding && text.includes("$")) } };
+      for (const child of named(node)) if (!["heredoc_start", "heredoc_body", "heredoc_end"].includes(child.type)) this.visit(child);
+      return this.hereDocument(children(node).find((child) => !child.isNamed)?.text ?? "<<", start?.text ?? "", bodyNode?.text ?? "");
     }
     if (node.type === "herestring_redirect") {
       const value = named(node).at(-1);
@@ -96,6 +91,23 @@ export abstract class ScriptCommandReader extends ScriptWordReader {
       return { operator: "<<<", fd: null, target: null, body: { text: words.map((w) => w.text).join(" "), static: words.every((w) => w.static) } };
     }
     return null;
+  }
+
+  /** A here-document's redirection: its text, and whether that text is fixed or runs commands as it expands. */
+  private hereDocument(operator: string, start: string, text: string): ShellRedirect {
+    const delimiter = heredocDelimiter(start);
+    // Where the grammar and bash could end the here-document at different lines, the lines after
+    // it might be commands to bash: nothing in it can be trusted.
+    const lines = text.split("\n").map((line) => (operator === "<<-" ? line.replace(/^\t+/, "") : line));
+    if (!delimiter || lines.includes(delimiter.word)) this.unsafe.add("a here-document whose end bash may read differently");
+    const expanding = !delimiter?.quoted;
+    // An unquoted here-document runs `$(…)` and backticks in its text, wherever the grammar stops.
+    const runs = expanding && /[`]|\$\(|\$\[/.test(text);
+    if (runs) {
+      this.unsafe.add("a here-document that runs commands");
+      this.visitEmbedded(text);
+    }
+    return { operator, fd: null, target: null, body: { text, static: !runs && !(expanding && text.includes("$")) } };
   }
 
   protected command(node: Node, outerRedirects: ShellRedirect[]): void {
@@ -123,7 +135,25 @@ export abstract class ScriptCommandReader extends ScriptWordReader {
     const command: ShellCommand = { words, assignments, redirects: [...redirects, ...outerRedirects], pipedFrom: null };
     this.byNode.set(node.id, command);
     this.commands.push(command);
+    this.noteDirectoryChange(words);
     this.callFunction(words);
+  }
+
+  /** A `cd` moves $PWD and $OLDPWD for the words after it, read in the order they stand. */
+  private noteDirectoryChange(words: readonly ShellWord[]): void {
+    const program = words[0];
+    if (!program?.static || !["cd", "pushd", "popd"].includes(program.text)) return;
+    const target = words.slice(1).find((word) => !word.text.startsWith("-") || word.text === "-");
+    const before = this.cwd;
+    let after: string | null;
+    if (program.text === "popd") after = null;
+    else if (!target) after = this.env.home;
+    else if (target.text === "-") after = this.previousCwd;
+    else if (!target.static || target.glob) after = null;
+    else if (target.text.startsWith("/")) after = resolvePath(target.text);
+    else after = before === null ? null : resolvePath(before, target.text);
+    this.previousCwd = before;
+    this.cwd = after;
   }
 
   /** Commands inside a word (`$(…)`, backticks, process substitution, `${x:-…}` defaults) run too. */
@@ -191,6 +221,9 @@ export abstract class ScriptCommandReader extends ScriptWordReader {
     if (!words.every((word) => word.static && !word.glob)) return null;
     const [program, ...args] = words.map((word) => word.text);
     if (program === "which" && args.length === 1) return args[0]!;
+    // `$(dirname "$PWD")` is the folder above: as fixed as the path it is given.
+    if (program === "dirname" && args.length === 1) return posixDirname(args[0]!);
+    if (program === "pwd" && args.every((arg) => arg === "-L" || arg === "-P") && this.cwd !== null) return this.cwd;
     if ((program === "command" || program === "type") && args.length === 2 && ["-v", "-p", "-P"].includes(args[0]!)) return args[1]!;
     const output = literalOutput(last);
     return output?.static ? output.text.replace(/\n+$/, "") : null;

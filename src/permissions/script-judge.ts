@@ -52,8 +52,11 @@ export class ScriptJudge {
       judgement.raise("unknown", "commands nested too deeply to read");
       return;
     }
-    const script = parser.parse(text, state.env);
-    if (script.parseError) judgement.raise("unknown", "the command does not parse completely; asking");
+    // Where the script starts, as far as the text fixes it: $PWD, `~+` and the first `cd`'s $OLDPWD.
+    const known = state.cwds.length === 1 && state.cwds[0] !== null ? state.cwds[0]! : null;
+    const script = parser.parse(text, { ...state.env, cwd: known });
+    // What the reader cannot read is asked every time: a blanket approval covers commands it could read.
+    if (script.parseError) judgement.raise("no_always", "the command does not parse completely, so it is asked every time");
     if (MISREAD_CONTROL_CHARACTERS.test(text)) judgement.raise("unknown", "holds control characters, which bash reads differently from how they look");
     // What bash may read where the grammar reads otherwise is judged too, and can only make it stricter.
     for (const reading of otherReadings(text)) this.judgeScript(parser, reading, { ...state, depth: state.depth + 1, cwds: [...state.cwds] }, judgement);
@@ -93,7 +96,7 @@ export class ScriptJudge {
       if (written?.category === "hard_stop") judgement.raise("hard_stop", written.reason);
       return;
     }
-    const resolved: ResolvedCommand = { program: baseName(program.text), args: unwrapped.words.slice(1), redirects, cwds: state.cwds, home: this.rules.home };
+    const resolved: ResolvedCommand = { program: baseName(program.text), args: unwrapped.words.slice(1), redirects, cwds: state.cwds, home: this.rules.home, workspace: state.context.workspace };
     const verdict = judgeDestructive(resolved);
     if (verdict?.category === "hard_stop") judgement.raise("hard_stop", verdict.reason);
   }
@@ -171,7 +174,7 @@ export class ScriptJudge {
       args = piped ? [...args, ...piped] : [...args, { text: "(its input)", static: false, glob: false }];
     }
     for (const candidate of head.glob ? [program, ...globMatches(head.text)] : [program]) {
-      const destructive = judgeDestructive({ program: candidate, args, redirects: command.redirects, cwds, home: this.rules.home });
+      const destructive = judgeDestructive({ program: candidate, args, redirects: command.redirects, cwds, home: this.rules.home, workspace: state.context.workspace });
       if (destructive) judgement.raise(destructive.category, `"${shown(unwrapped.words)}" ${destructive.reason}`);
       this.matchLegacy(candidate, args, state, judgement);
     }
@@ -241,6 +244,7 @@ export class ScriptJudge {
         if (!program?.static) return null;
         const name = baseName(program.text);
         const args = unwrapped.words.slice(1);
+        // Words hidden in another command's arguments (`git rm -r .`) are not taken for a removal of the workspace.
         const verdict = judgeDestructive({ program: name, args, redirects: [], cwds: state.cwds, home: this.rules.home });
         if (verdict?.category === "hard_stop") return `"${shown(unwrapped.words)}" ${verdict.reason}`;
         const rule = this.rules.hardStop.find((candidate) => ruleMatches(candidate, name, args, this.rules.home, state.cwds.at(-1) ?? "/"));

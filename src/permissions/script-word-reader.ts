@@ -16,15 +16,21 @@ export abstract class ScriptWordReader {
   /** Constructs that no safe shape accounts for, each named once. */
   readonly unsafe = new Set<string>();
 
+  /** The directory the walk is in ($PWD) and the one before the last `cd` ($OLDPWD), as far as the text fixes them. */
+  protected cwd: string | null;
+  protected previousCwd: string | null;
+
   constructor(protected readonly env: WordEnvironment) {
     this.variables = new Map(env.variables);
+    this.cwd = env.cwd ?? null;
+    this.previousCwd = env.previousCwd ?? null;
   }
 
   /** The output of a `$(…)` when the text fixes it, else null. */
   protected abstract substitutionValue(node: Node): string | null;
 
   protected wordEnv(): WordEnvironment {
-    return { home: this.env.home, variables: this.variables, ifs: this.env.ifs + this.extraIfs };
+    return { home: this.env.home, variables: this.variables, ifs: this.env.ifs + this.extraIfs, cwd: this.cwd, previousCwd: this.previousCwd };
   }
 
   protected wordsOf(node: Node): ShellWord[] {
@@ -96,10 +102,12 @@ export abstract class ScriptWordReader {
     } else if (node.type === "command_substitution") {
       value = this.substitutionValue(node);
     }
+    // $OLDPWD only known at run time (or unset, which a task could not rely on): it may be `/` for judging destruction.
+    if (value === null && node.type === "simple_expansion" && parts[0]?.text === "OLDPWD") return [{ text: node.text, quoted, dynamic: true, worst: "/" }];
     if (value === null) {
       // `${PWD:0:1}`, `${HOME%x}`, `${x##*a}` of a known absolute path may come out as `/`.
       const name = parts[0]?.type === "variable_name" ? parts[0].text : null;
-      const known = name === "PWD" ? "/" : name !== null ? this.lookup(name) : null;
+      const known = name === "PWD" || name === "OLDPWD" ? "/" : name !== null ? this.lookup(name) : null;
       const worst = node.type === "expansion" && known !== null ? (known.startsWith("/") ? "/" : known) : undefined;
       return [{ text: node.text, quoted, dynamic: true, ...(worst !== undefined ? { worst } : {}) }];
     }
@@ -112,8 +120,9 @@ export abstract class ScriptWordReader {
 
   protected lookup(name: string): string | null {
     if (name === "HOME") return this.env.home;
-    // The directory the command runs in: as a path, `.` means the same.
-    if (name === "PWD") return ".";
+    // The directory the command runs in: its path where the text fixes it; otherwise `.`, which means the same.
+    if (name === "PWD") return this.cwd ?? ".";
+    if (name === "OLDPWD") return this.previousCwd;
     return this.variables.get(name) ?? null;
   }
 }

@@ -1,5 +1,6 @@
 import { createRequire } from "node:module";
 import type { Node, Parser } from "web-tree-sitter";
+import { withoutHereDocuments } from "./here-documents.js";
 import { ScriptCommandReader } from "./script-command-reader.js";
 import { children, embeddedScripts, endlessLoop, named, startsBackgroundJobs } from "./shell-syntax.js";
 import type { ShellWord, WordEnvironment } from "./shell-words.js";
@@ -104,7 +105,7 @@ class ScriptWalker extends ScriptCommandReader {
       this.unsafe.add("scripts nested too deeply to read");
       return;
     }
-    const tree = this.parser.parse(source);
+    let tree = this.parser.parse(source);
     if (!tree) {
       this.parseError = true;
       return;
@@ -112,6 +113,20 @@ class ScriptWalker extends ScriptCommandReader {
     this.depth += 1;
     try {
       if (tree.rootNode.hasError) this.parseError = true;
+      // Here-documents out of the way, the rest of each line is read as bash reads it.
+      const separated = withoutHereDocuments(tree.rootNode, source);
+      if (separated === null) this.parseError = true;
+      else if (separated.documents.size > 0) {
+        const again = this.parser.parse(separated.source);
+        if (!again) {
+          this.parseError = true;
+        } else {
+          tree.delete();
+          tree = again;
+          for (const [marker, document] of separated.documents) this.hereDocuments.set(marker, document);
+          if (tree.rootNode.hasError) this.parseError = true;
+        }
+      }
       this.visit(tree.rootNode);
     } finally {
       this.depth -= 1;

@@ -18,6 +18,8 @@ export interface ShellWord {
   worst?: string;
   /** Holds an unquoted part only known at run time: it may split into several words, options among them. */
   mayDivide?: boolean;
+  /** Stands for each path a search finds (find's `{}`), judged as the place the search starts from. */
+  eachFound?: boolean;
 }
 
 /** One stretch of a word with the same quoting. */
@@ -46,6 +48,10 @@ export interface WordEnvironment {
   variables: ReadonlyMap<string, string>;
   /** Extra characters the script put into IFS, used when splitting expansions. */
   ifs: string;
+  /** The directory the words are read in ($PWD, `~+`), when the text fixes it; null or absent when it does not. */
+  cwd?: string | null;
+  /** The directory before the last `cd` ($OLDPWD, `~-`): null or absent when unknown, or unset (bash then leaves `~-` alone, but a task may not). */
+  previousCwd?: string | null;
 }
 
 /** Decodes the escapes of a `$'…'` string the way bash does. */
@@ -202,14 +208,19 @@ function expandTilde(chars: MarkedChar[], env: WordEnvironment): MarkedChar[] {
   const user = chars.slice(1, end).map((m) => m.ch).join("");
   let replacement: string;
   let dynamic = false;
+  let worst: string | undefined;
+  const directory = user === "+" ? env.cwd : user === "-" ? env.previousCwd : undefined;
   if (user === "") replacement = env.home;
   else if (user === "root") replacement = "/root";
+  else if ((user === "+" || user === "-") && typeof directory === "string") replacement = directory;
   else if (user === "+" || user === "-") {
+    // Where it leads is only known at run time: for judging destruction, it may be anywhere, `/` too.
     replacement = `~${user}`;
     dynamic = true;
+    worst = "/";
   } else if (/^[A-Za-z_][A-Za-z0-9._-]*$/.test(user)) replacement = `/home/${user}`;
   else return chars;
-  return [...[...replacement].map((ch) => ({ ch, quoted: true, dynamic, globbable: false })), ...chars.slice(end)];
+  return [...[...replacement].map((ch, index) => ({ ch, quoted: true, dynamic, globbable: false, ...(index === 0 && worst !== undefined ? { worst } : {}) })), ...chars.slice(end)];
 }
 
 /** Splits the result of unquoted expansions on whitespace and the script's IFS characters. */
