@@ -121,7 +121,7 @@ describe("TaskLeases", () => {
       now += 8_000;
       expect(first.acquire(task.task_id).acquired).toBe(false);
       now += 3_000;
-      expect(first.acquire(task.task_id)).toEqual({ acquired: true });
+      expect(first.acquire(task.task_id)).toMatchObject({ acquired: true, previous: { owner: second.owner } });
 
       // A cancel asked for by another owner reaches the holder once, at its next renewal.
       expect(second.requestCancel(task.task_id, "stop it")).toBe(true);
@@ -196,7 +196,7 @@ describe("TaskLeases", () => {
       // The holder stops before its next renewal would have shown it the request.
       first.close();
       expect(second.orphans()).toEqual([task.task_id]);
-      expect(second.acquire(task.task_id)).toEqual({ acquired: true, cancelRequested: "stop it" });
+      expect(second.acquire(task.task_id)).toMatchObject({ acquired: true, cancelRequested: "stop it" });
       second.release(task.task_id);
 
       // Rows edited by hand: a PID that names a process group, an expiry that is not a time.

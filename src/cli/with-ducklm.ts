@@ -46,6 +46,7 @@ export const TASK_RUNNER: OpenSettings = { models: true, integrations: true, jud
 const FAILURES_NOT_INPUT = new Set<string>([
   ErrorCode.Internal,
   ErrorCode.StorageFailed,
+  ErrorCode.DiskFull,
   ErrorCode.DatabaseCorrupt,
   ErrorCode.ModelDownloadFailed,
   ErrorCode.ModelServerFailed,

@@ -39,6 +39,9 @@ export const ErrorCode = {
   DatabaseCorrupt: "DUCK_ERR_DATABASE_CORRUPT",
   SeqConflict: "DUCK_ERR_SEQ_CONFLICT",
   TaskOwnedElsewhere: "DUCK_ERR_TASK_OWNED_ELSEWHERE",
+  TaskFenced: "DUCK_ERR_TASK_FENCED",
+  TaskFinished: "DUCK_ERR_TASK_FINISHED",
+  DiskFull: "DUCK_ERR_DISK_FULL",
   QueueFull: "DUCK_ERR_QUEUE_FULL",
   ServerNotRunning: "DUCK_ERR_SERVER_NOT_RUNNING",
   Unauthorized: "DUCK_ERR_UNAUTHORIZED",
@@ -96,6 +99,9 @@ export const ERROR_STATUS: Readonly<Record<ErrorCodeName, number>> = {
   DUCK_ERR_DATABASE_CORRUPT: 500,
   DUCK_ERR_SEQ_CONFLICT: 409,
   DUCK_ERR_TASK_OWNED_ELSEWHERE: 409,
+  DUCK_ERR_TASK_FENCED: 409,
+  DUCK_ERR_TASK_FINISHED: 409,
+  DUCK_ERR_DISK_FULL: 503,
   DUCK_ERR_QUEUE_FULL: 429,
   DUCK_ERR_SERVER_NOT_RUNNING: 503,
   DUCK_ERR_UNAUTHORIZED: 401,
@@ -153,7 +159,7 @@ export function storageErrorOf(error: unknown, file = "DuckLM's database"): Duck
   if (code.startsWith("SQLITE_CORRUPT") || code === "SQLITE_NOTADB") {
     return new DuckError(ErrorCode.DatabaseCorrupt, `${file} is damaged (${error.message}): run \`ducklm db check\` to see what is affected, then \`ducklm db recover\` to keep every intact task`, { cause: error });
   }
-  if (code === "SQLITE_FULL") return new DuckError(ErrorCode.StorageFailed, `${file} cannot grow: the disk is full (${error.message}); free some space`, { cause: error });
+  if (code === "SQLITE_FULL" || code === "ENOSPC") return new DuckError(ErrorCode.DiskFull, `${file} cannot grow: the disk is full (${error.message}); free some space, and DuckLM carries on`, { cause: error, details: { retry_after_s: 5 } });
   if (code.startsWith("SQLITE_READONLY") || code.startsWith("SQLITE_CANTOPEN") || code.startsWith("SQLITE_IOERR")) {
     return new DuckError(ErrorCode.StorageFailed, `${file} cannot be written (${error.message}): check that its folder exists and is writable, or choose another home with --home`, { cause: error });
   }

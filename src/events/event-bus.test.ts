@@ -20,6 +20,23 @@ describe("EventBus", () => {
     expect(seen).toEqual([2, 3, 4]);
   });
 
+  it("reads from storage what a live event skips over (another process committed it), so a stream has no gap", () => {
+    const stored: DuckEvent[] = [event(1)];
+    const bus = new EventBus((_task, from, limit) => stored.filter((e) => e.seq >= from).slice(0, limit), pino({ level: "silent" }));
+    const seen: number[] = [];
+    bus.subscribe("t", (e) => void seen.push(e.seq), { fromSeq: 1 });
+    // 2 and 3 were committed by another process, which nobody here heard of; 4 is this process's own.
+    stored.push(event(2), event(3), event(4));
+    bus.publish(event(4));
+    expect(seen).toEqual([1, 2, 3, 4]);
+    // The next one due comes live as it is; one past it brings what lies between from storage first.
+    stored.push(event(5));
+    bus.publish(event(5));
+    stored.push(event(6), event(7));
+    bus.publish(event(7));
+    expect(seen).toEqual([1, 2, 3, 4, 5, 6, 7]);
+  });
+
   it("reads what another process committed, from where each subscriber stands, even after notices were lost", () => {
     const stored: DuckEvent[] = [];
     const bus = new EventBus((_task, from, limit) => stored.filter((e) => e.seq >= from).slice(0, limit), pino({ level: "silent" }));

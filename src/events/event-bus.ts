@@ -27,6 +27,8 @@ interface Subscription {
   closed: boolean;
   /** The seq it asked to start from, if it did: where it picks up before anything was delivered to it. */
   since?: number;
+  /** One task's subscriber, which catches up from storage (a subscriber to every task never does). */
+  perTask: boolean;
 }
 
 /**
@@ -51,7 +53,7 @@ export class EventBus {
    * synchronous step, so no event falls in between and none comes twice.
    */
   subscribe(taskId: string, handler: EventHandler, options: SubscribeOptions = {}): () => void {
-    const subscription: Subscription = { handler, delivered: new Map(), catchingUp: options.fromSeq !== undefined, closed: false, ...(options.fromSeq !== undefined ? { since: Math.max(1, options.fromSeq) } : {}) };
+    const subscription: Subscription = { handler, delivered: new Map(), catchingUp: options.fromSeq !== undefined, closed: false, perTask: true, ...(options.fromSeq !== undefined ? { since: Math.max(1, options.fromSeq) } : {}) };
     let set = this.byTask.get(taskId);
     if (!set) this.byTask.set(taskId, (set = new Set()));
     set.add(subscription);
@@ -92,7 +94,7 @@ export class EventBus {
    * that includes the events other processes commit, read from storage when their notice comes.
    */
   subscribeAll(handler: EventHandler): () => void {
-    const subscription: Subscription = { handler, delivered: new Map(), catchingUp: false, closed: false };
+    const subscription: Subscription = { handler, delivered: new Map(), catchingUp: false, closed: false, perTask: false };
     this.everyTask.add(subscription);
     return () => this.everyTask.delete(subscription);
   }
@@ -174,6 +176,14 @@ export class EventBus {
     if (subscription.catchingUp && !stored) return;
     const last = subscription.delivered.get(event.task_id) ?? 0;
     if (event.seq <= last) return;
+    // A live event past the next one due (another process committed those between): what came
+    // between is read from storage first, in order, and this one with it.
+    const due = last > 0 ? last + 1 : subscription.since;
+    if (!stored && subscription.perTask && due !== undefined && event.seq > due) {
+      subscription.catchingUp = true;
+      this.catchUp(subscription, event.task_id, due);
+      return;
+    }
     subscription.delivered.set(event.task_id, event.seq);
     try {
       const result = subscription.handler(event);

@@ -63,6 +63,8 @@ async function permitAndRun(context: ExecutorContext, projection: TaskProjection
   let protectedForThisRun: string[] | undefined;
   // What the sandbox hides is searched for once, before the first command's time limit starts.
   if (commandOf(call) !== null) await context.sandbox.prepare?.();
+  // The last look before the tool starts: an owner paused past its lease and thawed runs nothing more.
+  store.assertStillWriter(taskId);
   try {
     result = await withScopedSignal([signal], config.runtime.timeouts.step_ms, `step ${stepId}`, (stepSignal) =>
       context.tools.run(call.tool, call.arguments, {

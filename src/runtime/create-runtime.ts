@@ -10,6 +10,9 @@ import { CommandClassifier } from "../permissions/command-classifier.js";
 import type { SqlDatabase, SqlDialect } from "../storage/sql-database.js";
 import { openPostgresStores, openStores } from "../state/open-stores.js";
 import { listenForCommits } from "../storage/postgres/commit-notices.js";
+import { sqliteOf } from "../storage/open-database.js";
+import { watchOtherWriters } from "../storage/other-writers.js";
+import { assertRoomToStart, FREE_BYTES_TO_RETRY, freeBytes } from "../storage/disk-space.js";
 import { serverSocketDirs } from "../storage/postgres/open-postgres.js";
 import { postgresPrivatePaths, postgresUrlOf } from "./postgres-url.js";
 import type { TaskLeases } from "../state/task-leases.js";
@@ -253,9 +256,12 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
   const logger = options.logger ?? createLogger({ file: join(home, "logs", "ducklm.log") });
   const storeOptions = { logger, leaseTtlMs: config.runtime.task_leases.ttl_ms, ...(options.clock ? { clock: options.clock } : {}) };
   const postgresUrl = config.runtime.storage.backend === "postgres" && options.databaseFile === undefined ? postgresUrlOf(config, options.env ?? process.env) : null;
+  const databaseFile = options.databaseFile ?? join(home, "ducklm.sqlite3");
+  // On a full disk SQLite would die of SIGBUS at its first write to the memory-mapped WAL index: said instead.
+  if (!postgresUrl && databaseFile !== ":memory:") assertRoomToStart(dirname(resolve(databaseFile)));
   const stores = postgresUrl
     ? openPostgresStores(postgresUrl, { ...storeOptions, applicationName: `ducklm ${process.pid}` })
-    : openStores(options.databaseFile ?? join(home, "ducklm.sqlite3"), { ...storeOptions, synchronous: config.runtime.storage.synchronous });
+    : openStores(databaseFile, { ...storeOptions, synchronous: config.runtime.storage.synchronous });
   const { database, bus, tasks: store, memories: memoryStore, approvals, logins, leases } = stores;
   // On a shared PostgreSQL database, events other processes commit reach the subscribers here too.
   const commitListener = postgresUrl
@@ -277,6 +283,19 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
         logger,
       )
     : null;
+  // On a SQLite home other processes may share, their commits reach the subscribers here by polling.
+  const otherWriters =
+    database.dialect === "sqlite" && options.databaseFile !== ":memory:"
+      ? watchOtherWriters({
+          dataVersion: () => sqliteOf(database.db).pragma("data_version", { simple: true }) as number,
+          followed: () => bus.subscribedTasks(),
+          committedElsewhere: (taskId) => {
+            store.forgetIfChangedElsewhere(taskId);
+            bus.committedElsewhere(taskId, Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER);
+          },
+          logger,
+        })
+      : null;
   const db = database.db;
   const models = options.models ?? null;
   const embedder: MemoryEmbedder | null =
@@ -355,7 +374,9 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
     enabled: () => adoptOrphans && database.dialect === "postgres" && !closed,
     watch: (taskId: string, onEvent: () => void) => bus.subscribe(taskId, () => onEvent()),
   };
-  const loop = new RuntimeLoop(context, { workspace, ready, leases, sharedLine, ...(options.admission ? { admission: options.admission } : {}) });
+  // A task cut off by a full disk carries on as soon as the disk has room, not after a backoff.
+  const roomToWrite = !postgresUrl && databaseFile !== ":memory:" ? () => (freeBytes(dirname(resolve(databaseFile))) ?? Number.POSITIVE_INFINITY) >= FREE_BYTES_TO_RETRY : undefined;
+  const loop = new RuntimeLoop(context, { workspace, ready, leases, sharedLine, ...(roomToWrite ? { roomToWrite } : {}), ...(options.admission ? { admission: options.admission } : {}) });
   const adopt = () => {
     if (config.runtime.resume !== "auto") return;
     for (const taskId of leases.orphans()) {
@@ -439,6 +460,7 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
       if (closed) return;
       closed = true;
       clearInterval(leaseTimer);
+      otherWriters?.close();
       await loop.close();
       for (const release of options.onClose ?? []) await release().catch((error: unknown) => logger.warn({ err: error }, "could not release an integration"));
       memory.close();

@@ -11,7 +11,7 @@ import { acceptPlan, failWithStep, runPlan } from "./run-plan.js";
 import { afterSteps, loopLimits, recordedSettings } from "./next-iteration.js";
 import { recordFeedback, recordPermissionAnswer, recordSecret, revokeApproval, type Feedback, type PermissionAnswer } from "./task-requests.js";
 import { outcomeOf, type TaskOutcome } from "./task-outcome.js";
-import { recordEnding, StorageRetries } from "./task-endings.js";
+import { isFenced, recordEnding, StorageRetries } from "./task-endings.js";
 import { WaitingLine } from "./waiting-line.js";
 import { workspaceRefusal } from "./workspace-refusal.js";
 import { ownedElsewhereError, type TaskLeases } from "../state/task-leases.js";
@@ -44,6 +44,8 @@ export interface RuntimeLoopOptions {
    * `watch` follows a task another worker drives (its events reach this process's bus).
    */
   sharedLine?: { enabled: () => boolean; watch: (taskId: string, onEvent: () => void) => () => void };
+  /** Whether the store's disk has room: a task cut off by a full disk is driven again once it has. Defaults to always. */
+  roomToWrite?: () => boolean;
 }
 
 export interface TaskHandle {
@@ -99,7 +101,13 @@ export class RuntimeLoop {
     private readonly context: ExecutorContext,
     private readonly options: RuntimeLoopOptions,
   ) {
-    this.storageRetries = new StorageRetries(context, (taskId) => this.active.has(taskId), (taskId, reason) => this.resume(taskId, reason));
+    this.storageRetries = new StorageRetries(context, (taskId) => this.active.has(taskId), (taskId, reason) => this.resume(taskId, reason), options.roomToWrite);
+    // A task this process finds another has taken over (it was paused past its lease): its run stops
+    // at once, its tools are killed, and nothing more of it is written here.
+    options.leases.onLost = (taskId) => {
+      this.active.get(taskId)?.controller.abort(new DuckError(ErrorCode.TaskFenced, `another process took task ${taskId} over while this one was paused`));
+      context.logger.warn({ task_id: taskId }, "another process took this task over while this one was paused; its run here stops");
+    };
   }
 
   /** Records a new task and starts driving it. Throws DuckError(INVALID_INPUT) on a bad task. */
@@ -217,6 +225,7 @@ export class RuntimeLoop {
     }
     for (const taskId of claimed) {
       this.context.store.forgetIfChangedElsewhere(taskId);
+      this.context.store.writableAgain(taskId);
       this.drive(taskId).catch((error: unknown) => this.context.logger.warn({ err: error, task_id: taskId }, "a task taken from another worker's line failed to run"));
     }
   }
@@ -377,6 +386,10 @@ export class RuntimeLoop {
     if (!lease.acquired) throw ownedElsewhereError(taskId, lease.holder);
     // Another process may have carried the task on since this one last read it.
     this.context.store.forgetIfChangedElsewhere(taskId);
+    this.context.store.writableAgain(taskId);
+    // Taken from a holder that may only be paused: a tool it started may still run there.
+    if (lease.previous && this.options.leases.mayStillRun(lease.previous)) this.context.strandedTools.set(taskId, lease.previous);
+    else this.context.strandedTools.delete(taskId);
     return lease.cancelRequested;
   }
 
@@ -423,6 +436,12 @@ export class RuntimeLoop {
       await this.advance(taskId, signal);
     } catch (error) {
       failure = error;
+    }
+    // Taken over by another process meanwhile: whoever waits here learns the outcome from there.
+    if (isFenced(failure) || isFenced(signal.reason) || this.options.leases.isLost(taskId)) {
+      scope.dispose();
+      this.context.store.evict(taskId);
+      return this.outcomeElsewhere(taskId);
     }
     // One task's trouble is that task's: whatever happens here, the process and the other tasks go on.
     try {

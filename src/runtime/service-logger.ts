@@ -1,6 +1,7 @@
 import { createRequire } from "node:module";
 import { join } from "node:path";
 import pino, { type Logger, type StreamEntry } from "pino";
+import { freeBytes } from "../storage/disk-space.js";
 import { ensurePrivateDir } from "../storage/private-files.js";
 import { LOG_REDACTIONS } from "./logger.js";
 
@@ -32,6 +33,97 @@ export function readableMessage(record: Record<string, unknown>, messageKey: str
   return `${message}${request?.method ? ` (${request.method} ${request.url})` : ""}${id}`;
 }
 
+/** pino-roll's stream, as far as this file uses it (pino's ThreadStream). */
+interface LogWriter {
+  write(chunk: string): boolean;
+  on(event: "error" | "close", listener: (error?: Error) => void): unknown;
+  readonly destroyed: boolean;
+  unref?(): void;
+}
+
+/** How long after the log file's writer failed a new one is tried (once the disk has room). */
+export const LOG_REOPEN_MS = 2_000;
+/** Free space at which a failed log writer is started again. */
+const LOG_REOPEN_FREE_BYTES = 1024 * 1024;
+
+/**
+ * The log file's stream, made to outlive its writer. pino-roll runs on a worker thread that dies at
+ * a write error (a full disk); its stream then emits "error" at every later write, which nothing
+ * would catch — the last-resort handler logged that through the same stream, for ever, at full CPU.
+ * Here the failure is caught once; records go to standard error meanwhile; and once the disk has
+ * room again (looked at no more often than LOG_REOPEN_MS) a new writer takes over.
+ */
+export class ResilientLogFile {
+  private writer: LogWriter | null = null;
+  private retryAt = 0;
+  private warned = false;
+
+  constructor(
+    private readonly open: () => LogWriter,
+    private readonly folder: string,
+    private readonly fallback: (chunk: string) => void = (chunk) => {
+      try {
+        process.stderr.write(chunk);
+      } catch {
+        // Nowhere left to say it.
+      }
+    },
+  ) {
+    this.start();
+  }
+
+  /** Whether records reach the file now (false while they go to standard error). */
+  get writing(): boolean {
+    return this.writer !== null && !this.writer.destroyed;
+  }
+
+  write(chunk: string): boolean {
+    if (!this.writing && Date.now() >= this.retryAt) {
+      const free = freeBytes(this.folder);
+      if (free === null || free >= LOG_REOPEN_FREE_BYTES) this.start();
+      else this.retryAt = Date.now() + LOG_REOPEN_MS;
+    }
+    const writer = this.writer;
+    if (writer && !writer.destroyed) {
+      try {
+        return writer.write(chunk);
+      } catch (error) {
+        this.failed(writer, error);
+      }
+    }
+    this.fallback(chunk);
+    return true;
+  }
+
+  private start(): void {
+    let writer: LogWriter;
+    try {
+      writer = this.open();
+    } catch (error) {
+      this.failed(null, error);
+      return;
+    }
+    this.writer = writer;
+    writer.on("error", (error) => this.failed(writer, error));
+    writer.on("close", () => this.failed(writer));
+    if (this.warned) {
+      this.warned = false;
+      this.fallback(`${JSON.stringify({ level: 30, time: Date.now(), msg: "the log file is written again" })}\n`);
+    }
+  }
+
+  private failed(writer: LogWriter | null, error?: unknown): void {
+    if (writer !== null && writer !== this.writer) return;
+    this.writer = null;
+    writer?.unref?.();
+    this.retryAt = Date.now() + LOG_REOPEN_MS;
+    if (this.warned) return;
+    this.warned = true;
+    const why = error instanceof Error ? error.message : "its writer stopped";
+    this.fallback(`${JSON.stringify({ level: 50, time: Date.now(), msg: `the log file cannot be written (${why}): records go to standard error until it can` })}\n`);
+  }
+}
+
 /** How big one file of a long-running process's log grows before the next one starts, and how many are kept. */
 export const SERVICE_LOG_FILE_SIZE = "10m";
 export const SERVICE_LOG_FILES_KEPT = 5;
@@ -49,10 +141,14 @@ export async function createServiceLogger(home: string, options: ServiceLoggerOp
   // pino-roll runs on a worker thread of pino's: it and the date library it loads (some 300 modules)
   // start beside the server instead of before it, and a write never waits for the disk. pino flushes
   // the worker when the process exits.
-  const file = pino.transport({
-    target: createRequire(import.meta.url).resolve("pino-roll"),
-    options: { file: join(folder, "server"), extension: ".log", size: options.fileSize ?? SERVICE_LOG_FILE_SIZE, limit: { count: (options.filesKept ?? SERVICE_LOG_FILES_KEPT) - 1, removeOtherLogFiles: true }, mkdir: true, mode: 0o600 },
-  });
+  const file = new ResilientLogFile(
+    () =>
+      pino.transport({
+        target: createRequire(import.meta.url).resolve("pino-roll"),
+        options: { file: join(folder, "server"), extension: ".log", size: options.fileSize ?? SERVICE_LOG_FILE_SIZE, limit: { count: (options.filesKept ?? SERVICE_LOG_FILES_KEPT) - 1, removeOtherLogFiles: true }, mkdir: true, mode: 0o600 },
+      }) as unknown as LogWriter,
+    folder,
+  );
   const streams: StreamEntry[] = [{ level: level as pino.Level, stream: file }];
   if (options.pretty ?? process.stdout.isTTY === true) {
     const { default: pretty } = await import("pino-pretty");

@@ -97,7 +97,7 @@ export async function buildServer(options: ServerOptions): Promise<FastifyInstan
     if (DuckError.isInstance(error)) {
       if (error.status >= 500) ducklm.logger.error({ err: error }, "request failed");
       const retryAfter = (error.details as { retry_after_s?: unknown } | undefined)?.retry_after_s;
-      if (error.status === 429 && typeof retryAfter === "number") void reply.header("retry-after", String(retryAfter));
+      if ((error.status === 429 || error.status === 503) && typeof retryAfter === "number") void reply.header("retry-after", String(retryAfter));
       void reply.code(error.status).send({ error: { code: error.code, message: error.message } });
       return;
     }

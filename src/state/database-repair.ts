@@ -14,6 +14,8 @@ export interface DatabaseCheck {
   ok: boolean;
   /** The file cannot be read as a database at all (a wrong header, an empty file). */
   unreadable: string | null;
+  /** It could not be read for a reason outside the file (an I/O error, a full disk, no permission): no sign of damage. */
+  notDamage?: boolean;
   /** SQLite's integrity check: "ok", or its findings. */
   integrity: string[];
   /** Rows that cannot be read or whose JSON does not parse, and tables that could not be read through. */
@@ -206,6 +208,8 @@ export function checkDatabaseFile(file: string): DatabaseCheck {
     opened.db.pragma("schema_version");
   } catch (error) {
     report.unreadable = (error as Error).message;
+    const code = String((error as { code?: unknown }).code ?? "");
+    if (/^SQLITE_(IOERR|FULL|CANTOPEN|READONLY|PERM|BUSY)/.test(code) || /^E(IO|NOSPC|ACCES|PERM|ROFS)$/.test(code)) report.notDamage = true;
     return report;
   }
   const db = opened.db;

@@ -49,6 +49,9 @@ function storesOn(database: DuckDatabase, options: StoreOptions): DuckStores {
   const tasks = new TaskStore(database.db, events, bus, options.clock);
   const leases = new TaskLeases(database.db, { ttlMs: options.leaseTtlMs ?? 30_000, ...(options.clock ? { clock: options.clock } : {}) });
   tasks.alsoInEachCommit((endsHere) => leases.writeNewClaims(endsHere));
+  tasks.afterEachCommit(() => leases.committed());
+  // Each commit checks the lease epoch of every task it writes: an owner paused past its lease writes nothing.
+  tasks.writerFence = leases;
   // Other processes on the same PostgreSQL database hear of each commit (see commit-notices.ts).
   if (database.dialect === "postgres") tasks.alsoWithEachCommitsEvents(notifyCommits(database.db, leases.owner));
   return {

@@ -14,11 +14,16 @@ export interface LeaseHolder {
   expires_at: string;
 }
 
-/** `cancelRequested`: a cancel another process asked of the previous holder, which it did not carry out: the new holder must. */
-export type LeaseAttempt = { acquired: true; cancelRequested?: string } | { acquired: false; holder: LeaseHolder };
+/**
+ * `cancelRequested`: a cancel another process asked of the previous holder, which it did not carry
+ * out: the new holder must. `previous`: the holder whose lease ran out, when another process held it
+ * (it may be paused, not gone: a tool it started may still run).
+ */
+export type LeaseAttempt = { acquired: true; cancelRequested?: string; previous?: LeaseHolder } | { acquired: false; holder: LeaseHolder };
 
 interface LeaseRow extends LeaseHolder {
   cancel_requested: string | null;
+  epoch: number;
 }
 
 /** Owners open in this process: a lease of this PID whose owner is not among them was left by a runtime that is gone. */
@@ -34,9 +39,17 @@ export class TaskLeases {
   /** This process's id as an owner of leases. */
   readonly owner = randomUUID();
   private readonly host = hostname();
-  private readonly held = new Set<string>();
+  /** The tasks this process holds, each with the epoch of its lease: the fencing token its commits carry. */
+  private readonly held = new Map<string, number>();
+  /** Tasks this process held until another took them over while it was paused: nothing more of theirs is written here. */
+  private readonly lost = new Set<string>();
+  /** Told of each task this process finds it has lost (at a commit or a renewal): its run must stop at once. */
+  onLost: ((taskId: string) => void) | null = null;
   /** Tasks created here whose lease is written with their first commit (nobody else can know them before). */
   private readonly newClaims: string[] = [];
+  /** What the commit in progress writes of `newClaims` and `pendingOffers`. */
+  private claimsWriting: string[] = [];
+  private offersWriting: string[] = [];
   /** Finished tasks whose lease rows go at the next renewal: nobody resumes a finished task, so no hurry. */
   private readonly finishedReleases = new Set<string>();
   /** Held tasks waiting in this process's line that another worker may take (`offer`). */
@@ -60,6 +73,8 @@ export class TaskLeases {
   private readonly unfinished: SqlStatement<[]>;
   private readonly forgetPruned: SqlStatement<[]>;
   private readonly acquireInTransaction: SqlTransaction<(taskId: string) => LeaseAttempt>;
+  private readonly fenceOf: SqlStatement<[string]>;
+  private readonly epochOf: SqlStatement<[string]>;
 
   constructor(
     private readonly db: SqlDatabase,
@@ -71,8 +86,11 @@ export class TaskLeases {
       `INSERT INTO task_leases (task_id, owner, pid, host, acquired_at, expires_at, cancel_requested)
        VALUES (@task_id, @owner, @pid, @host, @now, @expires_at, NULL)
        ON CONFLICT(task_id) DO UPDATE SET owner = excluded.owner, pid = excluded.pid, host = excluded.host,
-         acquired_at = excluded.acquired_at, expires_at = excluded.expires_at, offered = 0`,
+         acquired_at = excluded.acquired_at, expires_at = excluded.expires_at, offered = 0, epoch = task_leases.epoch + 1`,
     );
+    // In the commit's own transaction; on PostgreSQL the row is locked for it, so a takeover waits for the commit to end.
+    this.fenceOf = db.prepare(`SELECT owner, epoch, pid, host FROM task_leases WHERE task_id = ?${dialectOf(db) === "postgres" ? " FOR SHARE" : ""}`);
+    this.epochOf = db.prepare("SELECT epoch FROM task_leases WHERE task_id = ?");
     this.markOffered = db.prepare("UPDATE task_leases SET offered = 1 WHERE task_id = ? AND owner = ?");
     this.withdrawOffer = db.prepare("UPDATE task_leases SET offered = 0 WHERE task_id = ? AND owner = ? AND offered = 1");
     this.ownerOf = db.prepare("SELECT owner FROM task_leases WHERE task_id = ?");
@@ -84,7 +102,7 @@ export class TaskLeases {
         WHERE l.offered = 1 AND l.owner != ? AND t.state = 'queued' ORDER BY e.id LIMIT ?${dialectOf(db) === "postgres" ? " FOR UPDATE OF l SKIP LOCKED" : ""}`,
     );
     this.takeOffer = db.prepare(
-      `UPDATE task_leases SET owner = @owner, pid = @pid, host = @host, acquired_at = @now, expires_at = @expires_at, offered = 0
+      `UPDATE task_leases SET owner = @owner, pid = @pid, host = @host, acquired_at = @now, expires_at = @expires_at, offered = 0, epoch = epoch + 1
         WHERE task_id = @task_id AND owner = @previous AND offered = 1`,
     );
     // A row with a cancel nobody has carried out yet stays, run out, for whoever takes the task on next.
@@ -108,9 +126,7 @@ export class TaskLeases {
    * transaction, so two processes asking at once cannot both get it.
    */
   acquire(taskId: string): LeaseAttempt {
-    const attempt = this.acquireInTransaction.immediate(taskId);
-    if (attempt.acquired) this.held.add(taskId);
-    return attempt;
+    return this.acquireInTransaction.immediate(taskId);
   }
 
   /** `acquire`'s reading and writing, inside its transaction. */
@@ -123,12 +139,15 @@ export class TaskLeases {
     } else {
       this.upsert.run({ task_id: taskId, owner: this.owner, pid: process.pid, host: this.host, now: now.toISOString(), expires_at: this.expiry(now) });
     }
+    this.held.set(taskId, Number((this.epochOf.get(taskId) as { epoch: number }).epoch));
+    this.lost.delete(taskId);
+    const previous = row && row.owner !== this.owner ? { previous: holderOf(row) } : {};
     // A cancel asked of a holder that stopped before it acted is the new holder's to carry out.
     if (row?.cancel_requested) {
       this.clearCancel.run(taskId, this.owner);
-      return { acquired: true, cancelRequested: row.cancel_requested };
+      return { acquired: true, cancelRequested: row.cancel_requested, ...previous };
     }
-    return { acquired: true };
+    return { acquired: true, ...previous };
   }
 
   /**
@@ -136,7 +155,8 @@ export class TaskLeases {
    * in the task's first commit (`writeNewClaims`, which the TaskStore runs inside each of its commits).
    */
   claimNew(taskId: string): void {
-    this.held.add(taskId);
+    // A new task's row is written fresh, at epoch 0 (nobody held it before).
+    this.held.set(taskId, 0);
     this.newClaims.push(taskId);
   }
 
@@ -146,14 +166,29 @@ export class TaskLeases {
    * sees it unfinished, so there is nothing to hold it against, and nothing to remove afterwards.
    */
   writeNewClaims(endsHere: (taskId: string) => boolean = () => false): void {
-    if (this.newClaims.length > 0) {
+    // Kept until the commit is known to have happened (`committed`): a commit that fails (a full disk)
+    // writes them with the next one instead of losing them.
+    this.claimsWriting = [...this.newClaims];
+    this.offersWriting = [...this.pendingOffers];
+    if (this.claimsWriting.length > 0) {
       const now = this.now();
-      for (const taskId of this.newClaims.splice(0)) {
+      for (const taskId of this.claimsWriting) {
         if (this.held.has(taskId) && !endsHere(taskId)) this.upsert.run({ task_id: taskId, owner: this.owner, pid: process.pid, host: this.host, now: now.toISOString(), expires_at: this.expiry(now) });
       }
     }
-    for (const taskId of this.pendingOffers) this.markOffered.run(taskId, this.owner);
-    this.pendingOffers.clear();
+    for (const taskId of this.offersWriting) this.markOffered.run(taskId, this.owner);
+  }
+
+  /** The commit that wrote the new claims and offers has happened: they are no longer pending. */
+  committed(): void {
+    if (this.claimsWriting.length > 0) {
+      const written = new Set(this.claimsWriting);
+      const still = this.newClaims.filter((taskId) => !written.has(taskId));
+      this.newClaims.splice(0, this.newClaims.length, ...still);
+    }
+    for (const taskId of this.offersWriting) this.pendingOffers.delete(taskId);
+    this.claimsWriting = [];
+    this.offersWriting = [];
   }
 
   /**
@@ -210,7 +245,8 @@ export class TaskLeases {
       for (const row of this.offersElsewhere.all(this.owner, limit) as Array<{ task_id: string; owner: string }>) {
         const taken = this.takeOffer.run({ task_id: row.task_id, owner: this.owner, pid: process.pid, host: this.host, now: now.toISOString(), expires_at: this.expiry(now), previous: row.owner });
         if (taken.changes !== 1) continue;
-        this.held.add(row.task_id);
+        this.held.set(row.task_id, Number((this.epochOf.get(row.task_id) as { epoch: number }).epoch));
+        this.lost.delete(row.task_id);
         claimed.push(row.task_id);
       }
       return claimed;
@@ -237,6 +273,34 @@ export class TaskLeases {
 
   holds(taskId: string): boolean {
     return this.held.has(taskId);
+  }
+
+  /**
+   * Whether this process may still write the task's events: null when it may (it holds the task at
+   * the epoch the store says, or does not drive it at all); otherwise why not. Called inside each
+   * commit, for every task the commit changes: a task found taken over is lost here from then on.
+   */
+  writerProblem(taskId: string): string | null {
+    if (this.lost.has(taskId)) return "another process took the task over while this one was paused";
+    const epoch = this.held.get(taskId);
+    if (epoch === undefined) return null;
+    // A task created here whose row this commit (or the next) writes: nobody else can have it.
+    if (this.newClaims.includes(taskId)) return null;
+    const row = this.fenceOf.get(taskId) as Pick<LeaseRow, "owner" | "epoch" | "pid" | "host"> | undefined;
+    if (row && row.owner === this.owner && Number(row.epoch) === epoch) return null;
+    this.held.delete(taskId);
+    this.offered.delete(taskId);
+    this.pendingOffers.delete(taskId);
+    this.lost.add(taskId);
+    const reason = row ? `another process (PID ${row.pid} on ${row.host}) took the task over while this one was paused` : "its lease is gone: another process took the task over while this one was paused";
+    // Told after the commit, whose transaction this is.
+    queueMicrotask(() => this.onLost?.(taskId));
+    return reason;
+  }
+
+  /** Whether this process lost the task to another (see `writerProblem`). */
+  isLost(taskId: string): boolean {
+    return this.lost.has(taskId);
   }
 
   /** Tasks this process holds, and finished ones whose rows await the next renewal. */
@@ -270,6 +334,9 @@ export class TaskLeases {
       for (const taskId of this.finishedReleases) if (!this.held.has(taskId)) this.dropRow(taskId);
       this.finishedReleases.clear();
       this.extend.run(this.expiry(this.now()), this.owner);
+      // A held task whose row another owner has taken (while this process was paused) is lost here, not renewed.
+      const pending = new Set(this.newClaims);
+      for (const taskId of [...this.held.keys()]) if (!pending.has(taskId)) this.writerProblem(taskId);
       const asked = (this.cancels.all(this.owner) as Array<{ task_id: string; cancel_requested: string }>).map((row) => ({ taskId: row.task_id, reason: row.cancel_requested }));
       for (const { taskId } of asked) this.clearCancel.run(taskId, this.owner);
       return asked;
@@ -289,7 +356,7 @@ export class TaskLeases {
 
   /** Gives up every lease this process holds; it owns nothing any more. */
   close(): void {
-    for (const taskId of [...this.held, ...this.finishedReleases]) {
+    for (const taskId of [...this.held.keys(), ...this.finishedReleases]) {
       this.held.delete(taskId);
       this.dropRow(taskId);
     }
@@ -297,6 +364,12 @@ export class TaskLeases {
     this.offered.clear();
     this.pendingOffers.clear();
     ownersInThisProcess.delete(this.owner);
+  }
+
+  /** Whether the process that held a lease may still be running (paused, not gone): always for another host's. */
+  mayStillRun(holder: Pick<LeaseHolder, "pid" | "host">): boolean {
+    if (holder.host !== this.host) return true;
+    return holder.pid !== process.pid && isProcessAlive(holder.pid);
   }
 
   private isLive(row: Pick<LeaseRow, "owner" | "pid" | "host" | "expires_at">): boolean {

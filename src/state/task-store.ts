@@ -75,6 +75,22 @@ interface Tail {
   snapshotBytes: number;
 }
 
+/**
+ * What may still be recorded of a task after its terminal event: people's notes about it, which
+ * change nothing of how it ran. Anything else is refused (DUCK_ERR_TASK_FINISHED).
+ */
+const AFTER_THE_END: ReadonlySet<EventTypeName> = new Set<EventTypeName>([EventType.FeedbackReceived, EventType.ApprovalRevoked]);
+
+/** Who may write which task's events: the leases, whose epochs fence an owner that was paused past its lease. */
+export interface WriterFence {
+  /** Null when this process may write the task's events now; otherwise why not. Runs inside the commit. */
+  writerProblem(taskId: string): string | null;
+  /** Whether this process drives the task (then the fence checks it at each commit). */
+  holds(taskId: string): boolean;
+  /** Whether this process has lost the task to another: nothing of it is appended here any more. */
+  isLost(taskId: string): boolean;
+}
+
 /** Something to append: an event type and its payload. */
 export type PendingEvent = { [T in EventTypeName]: { type: T; payload: EventPayloads[T] } }[EventTypeName];
 
@@ -120,8 +136,14 @@ export class TaskStore {
   commitGuard: (() => void) | null = null;
   /** Writes of other stores that ride along in every commit (the leases of tasks created here). */
   private readonly companionWrites: Array<(endsHere: (taskId: string) => boolean) => void> = [];
+  /** Told after each commit that happened (the leases: the claims it wrote are no longer pending). */
+  private readonly afterCommits: Array<() => void> = [];
   /** Told, inside each commit, which events of which tasks it holds (PostgreSQL tells other processes). */
   private readonly commitObservers: Array<(ranges: CommittedRange[]) => void> = [];
+  /** Who may write which task (the leases); without one, every writer may. */
+  writerFence: WriterFence | null = null;
+  /** Tasks a commit refused to write (taken over elsewhere): each later append of theirs is refused too. */
+  private readonly refused = new Map<string, DuckError>();
   /** Since when commits have been failing (a full disk, a read-only file), or null while they succeed. */
   private failingSince: { since: string; message: string } | null = null;
   private readonly rows: TaskRows;
@@ -197,7 +219,11 @@ export class TaskStore {
    */
   appendAll(taskId: string, pending: readonly PendingEvent[], options: AppendOptions = {}): TaskProjection {
     this.throwIfBroken();
+    this.refuseStaleWriter(taskId, pending);
     let projection = this.projection(taskId);
+    if (isTerminalTaskState(projection.state) && pending.some((event) => !AFTER_THE_END.has(event.type))) {
+      throw new DuckError(ErrorCode.TaskFinished, `task ${taskId} has ended (${projection.state}): nothing more is recorded of its run`, { details: { task_id: taskId, state: projection.state } });
+    }
     const now = this.clock();
     const at = now.getTime();
     const time = this.isoTime(now, at);
@@ -218,8 +244,80 @@ export class TaskStore {
     batch.events.push(...written);
     batch.rows.set(taskId, time);
     this.projections.set(taskId, projection);
-    if (options.durable) this.flush();
+    if (options.durable) {
+      this.flush();
+      // The commit took the other tasks' events and refused these: the caller must not go on as if stored.
+      const refusal = this.refused.get(taskId);
+      if (refusal) throw refusal;
+    }
     return projection;
+  }
+
+  /** Throws when this process may no longer write the task: another took it over while this one was paused. */
+  private refuseStaleWriter(taskId: string, pending: readonly PendingEvent[]): void {
+    if (pending.every((event) => AFTER_THE_END.has(event.type))) return;
+    const known = this.refused.get(taskId);
+    if (known) throw known;
+    if (this.writerFence?.isLost(taskId)) throw fencedError(taskId, "another process took the task over while this one was paused");
+  }
+
+  /**
+   * Inside a commit: the tasks whose events this process may not write — taken over by another owner
+   * (the lease's epoch moved on), or ended — are left out of it, forgotten here, and refused from
+   * then on; the other tasks' events commit as usual.
+   */
+  private leaveOutRefused(batch: Batch): void {
+    let refusedHere: Map<string, DuckError> | null = null;
+    const created = batch.created.length > 0 ? new Set(batch.created.map((task) => task.id)) : null;
+    for (const taskId of batch.rows.keys()) {
+      if (created?.has(taskId)) continue;
+      let refusal: DuckError | null = null;
+      if (this.writerFence?.holds(taskId) || this.writerFence?.isLost(taskId)) {
+        const problem = this.writerFence.writerProblem(taskId);
+        if (problem) refusal = fencedError(taskId, problem);
+      } else if (batch.events.some((event) => event.task_id === taskId && !AFTER_THE_END.has(event.type as EventTypeName))) {
+        // A writer that does not drive the task (another process ended it meanwhile) may add notes, not steps.
+        const stored = this.rows.get(taskId);
+        if (stored && isTerminalTaskState(stored.state)) refusal = new DuckError(ErrorCode.TaskFinished, `task ${taskId} has ended (${stored.state}): nothing more is recorded of its run`, { details: { task_id: taskId, state: stored.state } });
+      }
+      if (refusal) (refusedHere ??= new Map()).set(taskId, refusal);
+    }
+    if (!refusedHere) return;
+    const kept: DuckEvent[] = [];
+    const keptJson: string[] = [];
+    batch.events.forEach((event, index) => {
+      if (refusedHere.has(event.task_id)) return;
+      kept.push(event);
+      keptJson.push(batch.payloadJson[index]!);
+    });
+    batch.events = kept;
+    batch.payloadJson = keptJson;
+    for (const [taskId, refusal] of refusedHere) {
+      batch.rows.delete(taskId);
+      batch.checkpoints.delete(taskId);
+      this.refused.set(taskId, refusal);
+      this.forgetUncommitted(taskId);
+    }
+  }
+
+  /**
+   * Throws DUCK_ERR_TASK_FENCED when this process no longer holds the task at its lease's epoch: the
+   * last look before a tool starts, so that an owner thawed after a takeover runs nothing more.
+   */
+  assertStillWriter(taskId: string): void {
+    const known = this.refused.get(taskId);
+    if (known) throw known;
+    const problem = this.writerFence?.holds(taskId) || this.writerFence?.isLost(taskId) ? this.writerFence.writerProblem(taskId) : null;
+    if (problem) {
+      const refusal = fencedError(taskId, problem);
+      this.refused.set(taskId, refusal);
+      throw refusal;
+    }
+  }
+
+  /** Lets the task be written again from here: this process holds it anew (it took the lease back). */
+  writableAgain(taskId: string): void {
+    this.refused.delete(taskId);
   }
 
   /**
@@ -235,6 +333,7 @@ export class TaskStore {
     } catch (error) {
       this.fail(batch, error);
     }
+    for (const after of this.afterCommits) after();
     this.failingSince = null;
     this.keepFinished(batch.rows.keys());
     this.publish(batch);
@@ -319,6 +418,7 @@ export class TaskStore {
     }
     this.transactionDepth -= 1;
     this.batch = null;
+    for (const after of this.afterCommits) after();
     this.failingSince = null;
     this.keepFinished(batch.rows.keys());
     this.publish(batch);
@@ -479,6 +579,11 @@ export class TaskStore {
     this.companionWrites.push(write);
   }
 
+  /** Adds what runs after every commit that happened. */
+  afterEachCommit(done: () => void): void {
+    this.afterCommits.push(done);
+  }
+
   /** Adds a write that runs inside every commit with the seq range of each task's events in it. */
   alsoWithEachCommitsEvents(write: (ranges: CommittedRange[]) => void): void {
     this.commitObservers.push(write);
@@ -486,6 +591,7 @@ export class TaskStore {
 
   private writeBatch(batch: Batch): void {
     this.commitGuard?.();
+    this.leaveOutRefused(batch);
     // A task created in this batch gets its row as the batch leaves it, so it needs no update below.
     let writtenWhole: Set<string> | null = null;
     for (const task of batch.created) {
@@ -543,7 +649,7 @@ export class TaskStore {
     const known = storageErrorOf(error);
     const message = `could not store events: ${known?.message ?? (error as Error).message}`;
     this.failingSince = { since: this.failingSince?.since ?? this.clock().toISOString(), message };
-    throw new DuckError(known?.code ?? ErrorCode.StorageFailed, message, { cause: error });
+    throw new DuckError(known?.code ?? ErrorCode.StorageFailed, message, { cause: error, ...(known ? { details: known.details } : {}) });
   }
 
   private throwIfBroken(): void {
@@ -552,6 +658,10 @@ export class TaskStore {
     this.broken = null;
     throw error;
   }
+}
+
+function fencedError(taskId: string, why: string): DuckError {
+  return new DuckError(ErrorCode.TaskFenced, `this process no longer drives task ${taskId}: ${why}; nothing more of this run is recorded, and the new owner carries it on`, { details: { task_id: taskId } });
 }
 
 /** A task's events, refused when one of them could not be read back: its state cannot be known from them. */

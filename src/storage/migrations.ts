@@ -183,6 +183,13 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; description: string; s
       ALTER TABLE approvals ADD COLUMN network INTEGER NOT NULL DEFAULT 0;
     `,
   },
+  {
+    version: 13,
+    description: "a lease carries an epoch, raised whenever another owner takes the task: every commit of its owner checks it, so an owner paused past its lease writes nothing",
+    sql: `
+      ALTER TABLE task_leases ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0;
+    `,
+  },
 ];
 
 export function migrate(db: Database): number {

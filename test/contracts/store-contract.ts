@@ -301,9 +301,15 @@ export function describeStoreContract(backend: StoreBackend): void {
         expect(other.orphans()).toEqual([task.task_id]);
         expect(other.acquire(task.task_id)).toEqual({ acquired: true });
         expect(leases.acquire(task.task_id)).toMatchObject({ acquired: false, holder: { owner: other.owner } });
-        // A holder that stops renewing loses the task once its lease runs out.
+        // A holder that stops renewing loses the task once its lease runs out; the taker is told who held it.
         clock.advance(10_001);
-        expect(leases.acquire(task.task_id)).toEqual({ acquired: true });
+        expect(other.writerProblem(task.task_id)).toBeNull();
+        expect(leases.acquire(task.task_id)).toMatchObject({ acquired: true, previous: { owner: other.owner } });
+        // The old holder is fenced off by the lease's epoch: it may write nothing more of the task.
+        expect(leases.writerProblem(task.task_id)).toBeNull();
+        expect(other.writerProblem(task.task_id)).toMatch(/took the task over/);
+        expect(other.isLost(task.task_id)).toBe(true);
+        expect(other.holds(task.task_id)).toBe(false);
         other.close();
       }),
     );

@@ -8,7 +8,13 @@ async function existingDatabase(program: Command): Promise<string | null> {
   const { resolveHomeDir } = await import("../../config/load-config.js");
   const home = resolveHomeDir(program.opts<GlobalOptions>().home);
   const file = join(home, "ducklm.sqlite3");
-  if (existsSync(file)) return file;
+  if (existsSync(file)) {
+    // A full disk is not damage: SQLite cannot even open its WAL index there, and says so as an error.
+    const { freeBytes, MIN_FREE_BYTES_TO_START, diskFullError } = await import("../../storage/disk-space.js");
+    const free = freeBytes(home);
+    if (free !== null && free < MIN_FREE_BYTES_TO_START) throw diskFullError(home, free);
+    return file;
+  }
   const homeIsFile = statSync(home, { throwIfNoEntry: false })?.isDirectory() === false;
   console.error(`error DUCK_ERR_INVALID_INPUT: ${homeIsFile ? `${home} is not a folder, so it holds no database` : `there is no database at ${file}`} (choose the home with --home)`);
   return null;
@@ -28,7 +34,9 @@ export function registerDb(program: Command): void {
         const report = checkDatabaseFile(file);
         if (options.json) console.log(JSON.stringify(report, null, 2));
         else if (report.ok) console.log(`${file}: ok (${report.tasks} tasks, ${report.events} events)`);
-        else {
+        else if (report.notDamage) {
+          console.error(`error DUCK_ERR_STORAGE: ${file} could not be read (${report.unreadable}): this is no sign of damage; check the disk and the file's permissions, then check again`);
+        } else {
           console.log(`${file}: damaged`);
           if (report.unreadable) console.log(`  it cannot be read as a database: ${report.unreadable}`);
           for (const line of report.integrity.filter((entry) => entry !== "ok").slice(0, 20)) console.log(`  integrity: ${line}`);

@@ -126,7 +126,23 @@ async function serve(ducklm: DuckLM, options: { host?: string; port?: string; op
   console.log("(the link works once, for 15 minutes; `ducklm login` prints a new one)");
   if (options.open) openInBrowser(login);
   // The last resort: an error nothing caught is logged, and the server goes on serving the other tasks.
-  const lastResort = (kind: string) => (error: unknown) => ducklm.logger.error({ err: error }, `${kind}: kept serving`);
+  // Never through a logger that is itself what failed: an error while logging one is written plainly.
+  let inLastResort = false;
+  const lastResort = (kind: string) => (error: unknown) => {
+    if (inLastResort) return;
+    inLastResort = true;
+    try {
+      ducklm.logger.error({ err: error }, `${kind}: kept serving`);
+    } catch {
+      try {
+        process.stderr.write(`${kind}: ${error instanceof Error ? error.message : String(error)}: kept serving\n`);
+      } catch {
+        // Nowhere left to say it.
+      }
+    } finally {
+      inLastResort = false;
+    }
+  };
   process.on("unhandledRejection", lastResort("unhandled rejection"));
   process.on("uncaughtException", lastResort("uncaught exception"));
   // A server runs for long: it also carries on tasks whose process stops while it runs.
@@ -145,6 +161,13 @@ async function serve(ducklm: DuckLM, options: { host?: string; port?: string; op
     }
   });
   console.log("stopping: unfinished tasks will resume at the next start");
+  // Stopping never waits for ever (a log writer or a tool that does not end): past the grace period
+  // the process exits all the same, and a second signal exits at once.
+  setTimeout(() => {
+    process.stderr.write(`could not stop within ${STOP_GRACE_MS / 1000} s: exiting anyway; unfinished tasks resume at the next start\n`);
+    process.exit(1);
+  }, STOP_GRACE_MS).unref();
+  for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.once(signal, () => process.exit(130));
   recordServer(ducklm.home, null);
   await app.close();
   return 0;
@@ -171,6 +194,9 @@ async function login(ducklm: DuckLM, options: { open?: boolean }): Promise<numbe
   if (options.open) openInBrowser(link);
   return 0;
 }
+
+/** How long `serve` may take to stop after a signal before it exits regardless. */
+export const STOP_GRACE_MS = 10_000;
 
 export function registerServe(program: Command): void {
   program

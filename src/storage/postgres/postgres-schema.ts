@@ -124,6 +124,13 @@ export const POSTGRES_MIGRATIONS: ReadonlyArray<{ version: number; description: 
       ALTER TABLE approvals ADD COLUMN network INTEGER NOT NULL DEFAULT 0;
     `,
   },
+  {
+    version: 4,
+    description: "a lease carries an epoch, raised whenever another owner takes the task: every commit of its owner checks it (SQLite migration 13)",
+    sql: `
+      ALTER TABLE task_leases ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0;
+    `,
+  },
 ];
 
 /** Any constant: migrations of several processes starting at once run one after another under it. */
