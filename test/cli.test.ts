@@ -597,8 +597,22 @@ describe("ducklm doctor", () => {
   it("checks the machine and reports each part", () => {
     const result = ducklm(["doctor"]);
     expect(result.code).toBe(0);
-    for (const part of ["node", "config", "database", "shell parser", "shell confinement", "models", "plugins"]) expect(result.stdout).toContain(part);
+    for (const part of ["node", "config", "database", "shell parser", "shell confinement", "command environment", "models", "plugins"]) expect(result.stdout).toContain(part);
     expect(result.stdout).toMatch(/ok\s+database\s+integrity ok/);
+  });
+
+  it("lists which of its variables commands get, and never a secret one", () => {
+    const result = spawnSync(process.execPath, ["--import", tsxLoader, join(root, "src/cli/main.ts"), "doctor"], {
+      cwd: workspace,
+      env: { ...process.env, DUCKLM_HOME: home, DUCKLM_CONFIG: join(root, "config"), GITHUB_PAT: "ghp_doctorSecret", LANG: "C.UTF-8" },
+      encoding: "utf8",
+      timeout: 60_000,
+    });
+    const line = result.stdout.split("\n").find((entry) => entry.includes("command environment")) ?? "";
+    expect(line).toMatch(/commands get .*\bLANG\b.*\bPATH\b/);
+    expect(line).not.toContain("GITHUB_PAT");
+    expect(line).not.toContain("ghp_doctorSecret");
+    expect(line).toMatch(/\d+ other variable\(s\) never reach them/);
   });
 });
 

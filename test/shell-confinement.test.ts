@@ -188,3 +188,37 @@ describe("a repository's credentials", () => {
     }
   });
 });
+
+describe("a workspace's submodules", () => {
+  it("stay read-only however many folders a task makes, and one not checked out cannot be planted", async () => {
+    const workspace = makeTempDir("ducklm-submodules-ws-");
+    const git = (...args: string[]) => execFileSync("git", ["-C", workspace, ...args], { encoding: "utf8", env: { ...process.env, GIT_AUTHOR_NAME: "t", GIT_AUTHOR_EMAIL: "t@x", GIT_COMMITTER_NAME: "t", GIT_COMMITTER_EMAIL: "t@x" } }).trim();
+    git("init", "-q");
+    mkdirSync(join(workspace, "libs", "deep", "er", "and", "deeper", "sub"), { recursive: true });
+    const sub = join(workspace, "libs", "deep", "er", "and", "deeper", "sub");
+    execFileSync("git", ["init", "-q", sub]);
+    execFileSync("git", ["-C", sub, "commit", "-q", "--allow-empty", "-m", "x"], { env: { ...process.env, GIT_AUTHOR_NAME: "t", GIT_AUTHOR_EMAIL: "t@x", GIT_COMMITTER_NAME: "t", GIT_COMMITTER_EMAIL: "t@x" } });
+    const head = execFileSync("git", ["-C", sub, "rev-parse", "HEAD"], { encoding: "utf8" }).trim();
+    git("update-index", "--add", "--cacheinfo", `160000,${head},libs/deep/er/and/deeper/sub`);
+    // And one the index names that is not checked out: its folder is empty.
+    mkdirSync(join(workspace, "vendor", "empty"), { recursive: true });
+    git("update-index", "--add", "--cacheinfo", `160000,${head},vendor/empty`);
+    const configBefore = readFileSync(join(sub, ".git", "config"), "utf8");
+    const sandbox = bubblewrapShell({ hiddenPaths: [] });
+    try {
+      // Enough folders to exhaust any bounded search for repositories.
+      await runIn(sandbox, "seq 1 4100 | sed 's/^/pad/' | xargs mkdir", workspace, false);
+      const printed = await runIn(sandbox, [
+        "printf '[core]\\n\\tfsmonitor = touch PLANTED\\n' >> libs/deep/er/and/deeper/sub/.git/config",
+        "mkdir -p vendor/empty/.git/hooks",
+        "printf 'gitdir: ../../evil\\n' > vendor/empty/.git",
+        "true",
+      ].join("; "), workspace, false);
+      expect(printed).toMatch(/Read-only file system/);
+      expect(readFileSync(join(sub, ".git", "config"), "utf8")).toBe(configBefore);
+      expect(readdirSync(join(workspace, "vendor", "empty"))).toEqual([]);
+    } finally {
+      await sandbox.dispose();
+    }
+  }, 120_000);
+});

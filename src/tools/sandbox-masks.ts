@@ -24,6 +24,21 @@ function quoted(value: string): string {
  * branch), as the text of a config file; null when there are none or git is not installed.
  */
 export function commitSettingsOf(gitconfig: string): string | null {
+  // Asked once per version of the file: it is read at every command.
+  const info = lstatSync(gitconfig, { throwIfNoEntry: false });
+  const key = info ? `${gitconfig}:${info.mtimeMs}:${info.size}:${info.ino}` : null;
+  if (key === null) return null;
+  const cached = commitSettingsCache.get(key);
+  if (cached !== undefined) return cached;
+  const settings = readCommitSettings(gitconfig);
+  commitSettingsCache.clear();
+  commitSettingsCache.set(key, settings);
+  return settings;
+}
+
+const commitSettingsCache = new Map<string, string | null>();
+
+function readCommitSettings(gitconfig: string): string | null {
   const listed = spawnSync("git", ["config", "--file", gitconfig, "--null", "--list"], { encoding: "utf8", timeout: 5_000, env: { PATH: process.env.PATH ?? "/usr/bin:/bin" } });
   if (listed.status !== 0 || !listed.stdout) return null;
   const sections = new Map<string, string[]>();

@@ -169,20 +169,44 @@ export function gitFolders(workspace: string, depth = 4): string[] {
 }
 
 /**
+ * The submodules the workspace's index names that have no `.git` yet (not checked out): a task that
+ * made one would point the user's next `git status` at a repository of its own. Relative to the workspace.
+ */
+export function missingSubmoduleGitEntries(workspace: string): string[] {
+  if (!lstatSync(join(workspace, ".git", "index"), { throwIfNoEntry: false })) return [];
+  return submoduleGitEntries(workspace, true).map((dotGit) => dotGit.slice(workspace.length + 1));
+}
+
+/**
  * The `.git` entries of the submodules the workspace's index names (gitlinks), at any depth: the
  * user's `git status` looks into each, so a search a task can exhaust with folders must not be what
  * protects them.
  */
-function submoduleGitEntries(workspace: string): string[] {
-  if (!existsSync(join(workspace, ".git"))) return [];
+function submoduleGitEntries(workspace: string, missing = false): string[] {
+  // Asked once per version of the index: it is looked at before every command.
+  const index = lstatSync(join(workspace, ".git", "index"), { throwIfNoEntry: false });
+  if (!index) return [];
+  const key = `${workspace}:${index.mtimeMs}:${index.size}:${index.ino}`;
+  let gitlinks = submoduleCache.get(key);
+  if (!gitlinks) {
+    gitlinks = listGitlinks(workspace);
+    if (submoduleCache.size > 64) submoduleCache.clear();
+    submoduleCache.set(key, gitlinks);
+  }
+  return gitlinks.filter((dotGit) => Boolean(lstatSync(dotGit, { throwIfNoEntry: false })) !== missing);
+}
+
+const submoduleCache = new Map<string, string[]>();
+
+/** The `.git` paths of every gitlink in the workspace's index. */
+function listGitlinks(workspace: string): string[] {
   const listed = spawnSync("git", ["-C", workspace, "ls-files", "--stage", "-z"], { encoding: "utf8", timeout: 5_000, maxBuffer: 64 * 1024 * 1024, env: { PATH: process.env.PATH ?? "/usr/bin:/bin", GIT_CONFIG_NOSYSTEM: "1", HOME: "/nonexistent" } });
   if (listed.status !== 0 || !listed.stdout) return [];
   const entries: string[] = [];
   for (const record of listed.stdout.split("\0")) {
     const match = /^160000 [0-9a-f]+ \d+\t(.+)$/.exec(record);
     if (!match) continue;
-    const dotGit = join(workspace, match[1]!, ".git");
-    if (lstatSync(dotGit, { throwIfNoEntry: false })) entries.push(dotGit);
+    entries.push(join(workspace, match[1]!, ".git"));
   }
   return entries;
 }
@@ -377,6 +401,8 @@ export function bubblewrapShell(options: BubblewrapOptions): ShellSandbox {
       if (guarded.some((entry) => entry.name === ".git") && !lstatSync(join(launch.workspace, ".git"), { throwIfNoEntry: false })) guarded.push({ name: "HEAD", folder: false });
       const present = guarded.map((entry) => join(launch.workspace, entry.name)).filter((path) => lstatSync(path, { throwIfNoEntry: false }) && !repositories.includes(path));
       const missing = guarded.filter((entry) => !lstatSync(join(launch.workspace, entry.name), { throwIfNoEntry: false }));
+      // A submodule not checked out gets a stand-in `.git` too, where its folder is (git makes it empty).
+      for (const name of missingSubmoduleGitEntries(launch.workspace)) if (isDirectory(join(launch.workspace, dirname(name)))) missing.push({ name, folder: true });
       const stand = placeholders.hold(launch.workspace, missing, Date.now() + (launch.timeLimitMs ?? 0) + HARD_LIMIT_MARGIN_MS);
       // Pinned first, protected after: a pinned folder must not cover a read-only `.git` or a hidden
       // path within it. Folders holding a nested `.git` are pinned too, or renaming one (`mv sub x`)

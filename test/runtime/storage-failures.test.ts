@@ -110,9 +110,11 @@ describe("a store that stops taking writes (a full disk)", () => {
       };
       full = true;
       // A task that cannot be stored is refused with a coded error, not a dropped connection.
-      const refused = await get("/chat", { method: "POST", body: JSON.stringify({ text: "hello" }) });
-      expect(refused.status).toBe(500);
-      expect(refused.body).toMatchObject({ error: { code: "DUCK_ERR_STORAGE" } });
+      const refused = await fetch(`${server.url}/chat`, { method: "POST", body: JSON.stringify({ text: "hello" }), headers: { authorization: `Bearer ${server.token}`, "content-type": "application/json" } });
+      // An outage, said as one: try again shortly.
+      expect(refused.status).toBe(503);
+      expect(refused.headers.get("retry-after")).toMatch(/^\d+$/);
+      expect(await refused.json()).toMatchObject({ error: { code: "DUCK_ERR_DISK_FULL" } });
       const health = await get("/health");
       expect(health.status).toBe(200);
       expect(health.body).toMatchObject({ status: "degraded", storage: { ok: false } });
