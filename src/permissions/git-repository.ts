@@ -140,9 +140,10 @@ function configValue(raw: string): string {
  * `[includeIf]` paths (followed whatever their condition, since the condition may hold). Lenient
  * where git would refuse the file: a folder named by a line git ignores is protected all the same.
  */
-function hooksPathsIn(file: string, depth: number, seen: Set<string>): string[] {
+function hooksPathsIn(file: string, depth: number, seen: Set<string>, included?: string[]): string[] {
   if (depth > MAX_INCLUDE_DEPTH || seen.has(file)) return [];
   seen.add(file);
+  if (depth > 0) included?.push(file);
   const text = readTextOrEmpty(file).replace(/\\\r?\n/g, "");
   const found: string[] = [];
   let section = "";
@@ -159,8 +160,8 @@ function hooksPathsIn(file: string, depth: number, seen: Set<string>): string[] 
     const value = configValue(entry[2]!);
     if (section === "core" && key === "hookspath" && value) found.push(value);
     if ((section === "include" || section === "includeif") && key === "path" && value) {
-      const included = value.replace(/^~(?=\/)/, homedir());
-      found.push(...hooksPathsIn(isAbsolute(included) ? included : resolve(dirname(file), included), depth + 1, seen));
+      const target = value.replace(/^~(?=\/)/, homedir());
+      found.push(...hooksPathsIn(isAbsolute(target) ? target : resolve(dirname(file), target), depth + 1, seen, included));
     }
   }
   return found;
@@ -180,6 +181,14 @@ function userGitConfigs(): string[] {
  * config. Read fresh each time, from the workspace's real path (file tools compare real paths).
  */
 export function workspaceRepositoryPaths(givenWorkspace: string): string[] {
+  return workspaceRepositoryEntries(givenWorkspace).map((entry) => entry.path);
+}
+
+/**
+ * `workspaceRepositoryPaths`, each with whether it is a folder (a hooks folder, a git directory) or
+ * a file (an included config): one that is missing is protected by a stand-in of its kind.
+ */
+export function workspaceRepositoryEntries(givenWorkspace: string): Array<{ path: string; folder: boolean }> {
   let workspace = givenWorkspace;
   try {
     workspace = realpathSync(givenWorkspace);
@@ -190,16 +199,23 @@ export function workspaceRepositoryPaths(givenWorkspace: string): string[] {
   const gitDir = gitDirectoryOf(dotGit);
   if (!gitDir) return [];
   const folders = [...pointedRepositories(dotGit, workspace)];
+  const files: string[] = [];
   const common = readTextOrEmpty(join(gitDir, "commondir")).trim();
   const configs = [join(gitDir, "config"), ...(common ? [join(isAbsolute(common) ? common : resolve(gitDir, common), "config")] : []), ...userGitConfigs()];
   const seen = new Set<string>();
+  const included: string[] = [];
   for (const config of configs) {
-    for (const value of hooksPathsIn(config, 0, seen)) {
+    for (const value of hooksPathsIn(config, 0, seen, included)) {
       const folder = resolve(workspace, value.replace(/^~(?=\/)/, homedir()));
       if (inside(workspace, folder)) folders.push(folder);
     }
   }
+  // A config file the repository includes from inside the workspace is obeyed as its own config is.
+  for (const file of included) if (inside(workspace, file)) files.push(file);
   // Named both ways when the workspace was given through a link: the sandbox binds the path as given.
-  const asGiven = workspace === givenWorkspace ? [] : folders.map((folder) => join(givenWorkspace, folder.slice(workspace.length)));
-  return [...new Set([...folders, ...asGiven])];
+  const asGiven = (paths: string[]) => (workspace === givenWorkspace ? [] : paths.map((path) => join(givenWorkspace, path.slice(workspace.length))));
+  const entries = new Map<string, boolean>();
+  for (const path of [...folders, ...asGiven(folders)]) entries.set(path, true);
+  for (const path of [...files, ...asGiven(files)]) entries.set(path, false);
+  return [...entries].map(([path, folder]) => ({ path, folder }));
 }

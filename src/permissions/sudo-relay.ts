@@ -1,9 +1,9 @@
 import { spawn } from "node:child_process";
 import { randomBytes, timingSafeEqual } from "node:crypto";
-import { accessSync, chmodSync, constants, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { accessSync, chmodSync, constants, mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server, type Socket } from "node:net";
 import { tmpdir } from "node:os";
-import { delimiter, isAbsolute, join, relative, resolve } from "node:path";
+import { delimiter, isAbsolute, join, relative } from "node:path";
 import { openAskpassSession } from "./askpass-broker.js";
 
 // The `sudo` a command finds first on its PATH: it asks DuckLM, outside the sandbox, to run the real
@@ -44,6 +44,21 @@ function findProgram(name: string, exclude: string): string | null {
     }
   }
   return null;
+}
+
+/** The longest request line the relay reads. */
+const MAX_REQUEST_BYTES = 64 * 1024;
+
+/** The real path of `path` when it lies inside the workspace's real path, else null. */
+function realInside(path: string, workspace: string): string | null {
+  if (!isAbsolute(path)) return null;
+  try {
+    const real = realpathSync(path);
+    const root = realpathSync(workspace);
+    return real === root || !relative(root, real).startsWith("..") ? real : null;
+  } catch {
+    return null;
+  }
 }
 
 export interface SudoRelay {
@@ -96,6 +111,11 @@ export function openSudoRelay(options: SudoRelayOptions): SudoRelay {
     socket.on("data", (chunk) => {
       if (received.includes("\n")) return;
       received += chunk.toString("utf8");
+      // A request is one short line; anything longer is not the shim's.
+      if (received.length > MAX_REQUEST_BYTES) {
+        socket.destroy();
+        return;
+      }
       if (!received.includes("\n")) return;
       let request: { token?: unknown; argv?: unknown; cwd?: unknown };
       try {
@@ -121,7 +141,8 @@ export function openSudoRelay(options: SudoRelayOptions): SudoRelay {
       }
       remaining.splice(index, 1);
       const cwdText = typeof request.cwd === "string" ? request.cwd : options.workspace;
-      const cwd = isAbsolute(cwdText) && !relative(options.workspace, resolve(cwdText)).startsWith("..") ? cwdText : options.workspace;
+      // Where the shim says it runs, as the real path: a link in the workspace may lead anywhere.
+      const cwd = realInside(cwdText, options.workspace) ?? options.workspace;
       const child = spawn(realSudo, ["-A", ...argv], { cwd, env: { ...options.env, SUDO_ASKPASS: askpass.helper }, stdio: ["ignore", "pipe", "pipe"] });
       children.add(child);
       child.stdout.on("data", (data: Buffer) => send(socket, { type: "out", data: data.toString("base64") }));

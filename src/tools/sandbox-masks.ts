@@ -56,10 +56,13 @@ function readCommitSettings(gitconfig: string): string | null {
   return [...sections].map(([section, lines]) => `[${section}]\n${lines.join("\n")}\n`).join("");
 }
 
-// `key = value`, after a `[section]` on the same line or not (git's and TOML's syntax alike).
-const SETTING = /^(\s*(?:\[[^\]]*\]\s*)?)([A-Za-z][\w.-]*)(\s*=\s*)(.*)$/;
-// Keys whose value is a credential: an http.extraHeader (an Authorization header), passwords, tokens, keys.
-const SECRET_KEY = /(header|pass(word|wd|phrase)?$|token|secret|api_?key|private_?key|cookie)/i;
+// `key = value`, after a `[section]` on the same line or not (git's and TOML's syntax alike), or an
+// npmrc's key scoped to a registry (`//registry.example/:_authToken=…`).
+const SETTING = /^(\s*(?:\[[^\]]*\]\s*)?)((?:\/\/[^\s=]*:)?[A-Za-z_][\w.-]*)(\s*=\s*)(.*)$/;
+// Keys whose value is a credential: an http.extraHeader (an Authorization header), passwords, tokens, keys, npm's `_auth`.
+const SECRET_KEY = /(header|pass(word|wd|phrase)?$|token|secret|api_?key|private_?key|cookie|(^|:)_auth$)/i;
+// The same in an XML file (Maven's settings.xml): `<password>…</password>` on one line.
+const XML_SECRET = /(<((?:\w+:)?(?:password|passphrase|privateKey|token|secret)[\w-]*)>)[^<]*(<\/\2>)/gi;
 const URL_USERINFO = /\b([a-z][a-z0-9+.-]*:\/\/)([^/@\s"]+)@/gi;
 const URL_SECRET_PARAMETER = /([?&](?:[\w-]*token|password|passwd|secret|key|auth|sig|signature)=)[^&#\s"]+/gi;
 
@@ -89,7 +92,7 @@ export function maskedRepositoryConfig(text: string): string | null {
         return `${before}${key}${equals}${MASKED}${continuing ? " \\" : ""}`;
       }
     }
-    const cleaned = line.replace(URL_USERINFO, (_match, scheme: string) => `${scheme}${encodeURIComponent(MASKED)}@`).replace(URL_SECRET_PARAMETER, (_match, name: string) => `${name}${encodeURIComponent(MASKED)}`);
+    const cleaned = line.replace(XML_SECRET, (_match, open: string, _name: string, close: string) => `${open}${MASKED}${close}`).replace(URL_USERINFO, (_match, scheme: string) => `${scheme}${encodeURIComponent(MASKED)}@`).replace(URL_SECRET_PARAMETER, (_match, name: string) => `${name}${encodeURIComponent(MASKED)}`);
     if (cleaned !== line) changed = true;
     return cleaned;
   }).join("\n");

@@ -2,10 +2,12 @@
  * The seccomp filter every confined command runs under, as the classic BPF program bubblewrap's
  * `--seccomp FD` installs. It refuses what the sandbox's mounts and namespaces cannot take away:
  *
- * - `socket(AF_UNIX, …)`: a service listening on a socket file anywhere on the read-only filesystem
- *   (a database, a container engine, an editor's server, D-Bus) would act for the command outside the
- *   sandbox; and `socketpair(AF_UNIX, …)` of any type but a stream, since an unconnected datagram pair
- *   can still `connect` or `sendto` a socket file. A stream pair reaches nothing: programs use it for pipes.
+ * - every socket but IPv4, IPv6 and netlink, AF_UNIX above all: a service listening on a socket
+ *   file anywhere on the read-only filesystem (a database, a container engine, an editor's server,
+ *   D-Bus) would act for the command outside the sandbox, and families the network namespace does not
+ *   confine (AF_VSOCK reaches the host of a virtual machine) must not be opened at all. A
+ *   `socketpair(AF_UNIX, …)` is allowed as a stream only: an unconnected datagram pair can still
+ *   `connect` or `sendto` a socket file; a stream pair reaches nothing (programs use it for pipes).
  * - modes with the set-user-ID or set-group-ID bit (chmod, and the calls that create files and
  *   folders): when DuckLM runs as root, a file a command made is root's, and a setuid copy of a shell
  *   in the workspace would make root of whoever runs it later;
@@ -53,6 +55,10 @@ const TABLES: Partial<Record<NodeJS.Architecture, SyscallTable>> = {
 };
 
 const AF_UNIX = 1;
+/** The families a command may open: the network namespace confines these. */
+const AF_INET = 2;
+const AF_INET6 = 10;
+const AF_NETLINK = 16;
 const SOCK_STREAM = 1;
 /** The socket type without SOCK_NONBLOCK and SOCK_CLOEXEC. */
 const SOCK_TYPE_MASK = 0xf;
@@ -101,10 +107,11 @@ export function confinedCommandFilter(arch: NodeJS.Architecture = process.arch):
     ...table.refused.map((number) => jumpIf(number, "refuse")),
     { op: RETURN, value: RET_ALLOW },
     { label: "socket", op: LOAD_WORD, at: argumentAt(0) },
-    { op: JUMP_IF_EQUAL, value: AF_UNIX, then: "refuse", otherwise: null },
-    { op: RETURN, value: RET_ALLOW },
+    { op: JUMP_IF_EQUAL, value: AF_INET, then: "allow", otherwise: null },
+    { op: JUMP_IF_EQUAL, value: AF_INET6, then: "allow", otherwise: null },
+    { op: JUMP_IF_EQUAL, value: AF_NETLINK, then: "allow", otherwise: "refuse" },
     { label: "socketpair", op: LOAD_WORD, at: argumentAt(0) },
-    { op: JUMP_IF_EQUAL, value: AF_UNIX, then: null, otherwise: "allow" },
+    { op: JUMP_IF_EQUAL, value: AF_UNIX, then: null, otherwise: "refuse" },
     { op: LOAD_WORD, at: argumentAt(1) },
     { op: AND, value: SOCK_TYPE_MASK },
     { op: JUMP_IF_EQUAL, value: SOCK_STREAM, then: "allow", otherwise: "refuse" },

@@ -1,12 +1,12 @@
 import { spawnSync, type ChildProcess } from "node:child_process";
 import { createHash } from "node:crypto";
-import { chmodSync, existsSync, lstatSync, mkdtempSync, readdirSync, realpathSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, closeSync, existsSync, lstatSync, mkdirSync, mkdtempSync, openSync, readdirSync, realpathSync, rmSync, statSync, writeFileSync, type Stats } from "node:fs";
 import { homedir, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import type { Duplex, Writable } from "node:stream";
 import type { Logger } from "pino";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
-import { pointedRepositories, repositoryConfigFiles, workspaceRepositoryPaths } from "../permissions/git-repository.js";
+import { pointedRepositories, repositoryConfigFiles, workspaceRepositoryEntries } from "../permissions/git-repository.js";
 import { commandEnvironment, type EnvironmentPolicy } from "./command-environment.js";
 import { SANDBOX_PROXY_PORT, startNetworkProxy, type NetworkProxy } from "./network-proxy.js";
 import { DEFAULT_RUN_LATER_FILES, RunLaterPlaceholders, runLaterEntry } from "./run-later-files.js";
@@ -118,10 +118,54 @@ const SERVICE_SOCKET_DIRS = [
 ];
 const SERVICE_SOCKET_FILES = ["/run/docker.sock", "/var/run/docker.sock", "/run/snapd.socket", "/var/lib/lxd/unix.socket", "/var/lib/incus/unix.socket", "/run/containerd/containerd.sock"];
 
-/** What a home that is, or lies in, the workspace keeps read-only: what the user's shell, git and toolchains run or read. */
-const HOME_STARTUP_FILES = [".bashrc", ".bash_profile", ".bash_login", ".profile", ".bash_logout", ".zshrc", ".zprofile", ".zshenv", ".zlogin", ".zlogout", ".inputrc", ".config/fish", ".config/git", ".gitconfig", ".npmrc", ".local/bin"];
-/** Configs of visible toolchains that may hold a registry token: shown with it masked. */
-const TOOLCHAIN_CONFIGS = [".cargo/config.toml", ".cargo/config"];
+/**
+ * What a home that is, or lies in, the workspace keeps read-only, and a missing one impossible to
+ * make: what the user's shell, git and toolchains run or read (a trailing `/` for a folder).
+ */
+const HOME_STARTUP_FILES = [".bashrc", ".bash_profile", ".bash_login", ".profile", ".bash_logout", ".zshrc", ".zprofile", ".zshenv", ".zlogin", ".zlogout", ".inputrc", ".config/fish/", ".config/git/", ".gitconfig", ".npmrc", ".local/bin/"];
+/** Names of configs in visible toolchains that may hold a registry token or a password: shown with it masked. */
+const TOOLCHAIN_CONFIG_NAMES = new Set(["config.toml", "config", "npmrc", ".npmrc", "pip.conf", "pip.ini", ".pypirc", "settings.xml", "gradle.properties", ".yarnrc", ".yarnrc.yml", "credentials", "credentials.toml"]);
+/** Bounds on what is masked before each command: a task could plant repositories by the thousand. */
+const MAX_REPOSITORIES_MASKED = 32;
+const MAX_CONFIGS_MASKED = 64;
+const MAX_MASKED_BYTES = 4 * 1024 * 1024;
+/** /proc's files that only root may read; hidden when DuckLM runs as root (the kernel sees root's uid). */
+const ROOT_ONLY_PROC_FILES = ["/proc/slabinfo", "/proc/vmallocinfo", "/proc/timer_list", "/proc/kallsyms", "/proc/sched_debug", "/proc/pagetypeinfo", "/proc/kpagecount", "/proc/kpageflags", "/proc/kpagecgroup", "/proc/iomem", "/proc/ioports", "/proc/keys", "/proc/key-users"];
+
+/**
+ * The configs inside the visible toolchain folders that may hold credentials (nvm's global npmrc,
+ * pyenv's pip.conf, cargo's config): found by name, at most a few levels down, once a minute.
+ */
+class ToolchainConfigs {
+  private found: string[] = [];
+  private key = "";
+  private foundAt = 0;
+
+  current(folders: readonly string[]): string[] {
+    const key = folders.join("\0");
+    if (key === this.key && Date.now() - this.foundAt < ROOT_ONLY_REFRESH_MS) return this.found;
+    this.key = key;
+    this.foundAt = Date.now();
+    this.found = [];
+    for (const folder of folders) {
+      const queue: Array<[string, number]> = [[folder, 0]];
+      for (let searched = 0; queue.length > 0 && searched < 2_000; searched += 1) {
+        const [dir, level] = queue.shift()!;
+        let entries: import("node:fs").Dirent[];
+        try {
+          entries = readdirSync(dir, { withFileTypes: true });
+        } catch {
+          continue;
+        }
+        for (const entry of entries) {
+          if (entry.isFile() && TOOLCHAIN_CONFIG_NAMES.has(entry.name)) this.found.push(join(dir, entry.name));
+          else if (entry.isDirectory() && level < 5 && !["node_modules", "lib", "include", "share", "registry", "toolchains", "caches"].includes(entry.name)) queue.push([join(dir, entry.name), level + 1]);
+        }
+      }
+    }
+    return this.found;
+  }
+}
 
 function realOrNull(path: string): string | null {
   try {
@@ -136,7 +180,20 @@ function isDirectory(path: string): boolean {
 }
 
 /** Folders searched for repositories before giving up: bounded, since it is done before every command. */
-const MAX_FOLDERS_SEARCHED = 4000;
+const MAX_FOLDERS_SEARCHED = 8000;
+/** Repositories protected at most by one search (those found at any earlier command of the workspace stay protected). */
+const MAX_REPOSITORIES_FOUND = 1024;
+
+/** A `.git` folder with a HEAD, or a `.git` file that points somewhere (`gitdir:`): what git would use. */
+function looksLikeGitEntry(path: string, folder: boolean): boolean {
+  if (folder) return existsSync(join(path, "HEAD"));
+  try {
+    const info = statSync(path);
+    return info.size > 0 && info.size < 4096;
+  } catch {
+    return false;
+  }
+}
 
 /**
  * The `.git` folders (and `.git` files, which point git elsewhere) of the workspace and of
@@ -145,12 +202,12 @@ const MAX_FOLDERS_SEARCHED = 4000;
  * — and, being mount points, impossible to rename or replace. What the user's own git later reads
  * there, no task has written.
  */
-export function gitFolders(workspace: string, depth = 4): string[] {
+export function gitFolders(workspace: string, git: GitRunner | null = null, depth = 4): string[] {
   const found: string[] = [];
   const queue: Array<[string, number]> = [[workspace, 0]];
   let searched = 0;
   // Breadth first, so that the bound leaves the shallow repositories, the likeliest, protected.
-  while (queue.length > 0 && searched < MAX_FOLDERS_SEARCHED && found.length < 256) {
+  while (queue.length > 0 && searched < MAX_FOLDERS_SEARCHED && found.length < MAX_REPOSITORIES_FOUND) {
     const [dir, level] = queue.shift()!;
     searched += 1;
     let entries: import("node:fs").Dirent[];
@@ -161,20 +218,23 @@ export function gitFolders(workspace: string, depth = 4): string[] {
     }
     for (const entry of entries) {
       const path = join(dir, entry.name);
-      if (entry.name === ".git" && (entry.isDirectory() || entry.isFile())) found.push(path);
+      // Only what git would take for a repository counts: empty `.git` entries by the hundred must not use the bound up.
+      if (entry.name === ".git" && (entry.isDirectory() || entry.isFile())) {
+        if (looksLikeGitEntry(path, entry.isDirectory())) found.push(path);
+      }
       else if (entry.isDirectory() && level < depth) queue.push([path, level + 1]);
     }
   }
-  return [...new Set([...found, ...submoduleGitEntries(workspace)])];
+  return [...new Set([...found, ...submoduleGitEntries(workspace, git)])];
 }
 
 /**
  * The submodules the workspace's index names that have no `.git` yet (not checked out): a task that
  * made one would point the user's next `git status` at a repository of its own. Relative to the workspace.
  */
-export function missingSubmoduleGitEntries(workspace: string): string[] {
-  if (!lstatSync(join(workspace, ".git", "index"), { throwIfNoEntry: false })) return [];
-  return submoduleGitEntries(workspace, true).map((dotGit) => dotGit.slice(workspace.length + 1));
+export function missingSubmoduleGitEntries(workspace: string, git: GitRunner | null): string[] {
+  if (!workspaceIndex(workspace)) return [];
+  return submoduleGitEntries(workspace, git, true).map((dotGit) => dotGit.slice(workspace.length + 1));
 }
 
 /**
@@ -182,14 +242,14 @@ export function missingSubmoduleGitEntries(workspace: string): string[] {
  * user's `git status` looks into each, so a search a task can exhaust with folders must not be what
  * protects them.
  */
-function submoduleGitEntries(workspace: string, missing = false): string[] {
+function submoduleGitEntries(workspace: string, git: GitRunner | null, missing = false): string[] {
   // Asked once per version of the index: it is looked at before every command.
-  const index = lstatSync(join(workspace, ".git", "index"), { throwIfNoEntry: false });
+  const index = workspaceIndex(workspace);
   if (!index) return [];
   const key = `${workspace}:${index.mtimeMs}:${index.size}:${index.ino}`;
   let gitlinks = submoduleCache.get(key);
   if (!gitlinks) {
-    gitlinks = listGitlinks(workspace);
+    gitlinks = listGitlinks(workspace, git);
     if (submoduleCache.size > 64) submoduleCache.clear();
     submoduleCache.set(key, gitlinks);
   }
@@ -198,9 +258,46 @@ function submoduleGitEntries(workspace: string, missing = false): string[] {
 
 const submoduleCache = new Map<string, string[]>();
 
+/** The index of a repository whose `.git` is a folder; a worktree's `.git` is a file, and has none here. */
+function workspaceIndex(workspace: string): Stats | undefined {
+  try {
+    return lstatSync(join(workspace, ".git", "index"), { throwIfNoEntry: false });
+  } catch {
+    return undefined;
+  }
+}
+
+/** Runs git on the workspace's repository, whose config a task may have written: see `confinedGit`. */
+export type GitRunner = (args: readonly string[]) => { status: number | null; stdout: string };
+
+/**
+ * git run on the workspace's repository from outside the sandbox would obey its config, which a task
+ * can reach (an included file in the workspace): `core.fsmonitor` runs a program at `ls-files`. So
+ * it runs with that switched off from the command line (which beats every config file), without the
+ * user's or the system's config, and inside a sandbox of its own (read-only, no network, the seccomp
+ * filter), so that nothing it might still run can act.
+ */
+export function confinedGit(binary: string, filterFile: string): GitRunner {
+  return (args) => {
+    const filter = openSync(filterFile, "r");
+    try {
+      const result = spawnSync(
+        binary,
+        ["--unshare-user", "--disable-userns", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-net", "--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--seccomp", "3",
+          "git", "-c", "core.fsmonitor=false", "-c", "core.untrackedCache=false", "-c", "safe.directory=*", ...args],
+        { stdio: ["ignore", "pipe", "ignore", filter], encoding: "utf8", timeout: 10_000, maxBuffer: 64 * 1024 * 1024, env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: "/nonexistent", GIT_CONFIG_NOSYSTEM: "1", GIT_CONFIG_GLOBAL: "/dev/null" } },
+      );
+      return { status: result.status, stdout: result.stdout ?? "" };
+    } finally {
+      closeSync(filter);
+    }
+  };
+}
+
 /** The `.git` paths of every gitlink in the workspace's index. */
-function listGitlinks(workspace: string): string[] {
-  const listed = spawnSync("git", ["-C", workspace, "ls-files", "--stage", "-z"], { encoding: "utf8", timeout: 5_000, maxBuffer: 64 * 1024 * 1024, env: { PATH: process.env.PATH ?? "/usr/bin:/bin", GIT_CONFIG_NOSYSTEM: "1", HOME: "/nonexistent" } });
+function listGitlinks(workspace: string, git: GitRunner | null): string[] {
+  if (!git) return [];
+  const listed = git(["-C", workspace, "ls-files", "--stage", "-z"]);
   if (listed.status !== 0 || !listed.stdout) return [];
   const entries: string[] = [];
   for (const record of listed.stdout.split("\0")) {
@@ -330,6 +427,8 @@ export function bubblewrapShell(options: BubblewrapOptions): ShellSandbox {
   const home = options.home ?? homedir();
   const runLater = (options.runLaterFiles ?? DEFAULT_RUN_LATER_FILES).map(runLaterEntry);
   const placeholders = new RunLaterPlaceholders();
+  const knownRepositories = new Map<string, Set<string>>();
+  const toolchainConfigs = new ToolchainConfigs();
   const rootOnly = asRoot ? rootOnlyFilesOfThisMachine() : null;
   // The sandbox's own folder, made at the first command: the supervisor script, and the private
   // copies bound over originals.
@@ -348,6 +447,15 @@ export function bubblewrapShell(options: BubblewrapOptions): ShellSandbox {
     return path;
   };
   const filter = confinedCommandFilter();
+  // git on the workspace's repository, confined (made with the sandbox's folder, at the first command).
+  let gitRunner: GitRunner | null = null;
+  const git = (): GitRunner => {
+    if (gitRunner) return gitRunner;
+    const filterFile = join(folder(), "seccomp.bpf");
+    writeFileSync(filterFile, filter, { mode: 0o600 });
+    gitRunner = confinedGit(binary, filterFile);
+    return gitRunner;
+  };
   return {
     kind: "bwrap",
     confinement: "confined",
@@ -366,9 +474,12 @@ export function bubblewrapShell(options: BubblewrapOptions): ShellSandbox {
       const hide = (path: string) => (isDirectory(path) ? args.push("--tmpfs", path) : args.push("--ro-bind", "/dev/null", path));
       // Later mounts cover earlier ones: what holds the workspace is hidden first, and the workspace bound over it.
       const holdsWorkspace = (path: string) => within(launch.workspace, path);
+      const hiddenRootOnly = rootOnly ? (await rootOnly.current()).filter((path) => !within(path, launch.workspace)) : [];
       if (rootOnly) {
         // One that holds the workspace is hidden too: the workspace is bound back over it, its siblings stay hidden.
-        for (const path of await rootOnly.current()) if (!within(path, launch.workspace)) hide(path);
+        for (const path of hiddenRootOnly) hide(path);
+        // /proc's files only root may read (the kernel's slabs, timers, address maps).
+        for (const path of ROOT_ONLY_PROC_FILES) if (statSync(path, { throwIfNoEntry: false })?.isFile()) args.push("--ro-bind", "/dev/null", path);
         for (const path of ROOT_READABLE_KERNEL_FOLDERS) if (isDirectory(path)) args.push("--tmpfs", path);
       }
       const homes = homesOf(home).filter((path) => !within(path, launch.workspace));
@@ -381,12 +492,17 @@ export function bubblewrapShell(options: BubblewrapOptions): ShellSandbox {
       const commitSettings = inHiddenHome(home) || homeInWorkspace ? commitSettingsOf(join(home, ".gitconfig")) : null;
       for (const path of hidden.filter(holdsWorkspace)) hide(path);
       for (const path of [launch.workspace, ...(launch.extraWritable ?? [])]) args.push("--bind", path, path);
-      const found = gitFolders(launch.workspace);
-      const repositories = [...new Set([...found, ...found.flatMap((dotGit) => pointedRepositories(dotGit, launch.workspace)), ...workspaceRepositoryPaths(launch.workspace).filter((path) => existsSync(path))])];
+      // Every repository ever found in the workspace stays protected, however a later search is exhausted.
+      const known = knownRepositories.get(launch.workspace) ?? new Set<string>();
+      for (const dotGit of gitFolders(launch.workspace, git())) known.add(dotGit);
+      knownRepositories.set(launch.workspace, known);
+      const found = [...known].filter((dotGit) => lstatSync(dotGit, { throwIfNoEntry: false }));
+      const repositoryEntries = workspaceRepositoryEntries(launch.workspace);
+      const repositories = [...new Set([...found, ...found.flatMap((dotGit) => pointedRepositories(dotGit, launch.workspace)), ...repositoryEntries.map((entry) => entry.path).filter((path) => existsSync(path))])];
       const inside = hidden.filter((candidate) => !holdsWorkspace(candidate));
       // Outside the workspace everything is read-only already; inside, such a folder is bound read-only.
       // A home given as the workspace keeps what the user's shell, git and toolchains run read-only.
-      const homeProtected = homeInWorkspace ? [...HOME_STARTUP_FILES.map((name) => join(home, name)), ...(options.homeVisible ?? [])] : [];
+      const homeProtected = homeInWorkspace ? [...HOME_STARTUP_FILES.map((name) => join(home, name.replace(/\/$/, ""))), ...(options.homeVisible ?? [])] : [];
       const readOnly = [...new Set([...(options.readOnlyPaths ?? []), ...homeProtected].map((path) => realOrNull(path)).filter((path): path is string => path !== null && path.startsWith(`${launch.workspace}/`)))];
       // A folder of the program that is not there (`dist` before a build, `src` of an installed
       // package) must not be made by a task either: the next start would run what it put there. A
@@ -401,8 +517,26 @@ export function bubblewrapShell(options: BubblewrapOptions): ShellSandbox {
       if (guarded.some((entry) => entry.name === ".git") && !lstatSync(join(launch.workspace, ".git"), { throwIfNoEntry: false })) guarded.push({ name: "HEAD", folder: false });
       const present = guarded.map((entry) => join(launch.workspace, entry.name)).filter((path) => lstatSync(path, { throwIfNoEntry: false }) && !repositories.includes(path));
       const missing = guarded.filter((entry) => !lstatSync(join(launch.workspace, entry.name), { throwIfNoEntry: false }));
-      // A submodule not checked out gets a stand-in `.git` too, where its folder is (git makes it empty).
-      for (const name of missingSubmoduleGitEntries(launch.workspace)) if (isDirectory(join(launch.workspace, dirname(name)))) missing.push({ name, folder: true });
+      // A submodule not checked out gets a stand-in `.git` too, its folder made if need be (git makes
+      // it empty); a hooks folder or an included config the repository names but that is missing, a
+      // stand-in of its kind.
+      for (const name of missingSubmoduleGitEntries(launch.workspace, git())) {
+        mkdirSync(join(launch.workspace, dirname(name)), { recursive: true });
+        missing.push({ name, folder: true });
+      }
+      if (homeInWorkspace) {
+        for (const entry of HOME_STARTUP_FILES.map(runLaterEntry)) {
+          const path = join(home, entry.name);
+          if (lstatSync(path, { throwIfNoEntry: false })) continue;
+          mkdirSync(dirname(path), { recursive: true });
+          missing.push({ name: path.slice(launch.workspace.length + 1), folder: entry.folder });
+        }
+      }
+      for (const entry of repositoryEntries) {
+        if (!entry.path.startsWith(`${launch.workspace}/`) || lstatSync(entry.path, { throwIfNoEntry: false })) continue;
+        mkdirSync(dirname(entry.path), { recursive: true });
+        missing.push({ name: entry.path.slice(launch.workspace.length + 1), folder: entry.folder });
+      }
       const stand = placeholders.hold(launch.workspace, missing, Date.now() + (launch.timeLimitMs ?? 0) + HARD_LIMIT_MARGIN_MS);
       // Pinned first, protected after: a pinned folder must not cover a read-only `.git` or a hidden
       // path within it. Folders holding a nested `.git` are pinned too, or renaming one (`mv sub x`)
@@ -411,13 +545,24 @@ export function bubblewrapShell(options: BubblewrapOptions): ShellSandbox {
       for (const ancestor of pinned) args.push("--bind", ancestor, ancestor);
       for (const path of [...repositories, ...readOnly, ...present, ...stand.paths]) args.push("--ro-bind", path, path);
       // Credentials in what git reads (an extraheader, a token in a remote's URL), wherever the repository's configs lie, are shown masked.
-      for (const config of [...new Set(found.flatMap((dotGit) => repositoryConfigFiles(dotGit)))]) {
+      // Only a config the command could read anyway gets a masked copy: a copy bound over a hidden
+      // one (a `gitdir:` a task pointed at a folder only root may read) would show what it hides.
+      const readableAnyway = (path: string) => {
+        if (within(path, launch.workspace)) return true;
+        if (inHiddenHome(path) && !visible.some((folder) => within(path, folder))) return false;
+        if ([...hidden, ...SHARED_TEMPORARY_FOLDERS].some((folder) => within(path, folder))) return false;
+        if (hiddenRootOnly.some((folder) => within(path, folder))) return false;
+        const info = statSync(path, { throwIfNoEntry: false });
+        return info !== undefined && (!asRoot || (info.mode & 0o004) !== 0);
+      };
+      const configs = [...new Set([...found.slice(0, MAX_REPOSITORIES_MASKED).flatMap((dotGit) => repositoryConfigFiles(dotGit)), ...toolchainConfigs.current(visible.filter((path) => inHiddenHome(path)))])];
+      let maskedBytes = 0;
+      for (const config of configs.slice(0, MAX_CONFIGS_MASKED)) {
+        if (!readableAnyway(config) || maskedBytes > MAX_MASKED_BYTES) continue;
         const masked = maskedConfigOf(config);
-        if (masked !== null) args.push("--ro-bind", privateCopy(masked), config);
-      }
-      for (const config of TOOLCHAIN_CONFIGS.map((name) => join(home, name))) {
-        const masked = (inHiddenHome(config) && visible.some((path) => within(config, path))) || within(config, launch.workspace) ? maskedConfigOf(config) : null;
-        if (masked !== null) args.push("--ro-bind", privateCopy(masked), config);
+        if (masked === null) continue;
+        maskedBytes += masked.length;
+        args.push("--ro-bind", privateCopy(masked), config);
       }
       if (commitSettings !== null) args.push("--ro-bind", privateCopy(commitSettings), join(home, ".gitconfig"));
       for (const path of absent) args.push(...(/\.[a-z]+$/.test(path) ? ["--ro-bind", "/dev/null", path] : ["--tmpfs", path]));

@@ -47,7 +47,7 @@ export function contractProbes(setup: ContractSetup): Record<string, string> {
     // The workspace itself made to look like a bare repository, which the user's git would obey.
     bareRepository: `mkdir -p objects refs/heads; echo 'ref: refs/heads/main' > HEAD; printf '[core]\\n\\tbare = false\\n\\tworktree = .\\n\\tfsmonitor = "${fsmonitor}"\\n' > config; ls -A`,
     setuid: "cp /bin/sh ./rootsh 2>&1; chmod 4755 ./rootsh 2>&1; mkdir shared; chmod 2777 shared 2>&1; true",
-    rootOnly: "head -c 64 /etc/shadow 2>&1; ls /etc/ssl/private 2>&1; cat /root/.profile 2>&1 | head -c 64; true",
+    rootOnly: "head -c 64 /etc/shadow 2>&1; ls /etc/ssl/private 2>&1; cat /root/.profile 2>&1 | head -c 64; head -c 64 /proc/slabinfo 2>&1; head -c 64 /proc/timer_list 2>&1; true",
   };
 }
 
