@@ -71,6 +71,10 @@ const UNKNOWN = [
   "echo \"${x:-`touch PWNED`}\"", "echo ${x:-`python3 e.py`}", "echo \"${x#`python3 e.py`}\"", "echo `echo \\`python3 x.py\\``", "echo $(echo ${y:-`python3 x.py`})",
   "[[ 'a[$(touch PWNED)]' -ne 0 ]]", "echo $(( 'a[$(python3 e.py)]' ))", "echo $[ 'a[$(id -un > PWNED)]' ]", "echo \"$(< /etc/shadow)\"", "grep -e TOP --colour /etc/passwd",
   "grep -h -e root --colour /etc/shadow", "echo /root/.ssh/*", "grep -R x .", "ls -L src", "tree -o out.txt -L 2",
+  // Take in only part of the workspace, or keep it where it is: asked, never refused outright.
+  "git rm -rf .", "mv * sub/", "mv -- *.txt docs/", "frob rm -rf build", "zip -r a.zip .", "tar -czf out.tgz --remove-files build", "rsync -a --delete src/ build/",
+  "python3 -c \"import shutil; shutil.rmtree('build')\"", "python3 -c \"import shutil, os; shutil.rmtree(os.path.join(os.getcwd(), 'build'))\"",
+  "node -e \"require('fs').rmSync('dist', {recursive: true, force: true})\"", "git -c alias.x='!rm -rf build' x",
 ];
 
 const NO_ALWAYS = [
@@ -84,6 +88,8 @@ const NO_ALWAYS = [
   "x=ls; $x", "${TOOL} --help", "cat script | sh", "base64 -d payload | bash", "python3 < script.py", "node < x.js",
   // What does not parse completely is asked every time: an approval in advance covers what could be read.
   "cat <<X > out | sh\nb\nX", "cat <<$'EOF'\nx\nEOF", "echo 'unterminated", "exec 3<>/dev/tcp/127.0.0.1/8000", "true <<X; rm -rf build\nb\nX",
+  // A glob that takes in only some of the workspace's entries is an ordinary removal.
+  "rm -rf *.txt", "rm -r */node_modules", "rm -rf build/*", "rm -f *.o",
 ];
 
 const HARD_STOP = [
@@ -170,6 +176,15 @@ const HARD_STOP = [
   "node -e \"require('fs').rmSync(require('os').homedir(), {recursive: true})\"", "node -e \"require('fs').rmSync(process.env.HOME, {recursive: true, force: true})\"",
   "node -e \"fs.promises.rm(os.userInfo().homedir, {recursive: true})\"", "perl -MFile::Path -e 'rmtree($ENV{HOME})'",
   "perl -e 'use File::Path qw(remove_tree); remove_tree($ENV{\"HOME\"})'", "perl -MFile::Path -e 'rmtree(glob(\"~\"))'",
+  // Found by a sixth attack: the workspace wiped through an unknown wrapper, a git alias, an
+  // interpreter's own call, an archiver that removes what it stores, a move or a mirror.
+  "setpriv rm -rf \"$PWD\"", "setpriv --reuid=1000 rm -rf .", "setpriv --reuid 1000 rm -rf .", "sg users -c 'rm -rf .'", "git -c alias.x='!rm -rf .' x",
+  "git -c 'alias.wipe=!rm -rf \"$PWD\"' wipe", "python3 -c \"import shutil; shutil.rmtree('.')\"", "python3 -c 'import shutil; shutil.rmtree(\"..\")'",
+  "python3 -c \"import shutil, os; shutil.rmtree(os.getcwd())\"", "node -e \"require('fs').rmSync('.', {recursive: true})\"",
+  "node -e \"require('fs').rmSync(process.cwd(), {recursive: true, force: true})\"", "ruby -e \"require 'fileutils'; FileUtils.rm_rf('.')\"",
+  "perl -MFile::Path=remove_tree -e 'remove_tree(\".\")'", "tar --remove-files -cf /tmp/x.tar .", "tar -cf /tmp/x.tar --remove-files *",
+  "tar --remove-files -C .. -cf /tmp/x.tar project", "zip -rm /tmp/a.zip .", "mv -- * /tmp/", "mv * .* /tmp/", "mv \"$PWD\" /tmp/gone",
+  "rsync -a --delete /tmp/empty/ ./", "rsync -a --delete /tmp/empty/ .", "rsync -a --remove-source-files ./ /tmp/x/", "rm -rf .*", "rm -rf ./.[!.]*",
 ];
 
 describe("CommandClassifier on a table of commands", () => {

@@ -1,5 +1,5 @@
 import { findParts } from "./literal-output.js";
-import { destructiveTargets, isCriticalDirectory, isCriticalTarget } from "./path-judge.js";
+import { destructiveTargets, isCriticalDirectory, isCriticalTarget, normalisePath } from "./path-judge.js";
 import type { ShellRedirect } from "./shell-script.js";
 import type { ShellWord } from "./shell-words.js";
 
@@ -121,10 +121,33 @@ function judgeRedirects(command: ResolvedCommand): DestructiveVerdict | null {
 }
 
 /** The workspace, or a folder that holds it, by a name for people; null for any other path. */
-function workspaceOrAbove(path: string, workspace: string | undefined): string | null {
+export function workspaceOrAbove(path: string, workspace: string | undefined): string | null {
   if (!workspace) return null;
   if (path === workspace) return `the workspace (${workspace})`;
   return workspace.startsWith(path === "/" ? "/" : `${path}/`) ? `${path}, which holds the workspace` : null;
+}
+
+// A glob's last part that matches every name of a folder, or every hidden one: `*`, `.*`, `.[!.]*`, `.??*`.
+const MATCHES_ALL = /(^|\/)(\*+|\.\*|\.\[[!^]\.\]\*|\.\?\?*\*)\/*$/;
+
+/**
+ * The words that take in the whole workspace or a folder above it: a path to one, or a glob that
+ * matches everything in one (`*`, `./.*`). `*.o` or `src/*.ts` only take some of what is there, and
+ * are judged by the other rules.
+ */
+function wholeFolderWords(words: readonly ShellWord[]): ShellWord[] {
+  return words.filter((word) => !word.glob || MATCHES_ALL.test(word.text) || /(^|\/)\.\.(\/|$)/.test(word.text.slice(word.text.search(/[*?[]/))));
+}
+
+/** The workspace (or a folder above it) that `words` take in whole, by a name for people. */
+function takesWorkspace(words: readonly ShellWord[], command: ResolvedCommand): string | null {
+  return criticalAmong(wholeFolderWords(words), command, (path) => workspaceOrAbove(path, command.workspace)).found;
+}
+
+/** Whether a destination lies outside the workspace (or may: one only the run knows). */
+function outsideWorkspace(word: ShellWord, command: ResolvedCommand): boolean {
+  if (!command.workspace) return false;
+  return destructiveTargets(word, command.cwds).some((target) => target === null || (target !== command.workspace && !target.startsWith(`${command.workspace}/`)));
 }
 
 function judgeRemoval(command: ResolvedCommand): DestructiveVerdict | null {
@@ -135,7 +158,7 @@ function judgeRemoval(command: ResolvedCommand): DestructiveVerdict | null {
   if (found) return hard(`${recursive ? "recursively deletes" : "deletes"} ${found}`);
   // Each file a search finds (`find . -name x -exec rm -rf {} ;`) is not the place it starts from.
   const named = operands.filter((word) => !word.eachFound);
-  const workspace = recursive ? criticalAmong(named, command, (path) => workspaceOrAbove(path, command.workspace)).found : null;
+  const workspace = recursive ? takesWorkspace(named, command) : null;
   if (workspace) return hard(`recursively deletes ${workspace}`);
   return null;
 }
@@ -168,16 +191,39 @@ function judgeCopyOrMove(command: ResolvedCommand): DestructiveVerdict | null {
   if (command.program === "mv") {
     const { found } = criticalAmong(sources, command, criticalDirOrFile(command.home));
     if (found) return hard(`moves ${found} away`);
+    // Everything in the workspace moved out of it (`mv -- * /tmp/`) is gone as surely as removed.
+    const workspace = destination && outsideWorkspace(destination, command) ? takesWorkspace(sources.filter((word) => !word.eachFound), command) : null;
+    if (workspace) return hard(`moves everything in ${workspace} out of it`);
   }
-  if (command.program === "rsync" && command.args.some((word) => word.text.startsWith("--del"))) {
-    const { found } = criticalAmong(destination ? [destination] : [], command, criticalDirOrFile(command.home));
-    if (found) return hard(`makes ${found} a mirror, deleting what is not in the source`);
+  if (command.program === "rsync" && command.args.some((word) => word.text.startsWith("--del") || word.text === "--remove-source-files")) {
+    const mirrored = criticalAmong(destination ? [destination] : [], command, (path) => criticalDirOrFile(command.home)(path) ?? workspaceOrAbove(path, command.workspace)).found;
+    if (mirrored && command.args.some((word) => word.text.startsWith("--del"))) return hard(`makes ${mirrored} a mirror, deleting what is not in the source`);
+    const emptied = command.args.some((word) => word.text === "--remove-source-files") && destination && outsideWorkspace(destination, command) ? takesWorkspace(sources, command) : null;
+    if (emptied) return hard(`moves every file of ${emptied} out of it`);
   }
   if (destination) {
     const { found } = criticalAmong([destination], command, (path) => (isCriticalDirectory(path, command.home) ? null : isCriticalTarget(path, command.home)));
     if (found) return hard(`overwrites ${found}`);
   }
   return null;
+}
+
+// tar's, zip's and 7-Zip's options that delete each file once it is in the archive.
+const ARCHIVE_VALUED = ["-f", "--file", "-C", "--directory", "-T", "--files-from", "-X", "--exclude-from", "-b", "--blocking-factor", "-g", "--listed-incremental", "-N", "--newer", "-V", "--label", "-I", "--use-compress-program", "-H", "--format", "--exclude", "--transform", "--owner", "--group", "--mode", "--mtime"];
+
+/** `tar --remove-files`, `zip -m` and `7z -sdel` on the workspace, a home or `/` delete it as rm -r would. */
+function judgeArchiveRemoval(command: ResolvedCommand): DestructiveVerdict | null {
+  const { flags, operands, values } = readOptions(command.args, command.program === "tar" ? ARCHIVE_VALUED : ["-b", "-t", "-tt", "-x", "-i", "-O"]);
+  const removes =
+    command.program === "tar" ? hasLong(flags, "remove-files", 3) : command.program === "zip" ? flags.has("m") || hasLong(flags, "move", 3) : operands.some((word) => word.text === "-sdel") || command.args.some((word) => word.text === "-sdel");
+  if (!removes) return null;
+  // What tar reads lies under -C's folder; the archive's own name (`-f x.tar`, zip's first operand) is not read.
+  const under = values.get("-C") ?? values.get("--directory");
+  const cwds = under !== undefined ? command.cwds.map((cwd) => (cwd === null ? null : normalisePath(under, cwd))) : command.cwds;
+  const read = (command.program === "zip" || command.program === "7z" || command.program === "7za") ? operands.slice(command.program === "zip" ? 1 : 2).filter((word) => word.text !== "-sdel") : operands;
+  const located = { ...command, cwds };
+  const { found } = criticalAmong(wholeFolderWords(read), located, (path) => criticalDirOrFile(command.home)(path) ?? workspaceOrAbove(path, command.workspace));
+  return found ? hard(`${command.program} deletes ${found} as it archives it`) : null;
 }
 
 function judgeKill(command: ResolvedCommand): DestructiveVerdict | null {
@@ -278,7 +324,7 @@ const NAMED_DESTROYERS = new Set([
   ...DESTROYING_PROGRAMS, ...DISK_WRITERS, ...PARTITION_TOOLS, ...POWER_PROGRAMS, ...BUS_CLIENTS,
   "find", "chattr", "setfacl", "cp", "install", "ln", "rsync", "tee", "sed", "perl", "kill", "sort", "shuf", "tree", "uniq", "userdel",
   "deluser", "mkswap", "badblocks", "hdparm", "nvme", "cryptsetup", "zpool", "mdadm", "lvremove", "vgremove", "pvremove", "dmsetup",
-  "flashrom", "systemctl", "loginctl", "init", "telinit", "fallocate",
+  "flashrom", "systemctl", "loginctl", "init", "telinit", "fallocate", "tar", "zip", "7z", "7za",
 ]);
 
 /** Whether judgeDestructive has a rule for the program at all (only these can be destructive by themselves). */
@@ -327,6 +373,11 @@ export function judgeDestructive(command: ResolvedCommand): DestructiveVerdict |
     }
     case "kill":
       return judgeKill(command);
+    case "tar":
+    case "zip":
+    case "7z":
+    case "7za":
+      return judgeArchiveRemoval(command);
     case "sort":
     case "shuf":
     case "tree": {

@@ -216,7 +216,24 @@ const CRITICAL_FILE = /["'](\/etc\/(passwd|shadow|group|gshadow|sudoers|fstab)|\
 const KILL_ALL = /\bkill\s*\(?\s*(-\s*1\b|['"]?\w+['"]?\s*,\s*-\s*1\b)|\bkillpg\s*\(\s*0\b/;
 const FORK_LOOP = /\bfork\b\s*(\(\s*\))?\s*(while|until)\b|\b(while|until|loop)\b[^\n]{0,40}\bfork\s*\(|for\s*\(\s*;\s*;\s*\)[^\n]{0,40}\bfork\b/;
 
-export function scanCode(code: string, judgeShell: (text: string) => string | null, depth = 0): CodeFinding | null {
+// A tree-deleting call whose first argument is a path in quotes, or the process's own folder.
+const TREE_DELETION_OF = /\b(?:rmtree|rmSync|rmdirSync|rm_rf|rm_r|remove_dir_all|remove_tree|RemoveAll|rimraf(?:\.sync|Sync)?|deleteRecursively|FileUtils\.rm_rf|FileUtils\.rm_r|FileUtils\.remove_dir|FileUtils\.remove_entry|Deno\.removeSync|Deno\.remove|fs\.rm|fs\.promises\.rm|fsPromises\.rm|promises\.rm|rm)\s*\(\s*(?:(["'])([^"'\n]*)\1|(os\.getcwd\(\s*\)|process\.cwd\(\s*\)|Dir\.pwd|Path\.cwd\(\s*\)|pathlib\.Path\.cwd\(\s*\)|Deno\.cwd\(\s*\)|getcwd\(\s*\)|(?:pathlib\.)?Path\(\s*["']\.\/?["']\s*\)|os\.curdir|os\.pardir))\s*[,)]/g;
+
+/** The paths tree-deleting calls in code are given directly (`rmtree('.')`, `rmSync(process.cwd(), …)`), relative ones as written. */
+export function treeDeletionPaths(code: string): string[] {
+  const paths: string[] = [];
+  for (const match of code.matchAll(TREE_DELETION_OF)) {
+    const named = match[2] ?? match[3] ?? "";
+    paths.push(match[2] !== undefined ? named : named === "os.pardir" ? ".." : ".");
+  }
+  return paths;
+}
+
+/**
+ * `judgePath` says whether deleting the tree at a path the code names (relative to where it runs)
+ * destroys something no one gives back: the workspace, a folder above it.
+ */
+export function scanCode(code: string, judgeShell: (text: string) => string | null, depth = 0, judgePath?: (path: string) => string | null): CodeFinding | null {
   if (depth > 3) return null;
   code = joinConcatenations(code);
   if (KILL_ALL.test(code)) return { reason: "signals every process (pid -1)" };
@@ -230,13 +247,17 @@ export function scanCode(code: string, judgeShell: (text: string) => string | nu
   for (const literal of [...literals, ...code.split(/[^A-Za-z0-9+/=_-]+/)]) {
     const decoded = decodedBase64(literal);
     if (decoded) {
-      const inner = scanCode(decoded, judgeShell, depth + 1);
+      const inner = scanCode(decoded, judgeShell, depth + 1, judgePath);
       if (inner) return { reason: `a base64 payload in it: ${inner.reason}` };
     }
   }
   if (TREE_DELETION.test(code)) {
     const critical = literals.find((literal) => /^(\/+\.?|~\/?|\/(bin|boot|etc|home|lib|lib64|opt|root|sbin|srv|usr|var)\/?)$/.test(literal.trim()));
     if (critical !== undefined || ROOT_OR_HOME.test(code)) return { reason: `deletes ${critical ? `"${critical}"` : "the home directory"} recursively` };
+    for (const path of judgePath ? treeDeletionPaths(code) : []) {
+      const found = judgePath!(path);
+      if (found) return { reason: `deletes ${found} recursively` };
+    }
   }
   return null;
 }

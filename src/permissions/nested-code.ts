@@ -8,7 +8,8 @@ import { noteProgramModules } from "./recipe-files.js";
 import type { ScriptJudge } from "./script-judge.js";
 import type { ShellCommand, ShellParser } from "./shell-script.js";
 import { baseName } from "./command-wrappers.js";
-import { judgeWorkspacePath } from "./path-judge.js";
+import { workspaceOrAbove } from "./destructive-commands.js";
+import { isCriticalDirectory, judgeWorkspacePath, normalisePath } from "./path-judge.js";
 import { dashReading } from "./shell-syntax.js";
 import { literalWord, type ShellWord } from "./shell-words.js";
 
@@ -249,10 +250,24 @@ function judgeStdinScript(judge: ScriptJudge, parser: ShellParser, command: Shel
 }
 
 function scanInterpreterCode(judge: ScriptJudge, parser: ShellParser, code: string, state: ScriptState, judgement: Judgement, program: string): void {
-  const finding = scanCode(code, (text) => {
-    const probe = new Judgement();
-    judge.judgeScript(parser, text, { ...state, depth: state.depth + 1, cwds: [...state.cwds] }, probe);
-    return probe.category === "hard_stop" ? probe.reason : null;
-  });
+  const finding = scanCode(
+    code,
+    (text) => {
+      const probe = new Judgement();
+      judge.judgeScript(parser, text, { ...state, depth: state.depth + 1, cwds: [...state.cwds] }, probe);
+      return probe.category === "hard_stop" ? probe.reason : null;
+    },
+    0,
+    (path) => {
+      // Where the code runs: each folder the command line may be in; an unknown one could be any.
+      for (const cwd of state.cwds) {
+        if (cwd === null && !path.startsWith("/")) continue;
+        const target = normalisePath(path, cwd ?? "/");
+        const found = workspaceOrAbove(target, state.context.workspace) ?? (isCriticalDirectory(target, judge.rules.home) ? target : null);
+        if (found) return found;
+      }
+      return null;
+    },
+  );
   if (finding) judgement.raise("hard_stop", `${program}: ${finding.reason}`);
 }

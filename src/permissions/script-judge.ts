@@ -215,7 +215,7 @@ export class ScriptJudge {
     const candidates = this.rules.shapes.filter((shape) => shape.program === program);
     if (candidates.length === 0) {
       judgement.raise("unknown", `no safe shape for "${program}"`);
-      this.judgeHiddenHardStops(parser, command, args, state, judgement);
+      this.judgeHiddenHardStops(parser, command, args, state, judgement, true);
       return;
     }
     let reason = "";
@@ -230,22 +230,26 @@ export class ScriptJudge {
   }
 
   /** Arguments and fed text of a command no shape covers may hold a command it runs (see hidden-hard-stops.ts). */
-  private judgeHiddenHardStops(parser: ShellParser, command: ShellCommand, args: ShellWord[], state: ScriptState, judgement: Judgement): void {
+  private judgeHiddenHardStops(parser: ShellParser, command: ShellCommand, args: ShellWord[], state: ScriptState, judgement: Judgement, wrapperLike = false): void {
     const fed = command.redirects.flatMap((redirect) => (redirect.body?.static ? [redirect.body.text] : []));
-    const found = hiddenHardStop(args, fed, this.hardStopProbe(parser, state));
+    const found = hiddenHardStop(args, fed, this.hardStopProbe(parser, state, wrapperLike));
     if (found) judgement.raise("hard_stop", `${found}, in the arguments of "${shown(command.words).slice(0, 200)}"`);
   }
 
-  private hardStopProbe(parser: ShellParser, state: ScriptState): HardStopProbe {
+  /** `wrapperLike`: the program has no shapes at all, so its first argument may well be a command it runs. */
+  private hardStopProbe(parser: ShellParser, state: ScriptState, wrapperLike = false): HardStopProbe {
     return {
-      words: (words) => {
+      words: (words, fromStart) => {
         const unwrapped = unwrap(words);
         const program = unwrapped.words[0];
         if (!program?.static) return null;
         const name = baseName(program.text);
         const args = unwrapped.words.slice(1);
-        // Words hidden in another command's arguments (`git rm -r .`) are not taken for a removal of the workspace.
-        const verdict = judgeDestructive({ program: name, args, redirects: [], cwds: state.cwds, home: this.rules.home });
+        // Words hidden in another command's arguments (`git rm -r .`, a subcommand of a program DuckLM
+        // knows) are not taken for a removal of the workspace; those right after an unknown program are
+        // (`setpriv rm -rf "$PWD"`).
+        const workspace = wrapperLike && fromStart ? state.context.workspace : undefined;
+        const verdict = judgeDestructive({ program: name, args, redirects: [], cwds: state.cwds, home: this.rules.home, workspace });
         if (verdict?.category === "hard_stop") return `"${shown(unwrapped.words)}" ${verdict.reason}`;
         const rule = this.rules.hardStop.find((candidate) => ruleMatches(candidate, name, args, this.rules.home, state.cwds.at(-1) ?? "/"));
         return rule ? `"${shown(unwrapped.words)}" matches hard_stop rule "${rule.text}"` : null;
