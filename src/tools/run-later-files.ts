@@ -62,6 +62,14 @@ export class RunLaterPlaceholders {
   private readonly held = new Map<string, Placeholder>();
 
   /**
+   * Whether `path` may be a stand-in a command stands on now: one of this process's, or an empty entry
+   * (perhaps another process's). Such an entry must be held by every command that binds it.
+   */
+  mayBeStandIn(path: string): boolean {
+    return this.held.has(path) || emptyEntry(path) !== null;
+  }
+
+  /**
    * Makes (or shares) the stand-ins for the entries missing from the workspace, marked held until
    * `until` (ms since the epoch, the command's time limit), and marks empty ones that are there
    * (perhaps another process's stand-ins) as well. Returns the stand-ins made here to mount over, and

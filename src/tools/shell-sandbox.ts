@@ -1,6 +1,6 @@
 import { spawnSync, type ChildProcess } from "node:child_process";
 import { createHash } from "node:crypto";
-import { chmodSync, closeSync, existsSync, lstatSync, mkdirSync, mkdtempSync, openSync, readdirSync, realpathSync, rmSync, statSync, writeFileSync, type Stats } from "node:fs";
+import { chmodSync, closeSync, constants as fsConstants, existsSync, lstatSync, mkdirSync, mkdtempSync, openSync, readdirSync, readlinkSync, realpathSync, rmSync, statSync, writeFileSync, type Stats } from "node:fs";
 import { homedir, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import type { Duplex, Writable } from "node:stream";
@@ -19,8 +19,12 @@ export interface SandboxLaunch {
   args: string[];
   /** The command's whole environment: DuckLM's variables that pass the allow-list, and the sandbox's own (the proxy's address). */
   env: NodeJS.ProcessEnv;
-  /** Descriptors from 3 on that the sandbox itself needs (the seccomp filter, DuckLM's channel): "pipe" each. */
-  extraStdio?: Array<"pipe">;
+  /**
+   * Descriptors from 3 on that the sandbox itself needs: "pipe" for the seccomp filter and DuckLM's
+   * channel, then open descriptors of what it binds from the workspace (bound by descriptor, so that
+   * a link swapped in after the check cannot redirect the mount).
+   */
+  extraStdio?: Array<"pipe" | "ignore" | number>;
   /**
    * Called with the process just started: feeds it the filter, serves its channel, and lets go of
    * what the launch held (stand-ins) when it exits.
@@ -74,6 +78,9 @@ export const SHELL = existsSync("/bin/bash") ? "/bin/bash" : "/bin/sh";
 const TIMEOUT_PROGRAM = ["/usr/bin/timeout", "/bin/timeout"].find((path) => existsSync(path)) ?? null;
 /** How long after its own time limit a command is killed beside DuckLM (so DuckLM's timer, which says why, comes first). */
 export const HARD_LIMIT_MARGIN_MS = 2_000;
+
+/** The first descriptor bubblewrap is given a bind source on (after the filter's 3 and the channel's 4). */
+const FIRST_BOUND_FD = 5;
 
 /** The program and arguments that run `argv` killed at `timeLimitMs` (plus the margin) whatever DuckLM's state. */
 function limited(argv: string[], timeLimitMs: number | undefined): string[] {
@@ -173,6 +180,48 @@ function realOrNull(path: string): string | null {
   } catch {
     return null;
   }
+}
+
+/** Whether `path` is its own real path (no part of it a link) and lies in `folder`. */
+function realInside(path: string, folder: string): boolean {
+  const real = realOrNull(path);
+  return real === path && (real === folder || real.startsWith(`${folder}/`));
+}
+
+/** Whether a path that may not exist yet would be made in `folder`: its deepest existing part is real and there. */
+function creatableInside(path: string, folder: string): boolean {
+  let existing = path;
+  while (!lstatSync(existing, { throwIfNoEntry: false })) {
+    const parent = dirname(existing);
+    if (parent === existing) return false;
+    existing = parent;
+  }
+  return realInside(existing, folder) && (existing === path || statSync(existing).isDirectory());
+}
+
+/**
+ * Opens what a bind mount will take its source from, and checks that the descriptor leads where the
+ * path says: bound by descriptor, a folder a task swaps for a link after this check is still the one
+ * checked. Null when the path is no longer itself.
+ */
+function openedAsChecked(path: string): number | null {
+  let fd: number;
+  try {
+    fd = openSync(path, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK | fsConstants.O_NOCTTY);
+  } catch {
+    return null;
+  }
+  let leadsTo: string | null = null;
+  try {
+    leadsTo = readlinkSync(`/proc/self/fd/${fd}`);
+  } catch {
+    // Unreadable: not what was checked.
+  }
+  if (leadsTo !== path) {
+    closeSync(fd);
+    return null;
+  }
+  return fd;
 }
 
 function isDirectory(path: string): boolean {
@@ -498,7 +547,9 @@ export function bubblewrapShell(options: BubblewrapOptions): ShellSandbox {
       knownRepositories.set(launch.workspace, known);
       const found = [...known].filter((dotGit) => lstatSync(dotGit, { throwIfNoEntry: false }));
       const repositoryEntries = workspaceRepositoryEntries(launch.workspace);
-      const repositories = [...new Set([...found, ...found.flatMap((dotGit) => pointedRepositories(dotGit, launch.workspace)), ...repositoryEntries.map((entry) => entry.path).filter((path) => existsSync(path))])];
+      // Only what is itself, in the workspace, is bound: a `gitdir:` or a folder that leads out through a
+      // link would bind what it leads to (the host's /etc, writable as root) over the sandbox's own.
+      const repositories = [...new Set([...found, ...found.flatMap((dotGit) => pointedRepositories(dotGit, launch.workspace)), ...repositoryEntries.map((entry) => entry.path).filter((path) => existsSync(path))])].filter((path) => realInside(path, launch.workspace));
       const inside = hidden.filter((candidate) => !holdsWorkspace(candidate));
       // Outside the workspace everything is read-only already; inside, such a folder is bound read-only.
       // A home given as the workspace keeps what the user's shell, git and toolchains run read-only.
@@ -515,35 +566,61 @@ export function bubblewrapShell(options: BubblewrapOptions): ShellSandbox {
       const granted = new Set((launch.writableRunLater ?? []).map((name) => name.replace(/\/+$/, "")));
       const guarded = runLater.filter((entry) => !granted.has(entry.name));
       if (guarded.some((entry) => entry.name === ".git") && !lstatSync(join(launch.workspace, ".git"), { throwIfNoEntry: false })) guarded.push({ name: "HEAD", folder: false });
-      const present = guarded.map((entry) => join(launch.workspace, entry.name)).filter((path) => lstatSync(path, { throwIfNoEntry: false }) && !repositories.includes(path));
-      const missing = guarded.filter((entry) => !lstatSync(join(launch.workspace, entry.name), { throwIfNoEntry: false }));
+      // Every guarded entry goes to the stand-ins: one there that is a stand-in of a command still
+      // running is shared (held) rather than taken for the user's, or its end would remove it from under this one.
+      const missing = guarded.filter((entry) => !lstatSync(join(launch.workspace, entry.name), { throwIfNoEntry: false }) || placeholders.mayBeStandIn(join(launch.workspace, entry.name)));
       // A submodule not checked out gets a stand-in `.git` too, its folder made if need be (git makes
       // it empty); a hooks folder or an included config the repository names but that is missing, a
       // stand-in of its kind.
       for (const name of missingSubmoduleGitEntries(launch.workspace, git())) {
+        // Made by DuckLM itself: never through a link that leads out of the workspace.
+        if (!creatableInside(join(launch.workspace, name), launch.workspace)) continue;
         mkdirSync(join(launch.workspace, dirname(name)), { recursive: true });
         missing.push({ name, folder: true });
       }
       if (homeInWorkspace) {
         for (const entry of HOME_STARTUP_FILES.map(runLaterEntry)) {
           const path = join(home, entry.name);
-          if (lstatSync(path, { throwIfNoEntry: false })) continue;
+          if (lstatSync(path, { throwIfNoEntry: false }) || !creatableInside(path, launch.workspace)) continue;
           mkdirSync(dirname(path), { recursive: true });
           missing.push({ name: path.slice(launch.workspace.length + 1), folder: entry.folder });
         }
       }
       for (const entry of repositoryEntries) {
-        if (!entry.path.startsWith(`${launch.workspace}/`) || lstatSync(entry.path, { throwIfNoEntry: false })) continue;
+        if (!entry.path.startsWith(`${launch.workspace}/`) || lstatSync(entry.path, { throwIfNoEntry: false }) || !creatableInside(entry.path, launch.workspace)) continue;
         mkdirSync(dirname(entry.path), { recursive: true });
         missing.push({ name: entry.path.slice(launch.workspace.length + 1), folder: entry.folder });
       }
       const stand = placeholders.hold(launch.workspace, missing, Date.now() + (launch.timeLimitMs ?? 0) + HARD_LIMIT_MARGIN_MS);
+      // The guarded entries that are there: bound read-only where they really are (a link to a folder of
+      // the workspace protects that folder; one that leads out needs nothing, outside is read-only).
+      const present = [
+        ...new Set(
+          guarded
+            .map((entry) => join(launch.workspace, entry.name))
+            .filter((path) => !stand.paths.includes(path) && lstatSync(path, { throwIfNoEntry: false }))
+            .map((path) => realOrNull(path))
+            .filter((path): path is string => path !== null && path !== launch.workspace && within(path, launch.workspace) && !repositories.includes(path)),
+        ),
+      ];
+      // What is bound from inside the workspace is bound by descriptor, from fd 5 on (3 and 4 are the filter and channel).
+      const boundFds: number[] = [];
+      const bindChecked = (flag: "--bind-fd" | "--ro-bind-fd", path: string) => {
+        const fd = openedAsChecked(path);
+        if (fd === null) {
+          for (const opened of boundFds) closeSync(opened);
+          stand.release();
+          throw new DuckError(ErrorCode.ToolFailed, `the workspace changed while its sandbox was set up (${path} is no longer what was checked); run the command again`);
+        }
+        boundFds.push(fd);
+        args.push(flag, String(FIRST_BOUND_FD + boundFds.length - 1), path);
+      };
       // Pinned first, protected after: a pinned folder must not cover a read-only `.git` or a hidden
       // path within it. Folders holding a nested `.git` are pinned too, or renaming one (`mv sub x`)
       // would carry the read-only `.git` off and leave a writable copy in its place.
       const pinned = new Set([...inside, ...repositories, ...readOnly].flatMap((path) => pinnedAncestors(launch.workspace, path)));
-      for (const ancestor of pinned) args.push("--bind", ancestor, ancestor);
-      for (const path of [...repositories, ...readOnly, ...present, ...stand.paths]) args.push("--ro-bind", path, path);
+      for (const ancestor of pinned) bindChecked("--bind-fd", ancestor);
+      for (const path of [...repositories, ...readOnly, ...present, ...stand.paths]) bindChecked("--ro-bind-fd", path);
       // Credentials in what git reads (an extraheader, a token in a remote's URL), wherever the repository's configs lie, are shown masked.
       // Only a config the command could read anyway gets a masked copy: a copy bound over a hidden
       // one (a `gitdir:` a task pointed at a folder only root may read) would show what it hides.
@@ -606,8 +683,11 @@ export function bubblewrapShell(options: BubblewrapOptions): ShellSandbox {
         file: binary,
         args,
         env,
-        extraStdio: supervised ? ["pipe", "pipe"] : ["pipe"],
+        // fd 4 is a pipe nobody uses when there is no channel: the bound descriptors start at 5 either way.
+        extraStdio: ["pipe", supervised ? "pipe" : "ignore", ...boundFds] as Array<"pipe" | "ignore" | number>,
         attach(child) {
+          // The child has its copies: these were only for handing over.
+          for (const fd of boundFds) closeSync(fd);
           const filterStream = child.stdio[3] as Writable | null | undefined;
           filterStream?.on("error", () => undefined);
           filterStream?.end(filter);
