@@ -1,6 +1,6 @@
 import { createInterface } from "node:readline/promises";
 import { styleText } from "node:util";
-import type { DuckEvent } from "../contracts/index.js";
+import type { DuckEvent, ModelWork } from "../contracts/index.js";
 import type { StartOptions, StartReport } from "../runtime/create-runtime.js";
 import type { DuckLM } from "../runtime/ducklm.js";
 import type { PermissionAnswer } from "../runtime/runtime-loop.js";
@@ -10,15 +10,33 @@ import { safeForTerminal } from "./terminal-text.js";
 import { ErrorCode } from "../errors/duck-error.js";
 import { ExitCode, whenOutputCloses } from "./with-ducklm.js";
 
-/** Prints events as they happen: one JSON object a line, or a readable transcript. */
-export function createEventPrinter(json: boolean, write: (text: string) => void = (text) => process.stdout.write(text)) {
+/** Calls whose text is plumbing (JSON for DuckLM itself): shown with `--verbose`, always in `--json`. */
+function isPlumbing(purpose: string): boolean {
+  return /^(?:recall|decision|directive|critic:|summary:)/.test(purpose);
+}
+
+/** A task's model work in one line: "3 calls · 1.1k tokens evaluated, 4.2k cached · 96 generated · 6.2 s". */
+export function modelWorkLine(work: ModelWork): string {
+  const tokens = (count: number) => (count >= 1000 ? `${(count / 1000).toFixed(1)}k` : String(count));
+  const cached = work.cached_tokens > 0 ? `, ${tokens(work.cached_tokens)} cached` : "";
+  return `${work.calls} model call${work.calls === 1 ? "" : "s"} · ${tokens(work.evaluated_tokens)} tokens evaluated${cached} · ${tokens(work.generated_tokens)} generated · ${(work.duration_ms / 1000).toFixed(1)} s`;
+}
+
+/**
+ * Prints events as they happen: one JSON object a line, or a readable transcript — the answer, the
+ * steps and the questions, with what the model calls cost at the end; the JSON the models write for
+ * DuckLM itself (recall, directives, critic scores) only with `verbose`.
+ */
+export function createEventPrinter(json: boolean, write: (text: string) => void = (text) => process.stdout.write(text), options: { verbose?: boolean } = {}) {
   let streaming = false;
   const format = createEventFormatter();
+  const hidden = (event: DuckEvent) => !options.verbose && event.type.startsWith("model-output-") && isPlumbing(String(event.payload.purpose ?? ""));
   return (event: DuckEvent) => {
     if (json) {
       write(`${JSON.stringify(event)}\n`);
       return;
     }
+    if (hidden(event)) return;
     if (event.type === "model-output-delta") {
       write(safeForTerminal(String(event.payload.text)));
       streaming = true;
@@ -37,6 +55,8 @@ export function createEventPrinter(json: boolean, write: (text: string) => void 
     }
     const line = format(event);
     if (line !== null) write(`${colourOf(safeForTerminal(line))}\n`);
+    const work = event.payload.model_work as ModelWork | undefined;
+    if (work && (event.type === "task-completed" || event.type === "task-failed" || event.type === "task-cancelled")) write(`  ${modelWorkLine(work)}\n`);
   };
 }
 
@@ -164,9 +184,9 @@ export async function followTask(
   ducklm: DuckLM,
   taskId: string,
   done: Promise<TaskOutcome>,
-  options: { json?: boolean; fromSeq?: number; ask?: AskLine; print?: (event: DuckEvent) => void },
+  options: { json?: boolean; verbose?: boolean; fromSeq?: number; ask?: AskLine; print?: (event: DuckEvent) => void },
 ): Promise<number> {
-  const unsubscribe = ducklm.subscribe(taskId, options.print ?? createEventPrinter(options.json === true), { fromSeq: options.fromSeq ?? 1 });
+  const unsubscribe = ducklm.subscribe(taskId, options.print ?? createEventPrinter(options.json === true, undefined, { verbose: options.verbose === true }), { fromSeq: options.fromSeq ?? 1 });
   const onInterrupt = () => ducklm.cancel(taskId, "interrupted at the terminal");
   process.once("SIGINT", onInterrupt);
   // `ducklm run … | head -1`: once the reader has stopped, nobody follows the task; it is stopped, not left running.

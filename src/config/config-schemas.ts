@@ -96,6 +96,18 @@ export const RuntimeConfigSchema = z.strictObject({
     token_budget: z.number().int().positive().default(60_000),
     /** Times a directive that is cut off or does not validate is asked for again, with the error. Defaults to 2. */
     directive_retries: z.number().int().nonnegative().max(5).default(2),
+    /** Most tokens the Thinker's thought takes when another model writes the directive. Defaults to 256. */
+    thought_max_tokens: z.number().int().positive().max(8192).default(256),
+    /**
+     * Where one model plays the Thinker and the JSON compiler, one call writes the thought and the
+     * directive together (`auto`), or two calls write them (`never`). Defaults to `auto`.
+     */
+    fold_decision: z.enum(["auto", "never"]).default("auto"),
+    /**
+     * Whether the critic model judges a step whose tool failed. A failure speaks for itself: by
+     * default it is judged without a model call. Defaults to false.
+     */
+    judge_failed_steps: z.boolean().default(false),
   }).prefault({}),
   scheduler: z.strictObject({
     /** Independent ready steps run at the same time, up to this many. Defaults to 4. */

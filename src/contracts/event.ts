@@ -4,6 +4,7 @@ import type { CriticScore, RecoveryAction } from "./critic.js";
 import type { CoderProposal, ExecutionDirective, PlanStep } from "./directive.js";
 import type { MemoryHit, RecallDecision } from "./memory.js";
 import type { ToolCall, ToolResult } from "./tool.js";
+import type { ModelCallUsage, ModelWork } from "./model-work.js";
 
 export const EventTypeSchema = z.enum(ALL_EVENT_TYPES as [EventTypeName, ...EventTypeName[]]);
 
@@ -47,9 +48,10 @@ export interface EventPayloads {
   /** A place came free: the task runs from here. */
   "task-dequeued": Record<string, never>;
   "task-awaiting-permission": { request_id: string; step_id: string };
-  "task-completed": { answer: string };
-  "task-failed": { code: string; message: string };
-  "task-cancelled": { reason: string };
+  /** `model_work`: what the task's model calls cost together, when they reported it. */
+  "task-completed": { answer: string; model_work?: ModelWork };
+  "task-failed": { code: string; message: string; model_work?: ModelWork };
+  "task-cancelled": { reason: string; model_work?: ModelWork };
   /**
    * `tools`: the names of the tools offered to the model (a replay offers the same);
    * `tools_left_out`: how many of them the catalogue named without showing, for want of budget;
@@ -61,7 +63,8 @@ export interface EventPayloads {
   /** `prompt_tokens`: what the request sent (system and prompt), counted towards the task's token budget. */
   "model-output-started": { role: ModelRole; purpose: string; prompt_tokens?: number };
   "model-output-delta": { role: ModelRole; purpose: string; text: string };
-  "model-output-completed": { role: ModelRole; purpose: string; text: string };
+  /** `usage`: what the call cost the model (tokens evaluated, reused from the cache, generated; time), where the provider measured it. */
+  "model-output-completed": { role: ModelRole; purpose: string; text: string; usage?: ModelCallUsage };
   "model-output-failed": { role: ModelRole; purpose: string; code: string; message: string };
   "directive-decided": { directive: ExecutionDirective; source: "model" | "intent-parser" | "no-model" };
   /** The JSON compiler's directive was cut off or did not validate; it is asked again with the error. */

@@ -7,3 +7,4 @@ export * from "./event-types.js";
 export * from "./event.js";
 export * from "./checkpoint.js";
 export * from "./http.js";
+export * from "./model-work.js";

@@ -1,5 +1,7 @@
 import type { z } from "zod";
-import type { ModelRole } from "../contracts/index.js";
+import type { ModelCallUsage, ModelRole } from "../contracts/index.js";
+
+export type { ModelCallUsage } from "../contracts/index.js";
 
 export interface ModelCallOptions {
   /** What the call is for ("draft", "directive", "recall", "critic:step-1"…), as recorded in its events. */
@@ -15,7 +17,16 @@ export interface ModelCallOptions {
    * (llama.cpp does); counting the text again would count differently from what was generated.
    */
   onTokens?: (count: number) => void;
+  /**
+   * Calls with the same key continue one kept context sequence (one lane of one task: its decisions,
+   * its critic), so that each evaluates only what follows the prefix it shares with what the sequence
+   * holds. Providers without a cache of their own ignore it. Defaults to none: a sequence of its own.
+   */
+  cacheKey?: string;
+  /** Called once, when the call ends well, with what it cost the model. */
+  onUsage?: (usage: ModelCallUsage) => void;
 }
+
 
 export interface TextRequest extends ModelCallOptions {
   role: ModelRole;
@@ -55,6 +66,13 @@ export interface ModelProvider {
    * a log recorded before calls were counted).
    */
   promptTokens?(request: { role: ModelRole; purpose?: string; system: string; prompt: string }): number | undefined;
+  /**
+   * Whether two roles run on one model (one file, or one server and model name), so that one call can
+   * play both. Optional: by default no two roles do.
+   */
+  sharesModel?(first: ModelRole, second: ModelRole): boolean;
+  /** Frees what calls with keys starting with `prefix` kept (a finished task's sequences). Optional. */
+  releaseCache?(prefix: string): void;
   /** Loads the role's model ahead of use (so that `countTokens` uses its tokenizer). Optional. */
   ensureLoaded?(role: ModelRole): Promise<void>;
   dispose(): Promise<void>;

@@ -40,6 +40,17 @@ export class RoutedModelProvider implements ModelProvider, EmbeddingProvider {
     return this.route(role).countTokens(role, text);
   }
 
+  sharesModel(first: ModelRole, second: ModelRole): boolean {
+    if (!this.hasRole(first) || !this.hasRole(second)) return false;
+    const backend = this.route(first);
+    return backend === this.route(second) && (backend.sharesModel?.(first, second) ?? false);
+  }
+
+  releaseCache(prefix: string): void {
+    this.local?.releaseCache?.(prefix);
+    this.remote?.releaseCache?.(prefix);
+  }
+
   async ensureLoaded(role: ModelRole): Promise<void> {
     await this.route(role).ensureLoaded?.(role);
   }

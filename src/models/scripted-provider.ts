@@ -2,7 +2,7 @@ import { setTimeout as delay } from "node:timers/promises";
 import type { ModelRole } from "../contracts/index.js";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import { parseModelJson } from "./model-output.js";
-import { estimateTokens, type JsonRequest, type JsonResult, type ModelProvider, type TextRequest } from "./model-provider.js";
+import { estimateTokens, type JsonRequest, type JsonResult, type ModelCallUsage, type ModelProvider, type TextRequest } from "./model-provider.js";
 import { ROLE_FALLBACKS } from "./model-roles.js";
 
 /** One scripted answer: text (or a value serialised to JSON), or a function of the request. */
@@ -31,6 +31,10 @@ export interface ScriptedCall {
   kind: "text" | "json";
   prompt: string;
   system: string;
+  purpose?: string;
+  cacheKey?: string;
+  /** What the call cost, as a server with a prefix cache per lane would count it. */
+  usage?: ModelCallUsage;
 }
 
 /**
@@ -42,7 +46,11 @@ export class ScriptedModelProvider implements ModelProvider {
   private readonly queues = new Map<ModelRole, ScriptedReply[]>();
   private readonly fallbacks = new Map<ModelRole, ScriptedReply>();
 
-  constructor(script: Partial<Record<ModelRole, ScriptedReply[]>> = {}, options: { chunkSize?: number; chunkDelayMs?: number } = {}) {
+  /** Every served role runs on one model (as the starter preset has it), so one call may play two roles. */
+  private readonly oneModel: boolean;
+
+  constructor(script: Partial<Record<ModelRole, ScriptedReply[]>> = {}, options: { chunkSize?: number; chunkDelayMs?: number; oneModel?: boolean } = {}) {
+    this.oneModel = options.oneModel ?? false;
     for (const [role, replies] of Object.entries(script)) this.queues.set(role as ModelRole, [...(replies ?? [])]);
     this.chunkSize = options.chunkSize ?? 8;
     this.chunkDelayMs = options.chunkDelayMs ?? 0;
@@ -83,10 +91,22 @@ export class ScriptedModelProvider implements ModelProvider {
     return this.servedBy(role) !== null;
   }
 
+  /** Two roles share a model when one script answers both, or when every role runs on one model. */
+  sharesModel(first: ModelRole, second: ModelRole): boolean {
+    const served = this.servedBy(first);
+    if (served === null || this.servedBy(second) === null) return false;
+    return this.oneModel || served === this.servedBy(second);
+  }
+
+  releaseCache(prefix: string): void {
+    for (const key of this.held.keys()) if (key.startsWith(prefix)) this.held.delete(key);
+  }
+
   async generateText(request: TextRequest): Promise<string> {
     const reply = await this.next(request, "text");
     const text = typeof reply === "string" ? reply : JSON.stringify(reply);
     await this.stream(text, request.onDelta, request.signal);
+    this.reportUsage(request, text);
     return text;
   }
 
@@ -94,7 +114,30 @@ export class ScriptedModelProvider implements ModelProvider {
     const reply = await this.next(request as JsonRequest<unknown>, "json");
     const raw = typeof reply === "string" ? reply : JSON.stringify(reply);
     await this.stream(raw, request.onDelta, request.signal);
-    return { value: parseModelJson(request.role, raw, request.schema), raw };
+    const value = parseModelJson(request.role, raw, request.schema);
+    this.reportUsage(request, raw);
+    return { value, raw };
+  }
+
+  /** What each lane's sequence holds after its last call: its system text, prompt and output. */
+  private readonly held = new Map<string, string>();
+
+  /**
+   * Counts a call as a model with a prefix cache per lane would: the part of the prompt shared with
+   * what the lane held is cached, the rest evaluated (tokens estimated from characters).
+   */
+  private reportUsage(request: TextRequest | JsonRequest<unknown>, output: string): void {
+    const text = `${request.system}\n${request.prompt}\n`;
+    const held = request.cacheKey !== undefined ? (this.held.get(request.cacheKey) ?? "") : "";
+    let shared = 0;
+    while (shared < held.length && shared < text.length && held.charCodeAt(shared) === text.charCodeAt(shared)) shared += 1;
+    if (request.cacheKey !== undefined) this.held.set(request.cacheKey, text + output);
+    const promptTokens = estimateTokens(text);
+    const cached = Math.min(promptTokens, Math.floor(shared / 4));
+    const usage: ModelCallUsage = { prompt_tokens: promptTokens, cached_tokens: cached, evaluated_tokens: promptTokens - cached, generated_tokens: estimateTokens(output), duration_ms: 0 };
+    const call = this.calls.at(-1);
+    if (call) call.usage = usage;
+    request.onUsage?.(usage);
   }
 
   countTokens(_role: ModelRole, text: string): number {
@@ -105,7 +148,7 @@ export class ScriptedModelProvider implements ModelProvider {
 
   private async next(request: TextRequest | JsonRequest<unknown>, kind: "text" | "json"): Promise<string | object> {
     request.signal?.throwIfAborted();
-    this.calls.push({ role: request.role, kind, prompt: request.prompt, system: request.system });
+    this.calls.push({ role: request.role, kind, prompt: request.prompt, system: request.system, ...(request.purpose !== undefined ? { purpose: request.purpose } : {}), ...(request.cacheKey !== undefined ? { cacheKey: request.cacheKey } : {}) });
     const role = this.servedBy(request.role) ?? request.role;
     const reply = this.queues.get(role)?.shift() ?? this.fallbacks.get(role);
     if (reply === undefined) {

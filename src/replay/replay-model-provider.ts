@@ -1,4 +1,4 @@
-import type { DuckEvent, EventPayloads, ModelRole } from "../contracts/index.js";
+import type { DuckEvent, EventPayloads, ModelCallUsage, ModelRole } from "../contracts/index.js";
 import { DuckError, ErrorCode, type ErrorCodeName } from "../errors/duck-error.js";
 import { estimateTokens, type JsonRequest, type JsonResult, type ModelProvider, type TextRequest } from "../models/model-provider.js";
 import { jsonTextOf, parseModelJson } from "../models/model-output.js";
@@ -8,7 +8,7 @@ import type { ReplayProgress } from "./replay-progress.js";
 interface RecordedCall {
   promptTokens: number | undefined;
   deltas: Array<{ seq: number; text: string }>;
-  end: { seq: number; kind: "completed"; text: string } | { seq: number; kind: "failed"; code: string; message: string } | null;
+  end: { seq: number; kind: "completed"; text: string; usage: ModelCallUsage | undefined } | { seq: number; kind: "failed"; code: string; message: string } | null;
 }
 
 /** Serves the model outputs a task recorded, in order per role and purpose, each chunk at its recorded position. */
@@ -33,7 +33,8 @@ export class ReplayModelProvider implements ModelProvider {
         open.get(key)?.deltas.push({ seq: event.seq, text: (event.payload as EventPayloads["model-output-delta"]).text });
       } else if (event.type === "model-output-completed") {
         const call = open.get(key);
-        if (call) call.end = { seq: event.seq, kind: "completed", text: (event.payload as EventPayloads["model-output-completed"]).text };
+        const completed = event.payload as EventPayloads["model-output-completed"];
+        if (call) call.end = { seq: event.seq, kind: "completed", text: completed.text, usage: completed.usage };
       } else if (event.type === "model-output-failed") {
         const call = open.get(key);
         const failed = event.payload as EventPayloads["model-output-failed"];
@@ -47,6 +48,17 @@ export class ReplayModelProvider implements ModelProvider {
     const chain: ModelRole[] = [];
     for (let candidate: ModelRole | undefined = role; candidate && !chain.includes(candidate); candidate = ROLE_FALLBACKS[candidate]) chain.push(candidate);
     return chain;
+  }
+
+  /** Decisions were folded into one call where the recording made them so. */
+  sharesModel(first: ModelRole, second: ModelRole): boolean {
+    // Served by whichever role recorded it: the roles themselves may never have been.
+    return first !== second && [...this.calls.keys()].some((key) => key.endsWith("|decision"));
+  }
+
+  /** Whether the recording made a call for this purpose (any role). */
+  recorded(purpose: string): boolean {
+    return [...this.calls.keys()].some((key) => key.endsWith(`|${purpose}`));
   }
 
   hasRole(role: ModelRole): boolean {
@@ -90,6 +102,8 @@ export class ReplayModelProvider implements ModelProvider {
     if (!call.end) return this.progress.forever(request.signal);
     await this.progress.until(call.end.seq - 1, request.signal);
     if (call.end.kind === "failed") throw new DuckError(call.end.code as ErrorCodeName, call.end.message);
+    // What the call cost is the recording's, so that the task's totals come out as they did.
+    if (call.end.usage) request.onUsage?.(call.end.usage);
     return call.end.text;
   }
 }

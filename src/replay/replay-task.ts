@@ -20,6 +20,12 @@ import { createMemoryTools } from "../tools/builtin/memory-tools.js";
 import type { AnyToolDefinition } from "../tools/tool-definition.js";
 
 /** An event as replay compares it: no time, ids renamed in order of appearance, token counts left out. */
+/**
+ * How tasks decided before a setting existed: a recording that does not name one ran as DuckLM did
+ * then (the critic judged failed steps too, decisions took two calls).
+ */
+const SETTINGS_BEFORE_THEY_WERE_RECORDED = { judge_failed_steps: true, fold_decision: "never" } as const;
+
 export interface ComparableEvent {
   seq: number;
   type: string;
@@ -102,18 +108,22 @@ export async function replayTask(recorded: readonly DuckEvent[], config: DuckCon
     const recalls = recorded.filter((event) => event.type === "memory-recalled").map((event) => (event.payload as EventPayloads["memory-recalled"]).hits);
     // The loop limits the task ran under are in its task-started; a task recorded without them ran one decision.
     const started = recorded.find((event) => event.type === "task-started")?.payload as EventPayloads["task-started"] | undefined;
-    const agent = { ...config.runtime.agent, max_iterations: started?.loop?.max_iterations ?? 1, token_budget: started?.loop?.token_budget ?? config.runtime.agent.token_budget };
+    const agent = { ...config.runtime.agent, ...SETTINGS_BEFORE_THEY_WERE_RECORDED, max_iterations: started?.loop?.max_iterations ?? 1, token_budget: started?.loop?.token_budget ?? config.runtime.agent.token_budget };
     // A task that recorded the settings its decisions followed is replayed under those, whatever runtime.json says now.
-    const settings = started?.settings ? RuntimeConfigSchema.parse({ ...config.runtime, ...started.settings }) : { ...config.runtime, agent };
+    const recordedAgent = started?.settings?.agent as Record<string, unknown> | undefined;
+    const settings = started?.settings ? RuntimeConfigSchema.parse({ ...config.runtime, ...started.settings, agent: { ...SETTINGS_BEFORE_THEY_WERE_RECORDED, ...recordedAgent } }) : { ...config.runtime, agent };
     runtime = createRuntime({
       home,
       recordSettings: started?.settings !== undefined,
+      ...(started?.settings ? { settingsAsRecorded: started.settings } : {}),
       config: { ...config, runtime: { ...settings, resume: "never" } },
       databaseFile: ":memory:",
       logger: pino({ level: "silent" }),
       models: anyModel ? models : null,
       registry,
       memorySearch: (): MemoryHit[] => recalls.shift() ?? [],
+      // The model was asked about recall where the recording asked it.
+      recallCandidates: () => models.recorded("recall"),
       sessionHistory: recordedHistory(recorded, config.runtime.context_budgets.history),
       sleep: async () => undefined,
       // What steps running side by side write comes in the order the recording has it.

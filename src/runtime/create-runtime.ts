@@ -1,3 +1,4 @@
+import { decisionSchemaFor } from "../decisions/router.js";
 import { existsSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, join, resolve, sep } from "node:path";
@@ -68,10 +69,12 @@ export interface CreateRuntimeOptions {
   registry?: ToolRegistry;
   /** Memory search to use instead of the store's (replay serves recorded hits). */
   memorySearch?: MemorySearch;
+  /** Whether memory holds candidates for a task (see ExecutorContext). Defaults to a search of one hit. */
+  recallCandidates?: (query: string, taskId: string) => Promise<boolean> | boolean;
   /** Conversation history to use instead of the store's (replay). */
   sessionHistory?: SessionHistory;
   /** Record the settings a task's decisions follow in its `task-started` (default); a replay of an older log does not. */
-  recordSettings?: boolean;
+  recordSettings?: boolean;  /** The settings to record in `task-started` as they are (a replay records what its recording did). */  settingsAsRecorded?: Record<string, unknown>;
   /** Delay between retries; defaults to a real, cancellable wait (replay passes none). */
   sleep?: (ms: number, signal: AbortSignal) => Promise<void>;
   /**
@@ -346,6 +349,7 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
   })();
   // A failure here is reported by `ready()`; tasks see it too, through the loop.
   ready.catch(() => undefined);
+  const directiveSchema = tools.names().length > 0 ? createExecutionDirectiveSchema(tools.names()) : ExecutionDirectiveSchema;
   const context: ExecutorContext = {
     store,
     tools,
@@ -360,11 +364,14 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
     config,
     logger,
     memorySearch: options.memorySearch ?? ((query, limit) => memory.recall(query, limit)),
+    recallCandidates: options.recallCandidates ?? (async (query, taskId) => query !== "" && (await (options.memorySearch ?? ((text: string, limit: number) => memory.recall(text, limit)))(query, 1, taskId)).length > 0),
     sessionHistory: options.sessionHistory ?? ((sessionId, beforeTaskId, limit) => store.sessionHistory(sessionId, beforeTaskId, limit).map((task) => ({ task_id: task.id, text: task.text, answer: task.answer }))),
     recordSettings: options.recordSettings ?? true,
+    ...(options.settingsAsRecorded ? { settingsAsRecorded: options.settingsAsRecorded } : {}),
     strandedTools: new Map(),
     sleep: options.sleep ?? ((ms, signal) => (ms > 0 ? delay(ms, undefined, { signal }) : Promise.resolve())),
-    directiveSchema: tools.names().length > 0 ? createExecutionDirectiveSchema(tools.names()) : ExecutionDirectiveSchema,
+    directiveSchema,
+    decisionSchema: decisionSchemaFor(directiveSchema),
     ...(options.recordedTurn ? { recordedTurn: options.recordedTurn } : {}),
   };
   let closed = false;

@@ -40,6 +40,11 @@ export interface ExecutorContext {
   logger: Logger;
   /** How memory is searched for a task (replay serves recorded hits). */
   memorySearch: MemorySearch;
+  /**
+   * Whether memory holds anything the task might use, looked up before a model is asked whether to
+   * recall: with nothing to decide about, no model call is made.
+   */
+  recallCandidates: (query: string, taskId: string) => Promise<boolean> | boolean;
   /** How a conversation's earlier turns are read (replay stands in what the recording summarised). */
   sessionHistory: SessionHistory;
   /**
@@ -50,10 +55,14 @@ export interface ExecutorContext {
   strandedTools: Map<string, { pid: number; host: string }>;
   /** Whether `task-started` records the settings its decisions follow (a replay of a log without them does not). */
   recordSettings: boolean;
+  /** Settings recorded as they are instead of read from the config (a replay's, as its recording had them). */
+  settingsAsRecorded?: Record<string, unknown>;
   /** The wait before a retry (replay passes none). */
   sleep(ms: number, signal: AbortSignal): Promise<void>;
   /** The directive schema with the registered tool names, built once so a provider can cache its grammar. */
   directiveSchema: z.ZodType<ExecutionDirective>;
+  /** A folded decision's output: the thought, then a directive of `directiveSchema`. */
+  decisionSchema: z.ZodType<{ thought: string; directive: ExecutionDirective }>;
   /**
    * Waits until the recording's next event of this kind is due (replay only). Steps run side by
    * side, and what one of them writes without a model or a tool in between (a refusal, a score, the
@@ -92,7 +101,7 @@ export function sinkFor(store: TaskStore, taskId: string): ModelStreamSink {
   return {
     started: (role, purpose, promptTokens) => store.append(taskId, "model-output-started", { role, purpose, ...(promptTokens !== undefined ? { prompt_tokens: promptTokens } : {}) }),
     delta: (role, purpose, text) => store.append(taskId, "model-output-delta", { role, purpose, text }),
-    completed: (role, purpose, text) => store.append(taskId, "model-output-completed", { role, purpose, text }),
+    completed: (role, purpose, text, usage) => store.append(taskId, "model-output-completed", { role, purpose, text, ...(usage ? { usage } : {}) }),
     failed: (role, purpose, error) => store.append(taskId, "model-output-failed", { role, purpose, code: error.code, message: error.message }),
   };
 }

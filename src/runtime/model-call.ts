@@ -16,6 +16,16 @@ export interface ModelCallSpec {
   prompt: string;
   /** Most tokens to generate, when less than the role's `max_tokens`. */
   maxTokens?: number;
+  /**
+   * The task's lane whose kept model state the call continues: calls of one lane lay their prompts
+   * out to extend each other. Defaults to the role.
+   */
+  lane?: string;
+}
+
+/** The key of a task's lane in the providers' caches; a task's keys share the prefix `${taskId}/`. */
+export function cacheKeyOf(taskId: string, lane: string): string {
+  return `${taskId}/${lane}`;
 }
 
 /**
@@ -107,15 +117,15 @@ const RUNAWAY_CHARS_PER_TOKEN = 8;
 export function callModelText(context: ExecutorContext, taskId: string, spec: ModelCallSpec, signal: AbortSignal): Promise<string> {
   const models = context.models!;
   return limited(context, taskId, spec, signal, (callSignal, onText, promptTokens, stopped) =>
-    reportedModelCall(
-      sinkFor(context.store, taskId),
-      spec.role,
-      spec.purpose,
-      (onDelta) => models.generateText({ ...spec, onDelta: untilStopped(callSignal, onText, onDelta), signal: callSignal }).catch(stopped),
-      (text) => text,
+    reportedModelCall({
+      sink: sinkFor(context.store, taskId),
+      role: spec.role,
+      purpose: spec.purpose,
+      call: (onDelta, onUsage) => models.generateText({ ...requestOf(taskId, spec), onDelta: untilStopped(callSignal, onText, onDelta), onUsage, signal: callSignal }).catch(stopped),
+      rawOf: (text) => text,
       promptTokens,
-      gatherMsOf(context),
-    ),
+      gatherMs: gatherMsOf(context),
+    }),
   );
 }
 
@@ -123,16 +133,28 @@ export function callModelText(context: ExecutorContext, taskId: string, spec: Mo
 export function callModelJson<T>(context: ExecutorContext, taskId: string, spec: ModelCallSpec & { schema: z.ZodType<T> }, signal: AbortSignal): Promise<JsonResult<T>> {
   const models = context.models!;
   return limited(context, taskId, spec, signal, (callSignal, onText, promptTokens, stopped) =>
-    reportedModelCall(
-      sinkFor(context.store, taskId),
-      spec.role,
-      spec.purpose,
-      (onDelta) => models.generateJson({ ...spec, onDelta: untilStopped(callSignal, onText, onDelta), signal: callSignal }).catch(stopped),
-      (result) => result.raw,
+    reportedModelCall({
+      sink: sinkFor(context.store, taskId),
+      role: spec.role,
+      purpose: spec.purpose,
+      call: (onDelta, onUsage) => models.generateJson({ ...requestOf(taskId, spec), schema: spec.schema, onDelta: untilStopped(callSignal, onText, onDelta), onUsage, signal: callSignal }).catch(stopped),
+      rawOf: (result) => result.raw,
       promptTokens,
-      gatherMsOf(context),
-    ),
+      gatherMs: gatherMsOf(context),
+    }),
   );
+}
+
+/** What the provider is asked: the spec, with the lane turned into the task's cache key. */
+function requestOf(taskId: string, spec: ModelCallSpec): { role: ModelRole; purpose: string; system: string; prompt: string; maxTokens?: number; cacheKey: string } {
+  return {
+    role: spec.role,
+    purpose: spec.purpose,
+    system: spec.system,
+    prompt: spec.prompt,
+    ...(spec.maxTokens !== undefined ? { maxTokens: spec.maxTokens } : {}),
+    cacheKey: cacheKeyOf(taskId, spec.lane ?? spec.role),
+  };
 }
 
 /**

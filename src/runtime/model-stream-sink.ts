@@ -1,4 +1,4 @@
-import type { ModelRole } from "../contracts/index.js";
+import type { ModelCallUsage, ModelRole } from "../contracts/index.js";
 import { describeError, DuckError, ErrorCode } from "../errors/duck-error.js";
 
 /** Where a decider reports model output as it is generated; the RuntimeLoop turns it into events. */
@@ -6,7 +6,7 @@ export interface ModelStreamSink {
   /** `promptTokens`: what the request sent, as counted for the task's token budget. */
   started(role: ModelRole, purpose: string, promptTokens?: number): void;
   delta(role: ModelRole, purpose: string, text: string): void;
-  completed(role: ModelRole, purpose: string, text: string): void;
+  completed(role: ModelRole, purpose: string, text: string, usage?: ModelCallUsage): void;
   failed(role: ModelRole, purpose: string, error: { code: string; message: string }): void;
 }
 
@@ -28,15 +28,28 @@ function isStop(error: unknown): boolean {
  * first interval needs no delta at all: its completion carries the whole text. With `gatherMs` 0 every
  * chunk is reported as it comes (a replay does that, the chunks it plays being the ones recorded).
  */
-export async function reportedModelCall<T>(
-  sink: ModelStreamSink,
-  role: ModelRole,
-  purpose: string,
-  call: (onDelta: (text: string) => void) => Promise<T>,
-  rawOf: (result: T) => string,
-  promptTokens?: number,
+export async function reportedModelCall<T>({
+  sink,
+  role,
+  purpose,
+  call,
+  rawOf,
+  promptTokens,
   gatherMs = 0,
-): Promise<T> {
+}: {
+  sink: ModelStreamSink;
+  role: ModelRole;
+  purpose: string;
+  /** Makes the call, streaming its text to `onDelta` and its cost to `onUsage`. */
+  call: (onDelta: (text: string) => void, onUsage: (usage: ModelCallUsage) => void) => Promise<T>;
+  rawOf: (result: T) => string;
+  promptTokens?: number | undefined;
+  gatherMs?: number;
+}): Promise<T> {
+  let usage: ModelCallUsage | undefined;
+  const onUsage = (reported: ModelCallUsage) => {
+    usage = reported;
+  };
   sink.started(role, purpose, promptTokens);
   let gathered = "";
   let timer: ReturnType<typeof setTimeout> | null = null;
@@ -59,11 +72,11 @@ export async function reportedModelCall<T>(
     timer ??= setTimeout(report, gatherMs);
   };
   try {
-    const result = await call(onDelta);
+    const result = await call(onDelta, onUsage);
     // Text already streamed ends with the rest of it; text that never was is in the completion alone.
     if (reportedAny) report();
     else if (timer) clearTimeout(timer);
-    sink.completed(role, purpose, rawOf(result));
+    sink.completed(role, purpose, rawOf(result), usage);
     return result;
   } catch (error) {
     // What the model wrote before it failed or was stopped is kept: it shows what went wrong.

@@ -16,6 +16,7 @@ export function loopLimits(context: ExecutorContext): { loop?: { max_iterations:
 /** The runtime.json sections a task's decisions follow, recorded in `task-started` for its replay. */
 export function recordedSettings(context: ExecutorContext): { settings?: Record<string, unknown> } {
   if (!context.recordSettings) return {};
+  if (context.settingsAsRecorded) return { settings: context.settingsAsRecorded };
   const { timeouts, retry, recovery, agent, scheduler, context_budgets } = context.config.runtime;
   // How many tasks run at once is no decision of the task's: only the steps' parallelism, and the plan
   // length when it is not the default (a recording without it ran under the default), are recorded.

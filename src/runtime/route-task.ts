@@ -1,4 +1,4 @@
-import { RecallDecisionSchema, type ExecutionDirective, type MemoryHit, type ModelRole } from "../contracts/index.js";
+import { RecallDecisionSchema, type RecallDecision, type ExecutionDirective, type MemoryHit, type ModelRole } from "../contracts/index.js";
 import { DuckError, ErrorCode, type ErrorCodeName } from "../errors/duck-error.js";
 import { z } from "zod";
 import { knownStepIds, MAX_ARGUMENT_DEPTH, nestingDepth, referencedSteps, withoutStepReferences, withReferenceDependencies } from "./step-references.js";
@@ -6,7 +6,7 @@ import { orderPlan } from "../decisions/plan-scheduler.js";
 import { planFromDirective } from "./run-plan.js";
 import { heuristicRecall, recallPrompt } from "../decisions/recall-policy.js";
 import { parseIntent } from "../decisions/intent-parser.js";
-import { decideWithoutModel, directiveRequest, draftRequest, type RouterDecision } from "../decisions/router.js";
+import { DECIDE_LANE, decideWithoutModel, directiveRequest, draftRequest, foldedDecisionRequest, type RouterDecision } from "../decisions/router.js";
 import { estimateTokens, type ModelProvider } from "../models/model-provider.js";
 import type { TaskProjection } from "../state/task-projection.js";
 import { inTurn, type ExecutorContext } from "./executor-context.js";
@@ -80,9 +80,18 @@ export async function routeTask(context: ExecutorContext, projection: TaskProjec
     routed = decideWithoutModel(projection.text);
   } else {
     try {
-      const request = draftRequest(built, config.prompts, projection.iteration);
-      const draft = servesRole(context, request.role) ? await callModelText(context, taskId, { purpose: "draft", ...request }, signal) : "";
-      routed = { directive: await compileDirective(context, projection, directiveRequest(built, draft, config.prompts), signal), source: "model" };
+      const role = projection.iteration <= 1 ? "thinker" : "orchestrator";
+      if (foldsDecision(context, role)) {
+        const request = foldedDecisionRequest(built, config.prompts, projection.iteration);
+        const directive = await compileDirective(context, projection, { ...request, purpose: "decision", lane: DECIDE_LANE, schema: context.decisionSchema, directiveOf: (decided) => decided.directive }, signal);
+        routed = { directive, source: "model" };
+      } else {
+        const request = draftRequest(built, config.prompts, projection.iteration, config.runtime.agent.thought_max_tokens);
+        const draft = servesRole(context, request.role) ? await callModelText(context, taskId, { purpose: "draft", lane: DECIDE_LANE, ...request }, signal) : "";
+        const compile = directiveRequest(built, draft, config.prompts);
+        const directive = await compileDirective(context, projection, { ...compile, role: "json_compiler", purpose: "directive", lane: "compile", schema: context.directiveSchema, directiveOf: (decided) => decided }, signal);
+        routed = { directive, source: "model" };
+      }
     } catch (error) {
       // An explicit request ("run `ls`", "read file x") does not need a model: one that is broken,
       // unreachable or talking nonsense does not stop it. Anything else still fails the task.
@@ -98,16 +107,27 @@ export async function routeTask(context: ExecutorContext, projection: TaskProjec
   return store.append(taskId, "directive-decided", { directive: routed.directive, source: routed.source });
 }
 
+/**
+ * Memory for the task's first decision. A model decides whether to recall and with which query only
+ * when memory holds candidates for the task; without a model the heuristic decides.
+ */
 async function recall(context: ExecutorContext, projection: TaskProjection, signal: AbortSignal): Promise<MemoryHit[]> {
   const { config, memory, store } = context;
   const taskId = projection.task_id;
-  const { value: decision } = await modelOrHeuristic(
-    context,
-    taskId,
-    { role: "sys_util", purpose: "recall", system: config.prompts.sys_util, prompt: recallPrompt(projection.text), schema: RecallDecisionSchema },
-    signal,
-    () => heuristicRecall(projection.text),
-  );
+  const probe = heuristicRecall(projection.text);
+  let decision: RecallDecision;
+  if (servesRole(context, "sys_util") && !(await context.recallCandidates(probe.recall ? probe.query : "", taskId))) {
+    decision = { recall: false, query: "" };
+  } else {
+    const decided = await modelOrHeuristic(
+      context,
+      taskId,
+      { role: "sys_util", purpose: "recall", system: config.prompts.sys_util, prompt: recallPrompt(projection.text), schema: RecallDecisionSchema },
+      signal,
+      () => probe,
+    );
+    decision = decided.value;
+  }
   const hits: MemoryHit[] = decision.recall && decision.query ? await context.memorySearch(decision.query, config.runtime.retrieval_top_k, taskId) : [];
   if (hits.length > 0) memory.store.markUsed(hits.map((hit) => hit.entry.id));
   await inTurn(context, taskId, { type: "memory-recalled" }, signal);
@@ -121,18 +141,24 @@ async function recall(context: ExecutorContext, projection: TaskProjection, sign
  * `agent.directive_retries` times (small local models get it right on a second look more often than
  * not); then the last error fails the task.
  */
-async function compileDirective(context: ExecutorContext, projection: TaskProjection, request: { system: string; prompt: string }, signal: AbortSignal): Promise<ExecutionDirective> {
+async function compileDirective<T>(
+  context: ExecutorContext,
+  projection: TaskProjection,
+  request: { role: ModelRole; purpose: string; lane: string; system: string; prompt: string; schema: z.ZodType<T>; directiveOf: (value: T) => ExecutionDirective },
+  signal: AbortSignal,
+): Promise<ExecutionDirective> {
   const taskId = projection.task_id;
   const retries = context.config.runtime.agent.directive_retries;
   let prompt = request.prompt;
   for (let attempt = 0; ; attempt += 1) {
     // Retries are told apart in the event log, so that a replay serves each its own recorded output.
-    const purpose = attempt === 0 ? "directive" : `directive:retry-${attempt}`;
+    const purpose = attempt === 0 ? request.purpose : `${request.purpose}:retry-${attempt}`;
     let problem: string;
     try {
-      const compiled = await callModelJson(context, taskId, { role: "json_compiler", purpose, system: request.system, prompt, schema: context.directiveSchema }, signal);
-      const invalid = invalidToolArguments(context, compiled.value, projection);
-      if (!invalid) return compiled.value;
+      const compiled = await callModelJson(context, taskId, { role: request.role, purpose, lane: request.lane, system: request.system, prompt, schema: request.schema }, signal);
+      const directive = request.directiveOf(compiled.value);
+      const invalid = invalidToolArguments(context, directive, projection);
+      if (!invalid) return directive;
       if (attempt >= retries) throw new DuckError(invalid.code, invalid.message);
       problem = invalid.message;
     } catch (error) {
@@ -141,8 +167,18 @@ async function compileDirective(context: ExecutorContext, projection: TaskProjec
       problem = error.message;
     }
     context.store.append(taskId, "directive-retried", { attempt: attempt + 1, error: problem.slice(0, 2000) });
-    prompt = `${request.prompt}\n\n## Your previous answer was refused\n${problem.slice(0, 1000)}\nWrite the ExecutionDirective as JSON again, complete and valid.`;
+    // The refusal is appended, so that the retry extends the prompt the model has just read.
+    prompt = `${prompt}\n\n## Your previous answer was refused\n${problem.slice(0, 1000)}\nWrite the answer as JSON again, complete and valid.`;
   }
+}
+
+/**
+ * Whether one call decides and writes the directive: the role deciding and the JSON compiler run on
+ * one model, and runtime.json does not ask for two calls.
+ */
+function foldsDecision(context: ExecutorContext, role: "thinker" | "orchestrator"): boolean {
+  if (context.config.runtime.agent.fold_decision === "never" || !servesRole(context, "json_compiler")) return false;
+  return context.models?.sharesModel?.(role, "json_compiler") ?? false;
 }
 
 /**

@@ -5,6 +5,7 @@ import { UserTaskSchema, isTerminalTaskState, type UserTask } from "../contracts
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import { scopedSignal } from "../utils/scoped-signal.js";
 import type { ExecutorContext } from "./executor-context.js";
+import { cacheKeyOf } from "./model-call.js";
 import { composeAnswer, finishTask } from "./finish-task.js";
 import { routeTask } from "./route-task.js";
 import { acceptPlan, failWithStep, runPlan } from "./run-plan.js";
@@ -441,6 +442,7 @@ export class RuntimeLoop {
     if (isFenced(failure) || isFenced(signal.reason) || this.options.leases.isLost(taskId)) {
       scope.dispose();
       this.context.store.evict(taskId);
+      this.context.models?.releaseCache?.(cacheKeyOf(taskId, ""));
       return this.outcomeElsewhere(taskId);
     }
     // One task's trouble is that task's: whatever happens here, the process and the other tasks go on.
@@ -450,7 +452,10 @@ export class RuntimeLoop {
       // Whoever awaits the outcome may read the task back at once: its events must be on disk.
       this.context.store.flush();
       this.storageRetries.succeeded(taskId);
-      return outcomeOf(this.context.store.projection(taskId));
+      const ended = this.context.store.projection(taskId);
+      // A task that waits for a person keeps its model state for when it goes on; an ended one frees it.
+      if (isTerminalTaskState(ended.state)) this.context.models?.releaseCache?.(cacheKeyOf(taskId, ""));
+      return outcomeOf(ended);
     } catch (error) {
       return this.storageRetries.leftForLater(taskId, error);
     } finally {

@@ -12,6 +12,8 @@ import { modelOrHeuristic, servesRole } from "./model-call.js";
 export async function scoreStep(context: ExecutorContext, projection: TaskProjection, step: StepProjection, signal: AbortSignal): Promise<{ score: CriticScore; source: "model" | "heuristic" }> {
   const result = step.result!;
   if (result.error?.code === ErrorCode.PermissionDenied || result.error?.code === ErrorCode.HardStop) return { score: heuristicScore(result), source: "heuristic" };
+  // A failed tool call needs no model to be judged failed: retry or not is the recovery policy's.
+  if (!result.ok && !context.config.runtime.agent.judge_failed_steps) return { score: heuristicScore(result), source: "heuristic" };
   // A step that ran after the decision spent the budget still gets its outcome; the task ends at the
   // next decision, which says so.
   const { tokens_used, loop } = context.store.projection(projection.task_id);

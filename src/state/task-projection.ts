@@ -1,5 +1,6 @@
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import { estimateTokens } from "../contracts/tokens.js";
+import { addModelWork, type ModelWork } from "../contracts/model-work.js";
 import type {
   AgentLoopLimits,
   CoderProposal,
@@ -75,6 +76,8 @@ export interface TaskProjection {
   loop: AgentLoopLimits;
   /** Prompt and generated tokens its model calls used (prompts as counted for each call, outputs as estimated). */
   tokens_used: number;
+  /** What its model calls cost, summed from each call's reported usage; null until one reports it. */
+  model_work: ModelWork | null;
   /** What each earlier decision did, oldest first: what the model is shown when it decides again. */
   iterations: IterationRecord[];
   /** The memory recalled for the task's first decision, shown again at every later one. */
@@ -196,6 +199,7 @@ const reducers: { [T in EventTypeName]?: Reducer<T> } = {
   },
   "model-output-completed": (p, e) => {
     p.tokens_used += estimateTokens(e.text);
+    if (e.usage) p.model_work = addModelWork(p.model_work, e.usage);
   },
   "context-summarised": (p, e) => {
     p.summaries = e.section === "history" ? { ...p.summaries, history: { covers: e.covers, text: e.summary } } : { ...p.summaries, observations: { through: e.through, text: e.summary } };
@@ -342,6 +346,7 @@ export function initialProjection(event: DuckEvent): TaskProjection {
     iteration: 1,
     loop: { max_iterations: 1, token_budget: Number.MAX_SAFE_INTEGER },
     tokens_used: 0,
+    model_work: null,
     iterations: [],
     recalled: [],
     summaries: {},
@@ -361,6 +366,7 @@ export function upgradedProjection(stored: TaskProjection): TaskProjection {
     iteration: before.iteration ?? 1,
     loop: before.loop ?? { max_iterations: 1, token_budget: Number.MAX_SAFE_INTEGER },
     tokens_used: before.tokens_used ?? 0,
+    model_work: before.model_work ?? null,
     iterations: before.iterations ?? [],
     recalled: before.recalled ?? [],
     summaries: before.summaries ?? {},

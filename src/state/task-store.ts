@@ -81,6 +81,9 @@ interface Tail {
  */
 const AFTER_THE_END: ReadonlySet<EventTypeName> = new Set<EventTypeName>([EventType.FeedbackReceived, EventType.ApprovalRevoked]);
 
+/** The events that end a task. */
+const TASK_ENDINGS: ReadonlySet<EventTypeName> = new Set<EventTypeName>([EventType.TaskCompleted, EventType.TaskFailed, EventType.TaskCancelled]);
+
 /** Who may write which task's events: the leases, whose epochs fence an owner that was paused past its lease. */
 export interface WriterFence {
   /** Null when this process may write the task's events now; otherwise why not. Runs inside the commit. */
@@ -229,7 +232,10 @@ export class TaskStore {
     const time = this.isoTime(now, at);
     const written: DuckEvent[] = [];
     const batch = this.openBatch();
-    for (const { type, payload } of pending) {
+    for (const pendingEvent of pending) {
+      const { type } = pendingEvent;
+      // A task's end carries what its model calls cost together: the totals are the projection's.
+      const payload = projection.model_work && TASK_ENDINGS.has(type) ? { ...pendingEvent.payload, model_work: projection.model_work } : pendingEvent.payload;
       const event: DuckEvent = { task_id: taskId, seq: projection.seq + 1, type, time, payload: payload as Record<string, unknown> };
       this.appendGuard?.(event);
       projection = applyEvent(projection, event, at);

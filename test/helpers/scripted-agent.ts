@@ -27,7 +27,10 @@ export interface AgentScript {
    * chosen per request from what the loop has seen.
    */
   directive: ExecutionDirective | ExecutionDirective[] | ((request: Request, view: DecisionView) => ExecutionDirective | string);
-  /** The Thinker's draft; null for a setup with no Thinker model (the JSON compiler decides alone). */
+  /**
+   * The Thinker's draft (the thought of a one-model decision); null for a setup with no Thinker model
+   * (the JSON compiler decides alone).
+   */
   draft?: string | ((request: Request) => string) | null;
   /** Whether to search memory first. Defaults to no. */
   recall?: RecallDecision;
@@ -37,6 +40,11 @@ export interface AgentScript {
   summary?: (request: Request) => string;
   /** The coder's proposals, in turn. */
   coder?: ScriptedReply[];
+  /**
+   * Every role runs on one model (the starter preset): a decision is one call (purpose `decision`)
+   * that writes the thought and the directive. Defaults to false: the Thinker is a model of its own.
+   */
+  oneModel?: boolean;
   /** Options of the provider (chunk size and pace of streaming). */
   streaming?: { chunkSize?: number; chunkDelayMs?: number };
 }
@@ -76,6 +84,14 @@ export function scriptedAgent(script: AgentScript): ScriptedModelProvider {
   const answer = (request: Request): string | object => {
     const purpose = request.purpose ?? "";
     if (purpose === "directive" || purpose.startsWith("directive:retry")) return nextDirective(request);
+    // One model plays the Thinker and the JSON compiler: the thought and the directive in one answer.
+    if (purpose === "decision" || purpose.startsWith("decision:retry")) {
+      const directive = nextDirective(request);
+      // A directive given as raw text is the whole answer (malformed output is what the test wants).
+      if (typeof directive === "string") return directive;
+      const thought = typeof script.draft === "function" ? script.draft(request) : (script.draft ?? "I will make a plan.");
+      return { thought, directive };
+    }
     if (purpose === "recall") return script.recall ?? { recall: false, query: "" };
     if (purpose.startsWith("critic:")) {
       const step = judgedStep(request);
@@ -85,6 +101,6 @@ export function scriptedAgent(script: AgentScript): ScriptedModelProvider {
     if (purpose === "draft") return typeof script.draft === "function" ? script.draft(request) : (script.draft ?? "I will make a plan.");
     throw new Error(`the scripted agent has no answer for a ${request.role} request for ${purpose || "(no purpose)"}`);
   };
-  const provider = new ScriptedModelProvider({ coder: script.coder ?? [] }, script.streaming ?? {}).always("json_compiler", answer);
+  const provider = new ScriptedModelProvider({ coder: script.coder ?? [] }, { ...script.streaming, oneModel: script.oneModel ?? false }).always("json_compiler", answer);
   return script.draft === null ? provider : provider.always("thinker", answer);
 }

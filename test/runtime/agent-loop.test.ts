@@ -78,9 +78,11 @@ describe("the agent loop with a scripted model", () => {
     const drafts = models.calls.filter((call) => call.kind === "text");
     expect(drafts.map((call) => call.role)).toEqual(["thinker", "orchestrator"]);
     const prompts = runtime.config.prompts;
-    expect(drafts[0]!.system).toContain(prompts.thinker);
-    expect(drafts[1]!.system).toContain(prompts.orchestrator);
+    // The fixed text (system and planning) comes first in every decision; what differs closes the prompt.
+    expect(drafts[0]!.prompt).toContain(`## Now\n${prompts.thinker}`);
+    expect(drafts[1]!.prompt).toContain(`## Now\n${prompts.orchestrator}`);
     for (const draft of drafts) expect(draft.system).toContain(prompts.planning);
+    expect(drafts[1]!.system).toBe(drafts[0]!.system);
     // The events name the role that was asked, so the web chat and a replay tell the two apart.
     const started = ofType(runtime.store.listEvents(outcome.task_id), "model-output-started").filter((payload) => payload.purpose === "draft");
     expect(started.map((payload) => payload.role)).toEqual(["thinker", "orchestrator"]);
@@ -219,7 +221,7 @@ describe("the agent loop with a scripted model", () => {
 
   it("does not let the critic pass a failed command, and does not retry what cannot change", async () => {
     const refusing = failingTool("DUCK_ERR_WEB_ADDRESS_BLOCKED");
-    const runtime = setup({ runtime: { agent: { max_iterations: 1 }, retry: { max_step_retries: 3 } }, tools: [refusing], models: scriptedAgent({ directive: { kind: "tool", tool: "refusing", arguments: {}, reason: "" }, verdict: () => "pass" }) });
+    const runtime = setup({ runtime: { agent: { max_iterations: 1, judge_failed_steps: true }, retry: { max_step_retries: 3 } }, tools: [refusing], models: scriptedAgent({ directive: { kind: "tool", tool: "refusing", arguments: {}, reason: "" }, verdict: () => "pass" }) });
     const outcome = await runtime.loop.submit({ text: "try it" }).done;
     expect(outcome.state).toBe("failed");
     const events = runtime.store.listEvents(outcome.task_id);
@@ -231,7 +233,7 @@ describe("the agent loop with a scripted model", () => {
 
   it("retries a failed command the critic passed while retries last, and never completes it", async () => {
     const failing = failingTool("DUCK_ERR_TOOL_FAILED");
-    const runtime = setup({ runtime: { agent: { max_iterations: 1 }, retry: { max_step_retries: 2 } }, tools: [failing], models: scriptedAgent({ directive: { kind: "tool", tool: "refusing", arguments: {}, reason: "" }, verdict: () => "pass" }) });
+    const runtime = setup({ runtime: { agent: { max_iterations: 1, judge_failed_steps: true }, retry: { max_step_retries: 2 } }, tools: [failing], models: scriptedAgent({ directive: { kind: "tool", tool: "refusing", arguments: {}, reason: "" }, verdict: () => "pass" }) });
     const outcome = await runtime.loop.submit({ text: "try it" }).done;
     expect(outcome.state).toBe("failed");
     expect(failing.calls()).toBe(3);
@@ -331,8 +333,8 @@ describe("the agent loop with a scripted model", () => {
     const outcome = await runtime.loop.submit({ text: "think hard" }).done;
     expect(outcome.error?.code).toBe("DUCK_ERR_MODEL_OUTPUT_INVALID");
     const limit = Number(/wrote more than (\d+) characters for draft/.exec(outcome.error?.message ?? "")?.[1]);
-    // Eight characters for each of the role's max_tokens (2048 for the bundled thinker).
-    expect(limit).toBe(2048 * 8);
+    // Eight characters for each token the thought may take (runtime.json agent.thought_max_tokens, 256).
+    expect(limit).toBe(256 * 8);
     const events = runtime.store.listEvents(outcome.task_id);
     const written = ofType(events, "model-output-delta").filter((delta) => delta.purpose === "draft").reduce((sum, delta) => sum + delta.text.length, 0);
     expect(written).toBeLessThan(limit + 64 * 2);

@@ -10,11 +10,12 @@ export function registerRun(program: Command): void {
     .description("run one task and print its events as they happen")
     .argument("<task...>", "what to do, in your own words; `-` reads it from standard input")
     .option("--json", "print one JSON event per line")
+    .option("--verbose", "print the JSON the models write for DuckLM too (recall decisions, directives, critic scores)")
     .option("--session <id>", "conversation id: earlier tasks of it become history")
     .option("--yes", "run commands that no rule covers without asking (no_always is still asked, hard_stop never runs)")
     .option("--allow-network", "let commands that need the network use it without asking (never DuckLM's own API)")
     .option("--no-resume", "leave tasks an earlier run left unfinished as they are (they are listed; `ducklm tasks resume ID` takes one on)")
-    .action(async (words: string[], options: { json?: boolean; session?: string; yes?: boolean; allowNetwork?: boolean; resume: boolean }, command: Command) => {
+    .action(async (words: string[], options: { json?: boolean; verbose?: boolean; session?: string; yes?: boolean; allowNetwork?: boolean; resume: boolean }, command: Command) => {
       if (words[0] === "-" && words.length > 1) command.error("error: `-` reads the task from standard input and takes no other words: give `-` alone, or the task as words");
       return withDuckLM(
         program.opts<GlobalOptions>(),

@@ -5,6 +5,7 @@ import {
   getLlama,
   LlamaChatSession,
   LlamaLogLevel,
+  TokenMeter,
   type Llama,
   type LlamaContext,
   type LlamaContextSequence,
@@ -18,7 +19,7 @@ import type { ModelRole } from "../../contracts/index.js";
 import { DuckError, ErrorCode } from "../../errors/duck-error.js";
 import { withScopedSignal } from "../../utils/scoped-signal.js";
 import { toGrammarSchema, type GrammarLimits } from "../grammar-schema.js";
-import { estimateTokens, type EmbeddingProvider, type JsonRequest, type JsonResult, type ModelProvider, type TextRequest } from "../model-provider.js";
+import { estimateTokens, type EmbeddingProvider, type JsonRequest, type JsonResult, type ModelCallUsage, type ModelProvider, type TextRequest } from "../model-provider.js";
 import { checkedEmbedding, parseModelJson } from "../model-output.js";
 import { resolveRoles, type ResolvedRole } from "../model-roles.js";
 import { ModelResidency, type Resident } from "./model-residency.js";
@@ -28,7 +29,11 @@ export interface LlamaCppProviderOptions {
   /** Where relative model file names in models.json are looked up. */
   modelsDir: string;
   logger: Logger;
-  /** Generations that may run at once on one loaded model, each on its own context sequence. Defaults to 2. */
+  /**
+   * Context sequences of one loaded model: generations that may run at once, and the lanes of tasks
+   * whose KV cache is kept between calls (the least recently used idle one is given up when a call
+   * needs a sequence). Each takes the model's context size in memory. Defaults to 4.
+   */
   sequencesPerModel?: number;
   /** Sampling seed, for reproducible runs. Defaults to none (random). */
   seed?: number;
@@ -47,6 +52,31 @@ interface LoadedModel extends Resident {
   embedding: LlamaEmbeddingContext | null;
   /** Calls waiting for a free context sequence, served first come, first served. */
   waiting: Array<() => void>;
+  /** Sequences kept between calls, by cache key, least recently used first. */
+  kept: Map<string, KeptSequence>;
+}
+
+/** A context sequence that holds a lane's tokens between its calls. */
+interface KeptSequence {
+  sequence: LlamaContextSequence;
+  busy: boolean;
+}
+
+const DEFAULT_SEQUENCES_PER_MODEL = 4;
+
+/** What a call on `sequence` cost, from its token meter and the tokens it holds now. */
+function usageOf(sequence: LlamaContextSequence, meterBefore: ReturnType<TokenMeter["getState"]>, startedAt: number, firstTextAt: number | undefined): ModelCallUsage {
+  const used = TokenMeter.diff(sequence.tokenMeter, meterBefore);
+  // The sequence holds the prompt followed by what was generated (each generated token but the last fed back).
+  const promptTokens = Math.max(used.usedInputTokens, sequence.nextTokenIndex - used.usedOutputTokens);
+  return {
+    prompt_tokens: promptTokens,
+    cached_tokens: Math.max(0, promptTokens - used.usedInputTokens),
+    evaluated_tokens: used.usedInputTokens,
+    generated_tokens: used.usedOutputTokens,
+    ...(firstTextAt !== undefined ? { ttft_ms: Math.round(firstTextAt - startedAt) } : {}),
+    duration_ms: Math.round(performance.now() - startedAt),
+  };
 }
 
 /** Share of free memory the models may take when models.json sets no budget. */
@@ -87,6 +117,26 @@ export class LlamaCppProvider implements ModelProvider, EmbeddingProvider {
     return (this.roles.get(role)?.servedBy ?? null) !== null;
   }
 
+  sharesModel(first: ModelRole, second: ModelRole): boolean {
+    const key = this.keyFor(first, "chat");
+    return key !== null && key === this.keyFor(second, "chat");
+  }
+
+  releaseCache(prefix: string): void {
+    for (const loaded of this.residency.loaded()) {
+      for (const [key, kept] of loaded.kept) {
+        if (!key.startsWith(prefix) || kept.busy) continue;
+        loaded.kept.delete(key);
+        void kept.sequence.dispose().finally(() => loaded.waiting.shift()?.());
+      }
+    }
+  }
+
+  /** How many sequences of loaded models hold a lane's tokens now (for tests and diagnostics). */
+  keptSequences(): string[] {
+    return this.residency.loaded().flatMap((loaded) => [...loaded.kept.keys()]);
+  }
+
   /** Loads the model serving `role` now, so that token counting can use its tokenizer. */
   async ensureLoaded(role: ModelRole): Promise<void> {
     if (this.hasRole(role)) await this.instanceFor(role, role === "embeddings" ? "embedding" : "chat");
@@ -114,21 +164,33 @@ export class LlamaCppProvider implements ModelProvider, EmbeddingProvider {
     return { value: parseModelJson(request.role, raw, request.schema, `cut at ${maxTokens} tokens?`), raw };
   }
 
-  /** One chat turn on a context sequence of its own, optionally under a grammar. */
+  /**
+   * One chat turn, optionally under a grammar, on the request's kept sequence (or one of its own). The
+   * chat reuses whatever prefix of the rendered prompt the sequence already holds and evaluates the rest.
+   */
   private prompt(request: TextRequest, grammar: LlamaGrammar | undefined): Promise<string> {
     const sampling = this.samplingFor(request.role);
-    return this.withSequence(request.role, request.signal, async (sequence, signal) => {
+    return this.withSequence(request.role, request.cacheKey, request.signal, async (sequence, signal) => {
       const session = new LlamaChatSession({ contextSequence: sequence, systemPrompt: request.system });
+      const meterBefore = sequence.tokenMeter.getState();
+      const startedAt = performance.now();
+      let firstTextAt: number | undefined;
+      const onTextChunk = (text: string) => {
+        firstTextAt ??= performance.now();
+        request.onDelta?.(text);
+      };
       try {
-        return await session.prompt(request.prompt, {
+        const text = await session.prompt(request.prompt, {
           ...(grammar ? { grammar } : {}),
           maxTokens: request.maxTokens ?? sampling.max_tokens,
           temperature: request.temperature ?? sampling.temperature,
           ...(this.options.seed !== undefined ? { seed: this.options.seed } : {}),
           signal,
-          ...(request.onDelta ? { onTextChunk: request.onDelta } : {}),
+          onTextChunk,
           ...(request.onTokens ? { onToken: (tokens: readonly unknown[]) => request.onTokens!(tokens.length) } : {}),
         });
+        request.onUsage?.(usageOf(sequence, meterBefore, startedAt, firstTextAt));
+        return text;
       } finally {
         session.dispose({ disposeSequence: false });
       }
@@ -195,7 +257,17 @@ export class LlamaCppProvider implements ModelProvider, EmbeddingProvider {
     const servedBy = this.roles.get(role)?.servedBy;
     const serving = servedBy ? this.roles.get(servedBy) : undefined;
     if (!serving?.config || !serving.path) return null;
-    return `${serving.path}|gpu=${serving.config.gpu_layers}|ctx=${serving.config.context_size}|${purpose}`;
+    return `${serving.path}|gpu=${serving.config.gpu_layers}|${purpose}`;
+  }
+
+  /** One file is loaded once for every role it serves, with the largest context any of them asks for. */
+  private contextSizeFor(serving: ResolvedRole): number {
+    let size = serving.config!.context_size;
+    for (const resolved of this.roles.values()) {
+      const other = resolved.servedBy ? this.roles.get(resolved.servedBy) : undefined;
+      if (other?.config && other.role !== "embeddings" && other.path === serving.path && other.config.gpu_layers === serving.config!.gpu_layers) size = Math.max(size, other.config.context_size);
+    }
+    return size;
   }
 
   private llamaFor(backend: ModelRoleConfig["backend"]): Promise<Llama> {
@@ -242,7 +314,7 @@ export class LlamaCppProvider implements ModelProvider, EmbeddingProvider {
         );
       }
       try {
-        const chat = purpose === "chat" ? await model.createContext({ contextSize: config.context_size, threads, sequences: this.options.sequencesPerModel ?? 2 }) : null;
+        const chat = purpose === "chat" ? await model.createContext({ contextSize: this.contextSizeFor(serving), threads, sequences: this.options.sequencesPerModel ?? DEFAULT_SEQUENCES_PER_MODEL }) : null;
         const embedding = purpose === "embedding" ? await model.createEmbeddingContext({ contextSize: config.context_size, threads }) : null;
         const contextBytes = chat ? chat.memoryUsage.ram + chat.memoryUsage.vram : 0;
         this.options.logger.info({ role, file: serving.path, threads, purpose }, "model loaded");
@@ -253,6 +325,7 @@ export class LlamaCppProvider implements ModelProvider, EmbeddingProvider {
           chat,
           embedding,
           waiting: [],
+          kept: new Map(),
           sizeBytes: model.size + contextBytes,
           lastUsed: 0,
           active: 0,
@@ -269,15 +342,29 @@ export class LlamaCppProvider implements ModelProvider, EmbeddingProvider {
     });
   }
 
-  /** Runs `work` on a context sequence of its own, waiting in line when every sequence is busy. */
-  private async withSequence<T>(role: ModelRole, signal: AbortSignal | undefined, work: (sequence: LlamaContextSequence, signal: AbortSignal) => Promise<T>): Promise<T> {
+  /**
+   * Runs `work` on the lane's kept sequence when it has one free, else on a new sequence: taken from
+   * the context, or from the least recently used idle lane, or waited for in line when every sequence
+   * is busy. A keyed sequence is kept afterwards; one without a key is given back.
+   */
+  private async withSequence<T>(role: ModelRole, cacheKey: string | undefined, signal: AbortSignal | undefined, work: (sequence: LlamaContextSequence, signal: AbortSignal) => Promise<T>): Promise<T> {
     const instance = await this.instanceFor(role, "chat");
     instance.active += 1;
     try {
       return await withScopedSignal([signal], this.options.callTimeoutMs ?? 120_000, `${role} model call`, async (callSignal) => {
         const context = instance.chat!;
-        while (context.sequencesLeft === 0) {
+        let kept = cacheKey !== undefined ? instance.kept.get(cacheKey) : undefined;
+        // Two calls of one lane at once (parallel steps' critics) cannot share its tokens: the second gets a sequence of its own.
+        const keepKey = kept?.busy ? undefined : cacheKey;
+        if (kept?.busy) kept = undefined;
+        if (kept) {
+          // Most recently used last.
+          instance.kept.delete(cacheKey!);
+          instance.kept.set(cacheKey!, kept);
+        }
+        while (!kept && context.sequencesLeft === 0) {
           callSignal.throwIfAborted();
+          if (await this.evictIdleLane(instance)) continue;
           await new Promise<void>((resolve, reject) => {
             const wake = () => {
               callSignal.removeEventListener("abort", onAbort);
@@ -293,17 +380,41 @@ export class LlamaCppProvider implements ModelProvider, EmbeddingProvider {
             instance.waiting.push(wake);
           });
         }
-        const sequence = context.getSequence();
+        if (!kept) {
+          kept = { sequence: context.getSequence(), busy: false };
+          if (keepKey !== undefined) instance.kept.set(keepKey, kept);
+        }
+        kept.busy = true;
+        let failed = true;
         try {
-          return await work(sequence, callSignal);
+          const result = await work(kept.sequence, callSignal);
+          failed = false;
+          return result;
         } finally {
-          sequence.dispose();
+          kept.busy = false;
+          // A sequence whose call failed may hold a half-evaluated state: it is not worth keeping.
+          if (keepKey === undefined || failed || instance.kept.get(keepKey) !== kept) {
+            if (keepKey !== undefined && instance.kept.get(keepKey) === kept) instance.kept.delete(keepKey);
+            // The context takes the sequence back only once its disposal is through.
+            await kept.sequence.dispose();
+          }
           instance.waiting.shift()?.();
         }
       }, ErrorCode.ModelTimeout);
     } finally {
       instance.active -= 1;
     }
+  }
+
+  /** Gives up the least recently used lane that no call is using; false when there is none. */
+  private async evictIdleLane(instance: LoadedModel): Promise<boolean> {
+    for (const [key, kept] of instance.kept) {
+      if (kept.busy) continue;
+      instance.kept.delete(key);
+      await kept.sequence.dispose();
+      return true;
+    }
+    return false;
   }
 
   private grammarFor(role: ModelRole, schema: z.ZodType): Promise<LlamaGrammar> {

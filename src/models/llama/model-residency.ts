@@ -55,6 +55,10 @@ export class ModelResidency<R extends Resident> {
     return this.residents.has(key);
   }
 
+  loaded(): R[] {
+    return [...this.residents.values()];
+  }
+
   loadedKeys(): string[] {
     return [...this.residents.keys()];
   }

@@ -75,6 +75,13 @@ export class OpenAiCompatibleProvider implements ModelProvider, EmbeddingProvide
     return estimateTokens(text);
   }
 
+  sharesModel(first: ModelRole, second: ModelRole): boolean {
+    if (!this.hasRole(first) || !this.hasRole(second)) return false;
+    const a = this.serving(first).server;
+    const b = this.serving(second).server;
+    return a.base_url === b.base_url && a.model === b.model;
+  }
+
   async generateText(request: TextRequest): Promise<string> {
     return this.complete(request, null);
   }
@@ -168,6 +175,8 @@ export class OpenAiCompatibleProvider implements ModelProvider, EmbeddingProvide
       model: server.model,
       messages,
       stream: true,
+      // The server's count of what the call cost, cached prompt tokens included, in the last chunk.
+      stream_options: { include_usage: true },
       max_tokens: request.maxTokens ?? sampling.max_tokens,
       temperature: request.temperature ?? sampling.temperature,
       ...(this.options.seed !== undefined ? { seed: this.options.seed } : {}),
@@ -175,21 +184,38 @@ export class OpenAiCompatibleProvider implements ModelProvider, EmbeddingProvide
     if (schema && server.structured_output === "json_schema") body.response_format = { type: "json_schema", json_schema: { name: "output", schema } };
     if (schema && server.structured_output === "json_object") body.response_format = { type: "json_object" };
     const signals = request.signal ? [request.signal] : [];
+    const startedAt = performance.now();
+    let firstTextAt: number | undefined;
+    const onDelta = (text: string) => {
+      firstTextAt ??= performance.now();
+      request.onDelta?.(text);
+    };
+    const report = (usage: ServerUsage | undefined) =>
+      request.onUsage?.({
+        ...(usage?.prompt_tokens !== undefined ? { prompt_tokens: usage.prompt_tokens } : {}),
+        ...(usage?.prompt_tokens_details?.cached_tokens !== undefined ? { cached_tokens: usage.prompt_tokens_details.cached_tokens } : {}),
+        ...(usage?.prompt_tokens !== undefined && usage.prompt_tokens_details?.cached_tokens !== undefined ? { evaluated_tokens: Math.max(0, usage.prompt_tokens - usage.prompt_tokens_details.cached_tokens) } : {}),
+        ...(usage?.completion_tokens !== undefined ? { generated_tokens: usage.completion_tokens } : {}),
+        ...(firstTextAt !== undefined ? { ttft_ms: Math.round(firstTextAt - startedAt) } : {}),
+        duration_ms: Math.round(performance.now() - startedAt),
+      });
     return withScopedSignal(signals, this.options.callTimeoutMs ?? 120_000, `${request.role} model call`, async (signal) => {
       const response = await this.post(server, "chat/completions", body, signal);
       if (!response.body) throw new DuckError(ErrorCode.ModelServerFailed, "the model server sent an empty response");
       let text = "";
       let failure: string | null = null;
+      let usage: ServerUsage | undefined;
       if (!(response.headers.get("content-type") ?? "").includes("text/event-stream")) {
         // A server that ignores `stream` answers with one JSON body.
-        const whole = (await jsonBodyOf(response)) as { choices?: Array<{ message?: { content?: string } }> };
+        const whole = (await jsonBodyOf(response)) as { choices?: Array<{ message?: { content?: string } }>; usage?: ServerUsage };
         text = whole.choices?.[0]?.message?.content ?? "";
-        if (text) request.onDelta?.(text);
+        if (text) onDelta(text);
+        report(whole.usage);
         return text;
       }
       await readEvents(response.body, (data) => {
         if (data === "[DONE]") return;
-        let chunk: { choices?: Array<{ delta?: { content?: string | null } }>; error?: { message?: string } };
+        let chunk: { choices?: Array<{ delta?: { content?: string | null } }>; error?: { message?: string }; usage?: ServerUsage | null };
         try {
           chunk = JSON.parse(data);
         } catch {
@@ -197,16 +223,25 @@ export class OpenAiCompatibleProvider implements ModelProvider, EmbeddingProvide
           return;
         }
         if (chunk.error) failure = chunk.error.message ?? "error in stream";
+        if (chunk.usage) usage = chunk.usage;
         const delta = chunk.choices?.[0]?.delta?.content;
         if (delta) {
           text += delta;
-          request.onDelta?.(delta);
+          onDelta(delta);
         }
       });
       if (failure) throw new DuckError(ErrorCode.ModelServerFailed, `the model server failed mid-answer: ${failure}`);
+      report(usage);
       return text;
     }, ErrorCode.ModelTimeout);
   }
+}
+
+/** What an OpenAI-compatible server says a call cost (llama.cpp's server, vLLM and the hosted APIs report cached tokens). */
+interface ServerUsage {
+  prompt_tokens?: number;
+  completion_tokens?: number;
+  prompt_tokens_details?: { cached_tokens?: number };
 }
 
 /** A response body that should be JSON; a server that sends something else is the server's failure. */
