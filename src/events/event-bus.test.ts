@@ -1,5 +1,5 @@
 import pino from "pino";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import type { DuckEvent } from "../contracts/index.js";
 import { CATCH_UP_PAGE, EventBus } from "./event-bus.js";
 
@@ -118,7 +118,8 @@ describe("EventBus", () => {
       stored.push(event(seq));
       bus.publish(event(seq));
     }
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    // However long the catch-up takes on a busy machine: done when every stored event is delivered.
+    await vi.waitFor(() => expect(seen.length).toBeGreaterThanOrEqual(1002), { timeout: 10_000 });
     bus.publish(event(1003));
     expect(seen).toEqual(Array.from({ length: 1002 }, (_, i) => i + 1).concat([1003]));
     expect(Math.max(...limits)).toBe(CATCH_UP_PAGE);

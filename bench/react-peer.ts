@@ -1,0 +1,51 @@
+// The peer the agent benches compare with: LangGraph.js's prebuilt ReAct agent driven by a fake
+// tool-calling model that follows the same scripted task shapes as DuckLM's scripted agent.
+import { BaseChatModel } from "@langchain/core/language_models/chat_models";
+import { AIMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
+import type { ChatResult } from "@langchain/core/outputs";
+import { convertToOpenAITool } from "@langchain/core/utils/function_calling";
+
+/**
+ * The task set. Each shape is what the model decides at each decision, given what it has seen:
+ * tool calls (the second may use the first's output) and then an answer written from the results.
+ */
+export interface Shape {
+  name: string;
+  /** The tool calls, one decision each, then the answer. */
+  calls: Array<(previous: string) => string>;
+}
+export const SHAPES: Shape[] = [
+  { name: "one tool, then answer", calls: [() => "the pond is 3 m deep"] },
+  { name: "two dependent tools, then answer", calls: [() => "notes.txt", (previous) => `contents of ${previous}: ducks like bread`] },
+  { name: "three tools, then answer", calls: [() => "a", (previous) => `${previous}b`, (previous) => `${previous}c`] },
+];
+/** LangGraph's side of the script: a tool call per decision while calls remain, then the answer. */
+export class FakeToolCallingModel extends BaseChatModel {
+  shape: Shape = SHAPES[0]!;
+  prompts: string[] = [];
+  outputs: string[] = [];
+  toolSchemas = "";
+  _llmType(): string {
+    return "fake-tool-calling";
+  }
+  // createReactAgent binds the tools to the model; a real provider would send their schemas with every call.
+  override bindTools(tools: Parameters<typeof convertToOpenAITool>[0][]): this {
+    // What an OpenAI-compatible provider would send: each tool's function schema.
+    this.toolSchemas = JSON.stringify(tools.map((entry) => convertToOpenAITool(entry)));
+    return this;
+  }
+  async _generate(messages: BaseMessage[]): Promise<ChatResult> {
+    // The prompt as a provider would send it: the messages (with their tool calls) and the tool schemas.
+    this.prompts.push(this.toolSchemas + JSON.stringify(messages.map((message) => ({ role: message.getType(), content: message.content, tool_calls: (message as AIMessage).tool_calls }))));
+    const results = messages.filter((message) => message instanceof ToolMessage);
+    const step = results.length;
+    const lastOutput = String(results.at(-1)?.content ?? "");
+    const message =
+      step < this.shape.calls.length
+        ? new AIMessage({ content: "", tool_calls: [{ id: `call_${step}`, name: "echo", args: { text: this.shape.calls[step]!(lastOutput) }, type: "tool_call" }] })
+        : new AIMessage({ content: `Done: ${lastOutput}` });
+    this.outputs.push(JSON.stringify(message.tool_calls?.length ? message.tool_calls : message.content));
+    return { generations: [{ text: String(message.content), message }] };
+  }
+}
+
