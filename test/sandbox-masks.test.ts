@@ -16,6 +16,10 @@ const WITH_CREDENTIALS: Array<[string, string, string]> = [
   ["gradle's signing password", "signing.keyId=24875D73\nsigning.password=gradle-secret-5\n", "gradle-secret-5"],
   ["Maven's server password", "<servers>\n  <server><id>r</id><username>me</username><password>maven-secret-8</password></server>\n</servers>\n", "maven-secret-8"],
   ["a yarnrc's auth token", 'npmAuthToken = "yarn-secret-3"\n', "yarn-secret-3"],
+  ["a GitHub OAuth key", "[github]\n\toauth = gho_oauthSecret11\n", "gho_oauthSecret11"],
+  ["an Azure personal access token", "[azure]\n\tpat = azure-pat-secret-12\n", "azure-pat-secret-12"],
+  ["a quoted URL whose password holds a space", '[remote "o"]\n\turl = "https://me:pass word-secret-13@host/repo.git"\n', "word-secret-13"],
+  ["a password in core.sshCommand", "[core]\n\tsshCommand = sshpass -p ssh-secret-14 ssh\n", "ssh-secret-14"],
 ];
 
 describe("a config's credentials, as a confined command reads them", () => {

@@ -60,10 +60,14 @@ function readCommitSettings(gitconfig: string): string | null {
 // npmrc's key scoped to a registry (`//registry.example/:_authToken=…`).
 const SETTING = /^(\s*(?:\[[^\]]*\]\s*)?)((?:\/\/[^\s=]*:)?[A-Za-z_][\w.-]*)(\s*=\s*)(.*)$/;
 // Keys whose value is a credential: an http.extraHeader (an Authorization header), passwords, tokens, keys, npm's `_auth`.
-const SECRET_KEY = /(header|pass(word|wd|phrase)?$|token|secret|api_?key|private_?key|cookie|(^|:)_auth$)/i;
+const SECRET_KEY = /(header|pass(word|wd|phrase)?$|token|secret|api_?key|private_?key|cookie|oauth|bearer|credentials?$|(^|[._-])pat$|(^|:)_?auth$)/i;
+/** An ssh command that carries a password on its line (`sshpass -p …`, `-o Password…`). */
+const SSH_WITH_PASSWORD = /sshpass|\s-p\s|password/i;
 // The same in an XML file (Maven's settings.xml): `<password>…</password>` on one line.
 const XML_SECRET = /(<((?:\w+:)?(?:password|passphrase|privateKey|token|secret)[\w-]*)>)[^<]*(<\/\2>)/gi;
 const URL_USERINFO = /\b([a-z][a-z0-9+.-]*:\/\/)([^/@\s"]+)@/gi;
+// In a quoted value the user part may hold spaces.
+const QUOTED_URL_USERINFO = /("[a-z][a-z0-9+.-]*:\/\/)([^/@"]+)@/gi;
 const URL_SECRET_PARAMETER = /([?&](?:[\w-]*token|password|passwd|secret|key|auth|sig|signature)=)[^&#\s"]+/gi;
 
 /**
@@ -86,13 +90,14 @@ export function maskedRepositoryConfig(text: string): string | null {
     if (setting) {
       const [, before, key, equals, value] = setting as unknown as [string, string, string, string, string];
       const inlineHelper = /^helper$/i.test(key) && /^["']?!/.test(value.trim());
-      if (SECRET_KEY.test(key) || inlineHelper) {
+      const sshPassword = /sshcommand$/i.test(key) && SSH_WITH_PASSWORD.test(value);
+      if (SECRET_KEY.test(key) || inlineHelper || sshPassword) {
         changed = true;
         continuing = value.endsWith("\\");
         return `${before}${key}${equals}${MASKED}${continuing ? " \\" : ""}`;
       }
     }
-    const cleaned = line.replace(XML_SECRET, (_match, open: string, _name: string, close: string) => `${open}${MASKED}${close}`).replace(URL_USERINFO, (_match, scheme: string) => `${scheme}${encodeURIComponent(MASKED)}@`).replace(URL_SECRET_PARAMETER, (_match, name: string) => `${name}${encodeURIComponent(MASKED)}`);
+    const cleaned = line.replace(XML_SECRET, (_match, open: string, _name: string, close: string) => `${open}${MASKED}${close}`).replace(QUOTED_URL_USERINFO, (_match, scheme: string) => `${scheme}${encodeURIComponent(MASKED)}@`).replace(URL_USERINFO, (_match, scheme: string) => `${scheme}${encodeURIComponent(MASKED)}@`).replace(URL_SECRET_PARAMETER, (_match, name: string) => `${name}${encodeURIComponent(MASKED)}`);
     if (cleaned !== line) changed = true;
     return cleaned;
   }).join("\n");

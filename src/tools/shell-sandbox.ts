@@ -400,7 +400,7 @@ export const CONFINED_ROOT_ID = 1000;
 /** The port the supervisor serves the sudo relay on, inside the sandbox's own network namespace. */
 export const SANDBOX_SUDO_PORT = 3129;
 /** Kernel interfaces only root may read; hidden when DuckLM runs as root. */
-const ROOT_READABLE_KERNEL_FOLDERS = ["/sys/kernel/debug", "/sys/kernel/tracing", "/sys/kernel/security", "/sys/firmware"];
+const ROOT_READABLE_KERNEL_FOLDERS = ["/sys/kernel/debug", "/sys/kernel/tracing", "/sys/kernel/security", "/sys/firmware", "/sys/kernel/slab", "/sys/kernel/mm/damon"];
 /** How often what only root may read is searched for again (in the background), when DuckLM runs as root. */
 const ROOT_ONLY_REFRESH_MS = 60_000;
 /** Temporary folders of other processes: every command gets private, empty ones instead. */
