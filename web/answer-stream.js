@@ -36,3 +36,17 @@ export function partialAnswer(prefix) {
   }
   return text;
 }
+
+/**
+ * A task's model work in a few words, for the line under its answer: "3 calls · 1.1k tokens · 6.2 s"
+ * (tokens evaluated and generated; a cache's share when it served any).
+ * @param {{ calls: number, evaluated_tokens: number, generated_tokens: number, cached_tokens: number, duration_ms: number } | undefined} work
+ * @returns {string}
+ */
+export function modelWorkText(work) {
+  if (!work || !work.calls) return "";
+  /** @param {number} count */
+  const tokens = (count) => (count >= 1000 ? `${(count / 1000).toFixed(1)}k` : String(count));
+  const cached = work.cached_tokens > 0 ? ` (${tokens(work.cached_tokens)} cached)` : "";
+  return `${work.calls} call${work.calls === 1 ? "" : "s"} · ${tokens(work.evaluated_tokens + work.generated_tokens)} tokens${cached} · ${(work.duration_ms / 1000).toFixed(1)} s`;
+}

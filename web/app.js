@@ -1,6 +1,6 @@
 // DuckLM web chat. Tool output and model prose go through textContent; answers are Markdown,
 // rendered by markdown.js (HTML in them stays text, the rest is sanitised).
-import { partialAnswer } from "./answer-stream.js";
+import { modelWorkText, partialAnswer } from "./answer-stream.js";
 import { addCopyButton, codeBlock, languageOf, renderMarkdown, visible } from "./markdown.js";
 
 const $ = (id) => document.getElementById(id);
@@ -169,7 +169,10 @@ function showAnswer(view, text, { now = false } = {}) {
 }
 
 /** The composer's button stops the task on screen while it runs, and sends otherwise. */
-function taskEnded(view) {
+function taskEnded(view, work) {
+  // What the task cost the model, under its answer.
+  const text = modelWorkText(work);
+  if (text) view.answer.append(el("div", "model-work", text));
   stopFollowingQueue(view);
   if (view.answerFrame) cancelAnimationFrame(view.answerFrame);
   view.answerFrame = null;
@@ -347,7 +350,7 @@ function applyEvent(view, event, { live }) {
       if (p.answer !== view.lastOutput) showAnswer(view, p.answer, { now: true });
       else view.answer.replaceChildren();
       addFeedback(view);
-      taskEnded(view);
+      taskEnded(view, p.model_work);
       if (live) refreshTasks();
       break;
     case "task-failed":
@@ -357,14 +360,14 @@ function applyEvent(view, event, { live }) {
       view.answer.append(
         el("span", "error", p.code === "DUCK_ERR_PERMISSION_DENIED" ? (view.denied ? `Stopped: you did not allow ${view.denied}` : "Stopped: a permission was refused") : `Failed (${p.code}): ${p.message}`),
       );
-      taskEnded(view);
+      taskEnded(view, p.model_work);
       if (live) refreshTasks();
       break;
     case "task-cancelled":
       if (view.queued?.textContent.startsWith("Waiting")) view.queued.textContent = "Left the line";
       view.answer.classList.remove("streaming");
       view.answer.append(el("span", "error", `Cancelled: ${p.reason}`));
-      taskEnded(view);
+      taskEnded(view, p.model_work);
       if (live) refreshTasks();
       break;
   }

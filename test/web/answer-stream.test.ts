@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { partialAnswer } from "../../web/answer-stream.js";
+import { modelWorkText, partialAnswer } from "../../web/answer-stream.js";
 
 describe("partialAnswer", () => {
   const directive = JSON.stringify({ kind: "respond", answer: 'Line one\nsays "hi" \\ and \u00e9\u2603 done' });
@@ -33,5 +33,13 @@ describe("partialAnswer", () => {
 
   it("tolerates whitespace the grammar allows between tokens", () => {
     expect(partialAnswer('{ "kind" : "respond" , "answer" : "a b')).toBe("a b");
+  });
+});
+
+describe("a task's model work under its answer", () => {
+  it("says calls, tokens and time in a few words, and nothing for a task that made no call", () => {
+    expect(modelWorkText({ calls: 3, evaluated_tokens: 900, generated_tokens: 200, cached_tokens: 2400, duration_ms: 6240 })).toBe("3 calls · 1.1k tokens (2.4k cached) · 6.2 s");
+    expect(modelWorkText({ calls: 1, evaluated_tokens: 40, generated_tokens: 5, cached_tokens: 0, duration_ms: 90 })).toBe("1 call · 45 tokens · 0.1 s");
+    expect(modelWorkText(undefined)).toBe("");
   });
 });
