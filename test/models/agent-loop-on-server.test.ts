@@ -19,11 +19,13 @@ beforeAll(async () => {
     const prompt = messages.map((message) => message.content).join("\n");
     if (prompt.includes("Should long-term memory")) return { text: JSON.stringify({ recall: false, query: "" }) };
     if (prompt.includes("Succeeded: ")) return { text: JSON.stringify({ correctness: 1, usefulness: 1, safety: 1, verdict: "pass", reason: "read" }) };
-    if (!prompt.includes("Write the ExecutionDirective as JSON")) return { text: "I need to read the file before I can say." };
+    // One model plays the Thinker and the JSON compiler: a decision is one call, the thought then the directive.
+    if (!prompt.includes('"directive", the ExecutionDirective')) return { text: "I need to read the file before I can say." };
     const seen = /## What the steps so far returned\n([\s\S]*?)\n\nIf this answers/.exec(prompt)?.[1] ?? "";
     const name = /name is (\S+?)\./.exec(seen)?.[1];
-    if (!name) return { text: JSON.stringify({ kind: "tool", tool: "file_read", arguments: { path: "duck.txt" }, reason: "the answer is in the file" }) };
-    return { text: JSON.stringify({ kind: "respond", answer: `The duck is called ${name} (from the file_read of duck.txt).` }) };
+    const thought = "I need to read the file before I can say.";
+    if (!name) return { text: JSON.stringify({ thought, directive: { kind: "tool", tool: "file_read", arguments: { path: "duck.txt" }, reason: "the answer is in the file" } }) };
+    return { text: JSON.stringify({ thought: "The file says it.", directive: { kind: "respond", answer: `The duck is called ${name} (from the file_read of duck.txt).` } }) };
   });
   const server_ = { base_url: server.baseUrl, model: "reader", structured_output: "json_schema" };
   const config = ModelsConfigSchema.parse({ roles: { thinker: { server: server_, max_tokens: 256 }, json_compiler: { server: server_, max_tokens: 512 } } });
@@ -45,8 +47,9 @@ describe("the agent loop against an OpenAI-compatible server", () => {
     const events = runtime.store.listEvents(outcome.task_id);
     expect(events.filter((event) => event.type === "iteration-started")).toHaveLength(1);
     expect(events.find((event) => event.type === "tool-called")?.payload).toMatchObject({ call: { tool: "file_read", arguments: { path: "duck.txt" } } });
-    // The second directive request carried the file's text to the server.
-    const directiveRequests = server.received.filter((request) => JSON.stringify(request.body).includes("Write the ExecutionDirective as JSON"));
+    // The second decision request carried the file's text to the server, and asked for the server's count of what it cost.
+    const directiveRequests = server.received.filter((request) => JSON.stringify(request.body).includes('\\"directive\\", the ExecutionDirective'));
+    expect((directiveRequests[0]!.body as { stream_options?: unknown }).stream_options).toEqual({ include_usage: true });
     expect(directiveRequests).toHaveLength(2);
     expect(JSON.stringify(directiveRequests[1]!.body)).toContain("Quackers-7781");
     expect(JSON.stringify(directiveRequests[0]!.body)).not.toContain("Quackers-7781");

@@ -227,7 +227,8 @@ describe("a role on an OpenAI-compatible server", () => {
       const prompt = JSON.stringify(body.messages);
       if (body.response_format === undefined) return { chunks: ["I should ", "answer directly."] };
       if (prompt.includes("Should long-term memory")) return { chunks: ['{"recall":false,"query":""}'] };
-      return { chunks: ['{"kind":"respond",', '"answer":"ducks say quack"}'] };
+      // One model on one server plays the Thinker and the JSON compiler: one call writes the thought and the directive.
+      return { chunks: ['{"thought":"I should ', 'answer directly.",', '"directive":{"kind":"respond",', '"answer":"ducks say quack"}}'] };
     };
     // Every chunk the server streams is recorded as it comes (stream_gather_ms 0), so the deltas show the streaming.
     const runtime = createTestRuntime({ models, runtime: { storage: { stream_gather_ms: 0 } } });
