@@ -1,4 +1,5 @@
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join, relative } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestRuntime, makeTempDir, type TestRuntime } from "./helpers/test-runtime.js";
@@ -74,16 +75,37 @@ describe("two commands of one workspace and its stand-ins", () => {
       const first = racing.loop.submit({ text: "run `sleep 2`", auto_approve: ["unknown"] }).done;
       await new Promise((resolve) => setTimeout(resolve, 1_000));
       const second = racing.loop.submit({
-        text: `run \`sleep 3; mkdir .git; echo 'ref: refs/heads/main' > .git/HEAD; mkdir .git/objects .git/refs; touch .envrc; ls -a\``,
+        text: `run \`sleep 3; mkdir .git; echo 'ref: refs/heads/main' > .git/HEAD; mkdir .git/objects .git/refs; touch .envrc; echo 'ref: refs/heads/main' > HEAD; mkdir -p objects refs/heads; printf '[core]\\n\\tbare = false\\n' > config; ls -a\``,
         auto_approve: ["unknown"],
       }).done;
       await Promise.all([first, second]);
       expect(existsSync(join(fresh, ".git", "HEAD"))).toBe(false);
       expect(existsSync(join(fresh, ".git", "objects"))).toBe(false);
+      // Nor the workspace itself made a repository while the first command's `.git` stand-in stood:
+      // its `config`, `objects/` and `refs/` are ordinary files without a HEAD.
+      expect(existsSync(join(fresh, "HEAD")) ? readFileSync(join(fresh, "HEAD"), "utf8") : "").toBe("");
       // Stand-ins are gone once every command ended, and nothing was made in their place.
-      expect(readdirSync(fresh).filter((name) => name !== "HEAD")).toEqual([]);
+      expect(readdirSync(fresh).filter((name) => name.startsWith("."))).toEqual([]);
     } finally {
       await racing.dispose();
+    }
+  }, 120_000);
+});
+
+describe("the folders that hold a stand-in", () => {
+  it("cannot be moved aside to make the missing hooks folder a repository names", async () => {
+    const repository = makeTempDir("ducklm-links-hooks-");
+    execFileSync("git", ["init", "-q"], { cwd: repository });
+    execFileSync("git", ["config", "core.hooksPath", ".husky/_"], { cwd: repository });
+    const hooked = createTestRuntime({ workspace: repository, runtime: { timeouts: { step_ms: 20_000 }, retry: { max_step_retries: 0 } } });
+    await hooked.ready();
+    try {
+      const outcome = await hooked.loop.submit({ text: "run `mv .husky .h_old; mkdir -p .husky/_ && printf '#!/bin/sh\\ntouch MARK\\n' > .husky/_/pre-commit`", auto_approve: ["unknown"] }).done;
+      expect(outcome.state).not.toBe("awaiting_permission");
+      expect(existsSync(join(repository, ".husky", "_", "pre-commit"))).toBe(false);
+      expect(existsSync(join(repository, ".h_old"))).toBe(false);
+    } finally {
+      await hooked.dispose();
     }
   }, 120_000);
 });

@@ -565,7 +565,10 @@ export function bubblewrapShell(options: BubblewrapOptions): ShellSandbox {
       // `refs/` beside it, the workspace itself would be a bare repository to the user's git.
       const granted = new Set((launch.writableRunLater ?? []).map((name) => name.replace(/\/+$/, "")));
       const guarded = runLater.filter((entry) => !granted.has(entry.name));
-      if (guarded.some((entry) => entry.name === ".git") && !lstatSync(join(launch.workspace, ".git"), { throwIfNoEntry: false })) guarded.push({ name: "HEAD", folder: false });
+      // A `.git` that may be a stand-in (another command's, or one left behind) counts as missing: its
+      // HEAD is guarded too, or a command beside it could make the workspace itself a repository.
+      const dotGit = join(launch.workspace, ".git");
+      if (guarded.some((entry) => entry.name === ".git") && (!lstatSync(dotGit, { throwIfNoEntry: false }) || placeholders.mayBeStandIn(dotGit))) guarded.push({ name: "HEAD", folder: false });
       // Every guarded entry goes to the stand-ins: one there that is a stand-in of a command still
       // running is shared (held) rather than taken for the user's, or its end would remove it from under this one.
       const missing = guarded.filter((entry) => !lstatSync(join(launch.workspace, entry.name), { throwIfNoEntry: false }) || placeholders.mayBeStandIn(join(launch.workspace, entry.name)));
@@ -618,7 +621,8 @@ export function bubblewrapShell(options: BubblewrapOptions): ShellSandbox {
       // Pinned first, protected after: a pinned folder must not cover a read-only `.git` or a hidden
       // path within it. Folders holding a nested `.git` are pinned too, or renaming one (`mv sub x`)
       // would carry the read-only `.git` off and leave a writable copy in its place.
-      const pinned = new Set([...inside, ...repositories, ...readOnly].flatMap((path) => pinnedAncestors(launch.workspace, path)));
+      // A stand-in's folders too: moved aside, they would carry the stand-in off and leave room for the real thing.
+      const pinned = new Set([...inside, ...repositories, ...readOnly, ...present, ...stand.paths].flatMap((path) => pinnedAncestors(launch.workspace, path)));
       for (const ancestor of pinned) bindChecked("--bind-fd", ancestor);
       for (const path of [...repositories, ...readOnly, ...present, ...stand.paths]) bindChecked("--ro-bind-fd", path);
       // Credentials in what git reads (an extraheader, a token in a remote's URL), wherever the repository's configs lie, are shown masked.
