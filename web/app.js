@@ -172,7 +172,7 @@ function showAnswer(view, text, { now = false } = {}) {
 function taskEnded(view, work) {
   // What the task cost the model, under its answer.
   const text = modelWorkText(work);
-  if (text) view.answer.append(el("div", "model-work", text));
+  if (text) view.answer.after(el("div", "model-work", text));
   stopFollowingQueue(view);
   if (view.answerFrame) cancelAnimationFrame(view.answerFrame);
   view.answerFrame = null;
