@@ -1,5 +1,6 @@
-import { closeSync, lstatSync, mkdirSync, openSync, readdirSync, rmdirSync, unlinkSync, utimesSync } from "node:fs";
-import { join } from "node:path";
+import { closeSync, lstatSync, lutimesSync, mkdirSync, openSync, readdirSync, rmdirSync, constants as fsConstants, unlinkSync } from "node:fs";
+import { basename, dirname, join } from "node:path";
+import { throughFolder, withFolderWithin } from "./folder-walk.js";
 
 /**
  * Files in a workspace that the user's own tools run later, outside any sandbox: a `.git` (its
@@ -15,6 +16,8 @@ export function runLaterEntry(entry: string): { name: string; folder: boolean } 
 }
 
 interface Placeholder {
+  workspace: string;
+  name: string;
   users: number;
   ino: number;
   folder: boolean;
@@ -41,7 +44,7 @@ function emptyEntry(path: string): { ino: number; folder: boolean; changedMs: nu
 function markHeld(path: string, until: number): number | null {
   try {
     const info = lstatSync(path);
-    utimesSync(path, info.atime, new Date(Math.max(info.mtimeMs, until)));
+    lutimesSync(path, info.atime, new Date(Math.max(info.mtimeMs, until)));
     return lstatSync(path).ctimeMs;
   } catch {
     return null;
@@ -79,25 +82,31 @@ export class RunLaterPlaceholders {
     const taken: string[] = [];
     for (const { name, folder } of entries) {
       const path = join(workspace, name);
-      const existing = this.held.get(path);
-      if (existing) {
-        existing.users += 1;
-        existing.changedMs = markHeld(path, until) ?? existing.changedMs;
-        taken.push(path);
-        continue;
-      }
-      try {
-        if (folder) mkdirSync(path, { mode: 0o755 });
-        else closeSync(openSync(path, "wx", 0o644));
-      } catch {
-        // There already (the caller binds it read-only): if it is empty, it may be another's stand-in.
-        if (emptyEntry(path)) markHeld(path, until);
-        continue;
-      }
-      const changedMs = markHeld(path, until);
-      if (changedMs === null) continue;
-      this.held.set(path, { users: 1, ino: lstatSync(path).ino, folder, changedMs });
-      taken.push(path);
+      // Everything below goes through the parent folder's descriptor, opened part by part without
+      // following a link: a task that swaps a folder of the workspace for a link to the host while
+      // this runs makes nothing (and marks nothing) outside the workspace.
+      const made = withFolderWithin(workspace, dirname(name), false, (parentFd) => {
+        const at = throughFolder(parentFd, basename(name));
+        const existing = this.held.get(path);
+        if (existing) {
+          existing.users += 1;
+          existing.changedMs = markHeld(at, until) ?? existing.changedMs;
+          return true;
+        }
+        try {
+          if (folder) mkdirSync(at, { mode: 0o755 });
+          else closeSync(openSync(at, fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_EXCL | fsConstants.O_NOFOLLOW, 0o644));
+        } catch {
+          // There already (the caller binds it read-only): if it is empty, it may be another's stand-in.
+          if (emptyEntry(at)) markHeld(at, until);
+          return false;
+        }
+        const changedMs = markHeld(at, until);
+        if (changedMs === null) return false;
+        this.held.set(path, { workspace, name, users: 1, ino: lstatSync(at).ino, folder, changedMs });
+        return true;
+      });
+      if (made) taken.push(path);
     }
     let released = false;
     return {
@@ -116,14 +125,17 @@ export class RunLaterPlaceholders {
     placeholder.users -= 1;
     if (placeholder.users > 0) return;
     this.held.delete(path);
-    const now = emptyEntry(path);
-    // Written meanwhile (a file tool the user allowed), replaced, or marked held by another process since: it stays.
-    if (!now || now.ino !== placeholder.ino || now.folder !== placeholder.folder || now.changedMs !== placeholder.changedMs) return;
-    try {
-      if (now.folder) rmdirSync(path);
-      else unlinkSync(path);
-    } catch {
-      // Gone already, or no longer ours to remove.
-    }
+    withFolderWithin(placeholder.workspace, dirname(placeholder.name), false, (parentFd) => {
+      const at = throughFolder(parentFd, basename(placeholder.name));
+      const now = emptyEntry(at);
+      // Written meanwhile (a file tool the user allowed), replaced, or marked held by another process since: it stays.
+      if (!now || now.ino !== placeholder.ino || now.folder !== placeholder.folder || now.changedMs !== placeholder.changedMs) return;
+      try {
+        if (now.folder) rmdirSync(at);
+        else unlinkSync(at);
+      } catch {
+        // Gone already, or no longer ours to remove.
+      }
+    });
   }
 }

@@ -1,14 +1,15 @@
 import { spawnSync, type ChildProcess } from "node:child_process";
 import { createHash } from "node:crypto";
-import { chmodSync, closeSync, constants as fsConstants, existsSync, lstatSync, mkdirSync, mkdtempSync, openSync, readdirSync, readlinkSync, realpathSync, rmSync, statSync, writeFileSync, type Stats } from "node:fs";
+import { chmodSync, closeSync, constants as fsConstants, existsSync, lstatSync, mkdtempSync, openSync, readdirSync, readlinkSync, realpathSync, rmSync, statSync, writeFileSync, type Stats } from "node:fs";
 import { homedir, tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { dirname, join, relative } from "node:path";
 import type { Duplex, Writable } from "node:stream";
 import type { Logger } from "pino";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import { pointedRepositories, repositoryConfigFiles, workspaceRepositoryEntries } from "../permissions/git-repository.js";
 import { commandEnvironment, type EnvironmentPolicy } from "./command-environment.js";
 import { SANDBOX_PROXY_PORT, startNetworkProxy, type NetworkProxy } from "./network-proxy.js";
+import { withFolderWithin } from "./folder-walk.js";
 import { DEFAULT_RUN_LATER_FILES, RunLaterPlaceholders, runLaterEntry } from "./run-later-files.js";
 import { ChannelService, serveSandboxChannel, SUPERVISOR_SOURCE } from "./sandbox-channel.js";
 import { commitSettingsOf, maskedConfigOf, rootOnlyPaths, rootSearchFolders } from "./sandbox-masks.js";
@@ -222,6 +223,15 @@ function openedAsChecked(path: string): number | null {
     return null;
   }
   return fd;
+}
+
+/**
+ * Makes the folder `relativeFolder` of `workspace` (and its parents) part by part through descriptors,
+ * never through a link: checked a moment ago, a folder a running task swaps for a link since then
+ * makes nothing outside. False when it cannot be made there.
+ */
+function madeWithin(workspace: string, relativeFolder: string): boolean {
+  return withFolderWithin(workspace, relativeFolder, true, () => true) ?? false;
 }
 
 function isDirectory(path: string): boolean {
@@ -577,21 +587,19 @@ export function bubblewrapShell(options: BubblewrapOptions): ShellSandbox {
       // stand-in of its kind.
       for (const name of missingSubmoduleGitEntries(launch.workspace, git())) {
         // Made by DuckLM itself: never through a link that leads out of the workspace.
-        if (!creatableInside(join(launch.workspace, name), launch.workspace)) continue;
-        mkdirSync(join(launch.workspace, dirname(name)), { recursive: true });
+        if (!creatableInside(join(launch.workspace, name), launch.workspace) || !madeWithin(launch.workspace, dirname(name))) continue;
         missing.push({ name, folder: true });
       }
       if (homeInWorkspace) {
         for (const entry of HOME_STARTUP_FILES.map(runLaterEntry)) {
           const path = join(home, entry.name);
-          if (lstatSync(path, { throwIfNoEntry: false }) || !creatableInside(path, launch.workspace)) continue;
-          mkdirSync(dirname(path), { recursive: true });
+          if (lstatSync(path, { throwIfNoEntry: false }) || !creatableInside(path, launch.workspace) || !madeWithin(launch.workspace, relative(launch.workspace, dirname(path)))) continue;
           missing.push({ name: path.slice(launch.workspace.length + 1), folder: entry.folder });
         }
       }
       for (const entry of repositoryEntries) {
         if (!entry.path.startsWith(`${launch.workspace}/`) || lstatSync(entry.path, { throwIfNoEntry: false }) || !creatableInside(entry.path, launch.workspace)) continue;
-        mkdirSync(dirname(entry.path), { recursive: true });
+        if (!madeWithin(launch.workspace, relative(launch.workspace, dirname(entry.path)))) continue;
         missing.push({ name: entry.path.slice(launch.workspace.length + 1), folder: entry.folder });
       }
       const stand = placeholders.hold(launch.workspace, missing, Date.now() + (launch.timeLimitMs ?? 0) + HARD_LIMIT_MARGIN_MS);
