@@ -22,6 +22,12 @@ export function modelWorkLine(work: ModelWork): string {
   return `${work.calls} model call${work.calls === 1 ? "" : "s"} · ${tokens(work.evaluated_tokens)} tokens evaluated${cached} · ${tokens(work.generated_tokens)} generated · ${(work.duration_ms / 1000).toFixed(1)} s`;
 }
 
+/** A task's model work in a few words, for a listing: "4 calls · 1.1k tokens · 6.2 s" (tokens evaluated and generated). */
+export function modelWorkBrief(work: ModelWork): string {
+  const tokens = work.evaluated_tokens + work.generated_tokens;
+  return `${work.calls} call${work.calls === 1 ? "" : "s"} · ${tokens >= 1000 ? `${(tokens / 1000).toFixed(1)}k` : tokens} tokens · ${(work.duration_ms / 1000).toFixed(1)} s`;
+}
+
 /**
  * Prints events as they happen: one JSON object a line, or a readable transcript — the answer, the
  * steps and the questions, with what the model calls cost at the end; the JSON the models write for

@@ -1,3 +1,5 @@
+import { z } from "zod";
+
 /** What one model call cost, as the provider measured it (a field it cannot know is left out). */
 export interface ModelCallUsage {
   /** Tokens of the whole prompt as the model read it (its chat template included). */
@@ -12,16 +14,17 @@ export interface ModelCallUsage {
   duration_ms?: number;
 }
 
-/** What a task's model calls cost together, as its end event carries it. */
-export interface ModelWork {
+/** What a task's model calls cost together, as its end event and its row carry it. */
+export const ModelWorkSchema = z.object({
   /** Calls that reported what they cost. */
-  calls: number;
-  prompt_tokens: number;
-  cached_tokens: number;
-  evaluated_tokens: number;
-  generated_tokens: number;
-  duration_ms: number;
-}
+  calls: z.number().int(),
+  prompt_tokens: z.number().int(),
+  cached_tokens: z.number().int(),
+  evaluated_tokens: z.number().int(),
+  generated_tokens: z.number().int(),
+  duration_ms: z.number(),
+});
+export type ModelWork = z.infer<typeof ModelWorkSchema>;
 
 /** The totals with one more call's cost added. */
 export function addModelWork(work: ModelWork | null, usage: ModelCallUsage): ModelWork {

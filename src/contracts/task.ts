@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { ModelWorkSchema } from "./model-work.js";
 
 /** Every state a task can be in. Terminal: completed, failed, cancelled. */
 export const TaskStateSchema = z.enum([
@@ -46,6 +47,8 @@ export const TaskSummarySchema = z.object({
   last_seq: z.number().int(),
   answer: z.string().nullable(),
   error: z.string().nullable(),
+  /** What the task's model calls cost together; null before its first call reported it. */
+  model_work: ModelWorkSchema.nullable(),
 });
 export type TaskSummary = z.infer<typeof TaskSummarySchema>;
 

@@ -1,4 +1,4 @@
-import type { Checkpoint, ConversationSummary, TaskState, TaskSummary } from "../contracts/index.js";
+import type { Checkpoint, ConversationSummary, ModelWork, TaskState, TaskSummary } from "../contracts/index.js";
 import { BlobStore } from "../storage/blob-store.js";
 import type { SqlDatabase, SqlStatement } from "../storage/sql-database.js";
 import type { TaskProjection } from "./task-projection.js";
@@ -23,6 +23,7 @@ interface TaskRow {
   last_seq: number;
   answer: string | null;
   error: string | null;
+  model_work: string | null;
 }
 
 /**
@@ -49,11 +50,11 @@ export class TaskRows {
     private readonly blobs = new BlobStore(db),
   ) {
     this.insertTask = db.prepare(
-      `INSERT INTO tasks (id, text, state, session_id, workspace, created_at, updated_at, last_seq, answer, error)
-       VALUES (@id, @text, @state, @session_id, @workspace, @created_at, @updated_at, @seq, @answer, @error)`,
+      `INSERT INTO tasks (id, text, state, session_id, workspace, created_at, updated_at, last_seq, answer, error, model_work)
+       VALUES (@id, @text, @state, @session_id, @workspace, @created_at, @updated_at, @seq, @answer, @error, @model_work)`,
     );
     this.updateTask = db.prepare(
-      "UPDATE tasks SET state = @state, updated_at = @time, last_seq = @seq, answer = @answer, error = @error WHERE id = @id",
+      "UPDATE tasks SET state = @state, updated_at = @time, last_seq = @seq, answer = @answer, error = @error, model_work = @model_work WHERE id = @id",
     );
     this.upsertCheckpoint = db.prepare(
       `INSERT INTO checkpoints (task_id, seq, time, snapshot) VALUES (?, ?, ?, ?)
@@ -105,6 +106,7 @@ export class TaskRows {
       seq: projection.seq,
       answer: answerInline ? projection.answer : null,
       error: errorTextOf(projection),
+      model_work: modelWorkOf(projection),
     });
     return answerInline;
   }
@@ -117,6 +119,7 @@ export class TaskRows {
       seq: projection.seq,
       answer: this.blobs.packText(projection.task_id, projection.answer),
       error: errorTextOf(projection),
+      model_work: modelWorkOf(projection),
     });
   }
 
@@ -187,7 +190,21 @@ export class TaskRows {
     } catch (error) {
       answer = `[the stored answer cannot be read: ${(error as Error).message}]`;
     }
-    return { ...row, answer };
+    return { ...row, answer, model_work: parsedModelWork(row.model_work) };
+  }
+}
+
+function modelWorkOf(projection: TaskProjection): string | null {
+  return projection.model_work ? JSON.stringify(projection.model_work) : null;
+}
+
+/** The stored totals; a value that does not read back as JSON is left out rather than failing a listing. */
+function parsedModelWork(stored: string | null): ModelWork | null {
+  if (stored === null) return null;
+  try {
+    return JSON.parse(stored) as ModelWork;
+  } catch {
+    return null;
   }
 }
 

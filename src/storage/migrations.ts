@@ -190,6 +190,13 @@ export const MIGRATIONS: ReadonlyArray<{ version: number; description: string; s
       ALTER TABLE task_leases ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0;
     `,
   },
+  {
+    version: 14,
+    description: "a task's row carries what its model calls cost together (JSON), for `ducklm tasks` and GET /tasks",
+    sql: `
+      ALTER TABLE tasks ADD COLUMN model_work TEXT;
+    `,
+  },
 ];
 
 export function migrate(db: Database): number {

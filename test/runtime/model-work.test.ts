@@ -44,6 +44,8 @@ describe("model work per task", () => {
     expect(work.calls).toBe(3);
     expect(work.generated_tokens).toBe(completed.reduce((sum, payload) => sum + payload.usage!.generated_tokens!, 0));
     expect(work.cached_tokens).toBeGreaterThan(0);
+    // The task's row carries the same totals, for `ducklm tasks` and GET /tasks.
+    expect(runtime.store.listTasks({ limit: 1 })[0]!.model_work).toEqual(work);
     // Replay serves what each call cost as recorded: the totals come out the same.
     expect((await replayTask(events, runtime.config)).first_difference ?? null).toBeNull();
   });

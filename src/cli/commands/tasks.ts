@@ -1,7 +1,7 @@
 import type { Command } from "commander";
 import { isTerminalTaskState, TaskStateSchema, type DuckEvent } from "../../contracts/index.js";
 import { DuckError, ErrorCode } from "../../errors/duck-error.js";
-import { createEventPrinter, followTask } from "../follow-task.js";
+import { createEventPrinter, followTask, modelWorkBrief } from "../follow-task.js";
 import { wholeNumberOption } from "../cli-numbers.js";
 import { formatEvent } from "../format-event.js";
 import { oneLine } from "../terminal-text.js";
@@ -23,7 +23,7 @@ export function registerTasks(program: Command): void {
         const listed = store.listTasks({ ...(state?.data ? { state: state.data } : {}), limit: wholeNumberOption(options.limit, 50, "--limit") });
         if (options.json) for (const task of listed) console.log(JSON.stringify(task));
         else if (listed.length === 0) console.log(state?.data ? `no ${state.data} tasks` : 'no tasks yet: try  ducklm run "read file README.md"');
-        else for (const task of listed) console.log(`${task.id}  ${task.state.padEnd(19)}  ${task.updated_at}  ${oneLine(task.text.length > 60 ? `${task.text.slice(0, 57)}…` : task.text)}`);
+        else for (const task of listed) console.log(`${task.id}  ${task.state.padEnd(19)}  ${task.updated_at}  ${oneLine(task.text.length > 60 ? `${task.text.slice(0, 57)}…` : task.text)}${task.model_work ? `  (${modelWorkBrief(task.model_work)})` : ""}`);
         return 0;
       }),
     );

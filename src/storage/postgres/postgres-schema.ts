@@ -131,6 +131,13 @@ export const POSTGRES_MIGRATIONS: ReadonlyArray<{ version: number; description: 
       ALTER TABLE task_leases ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0;
     `,
   },
+  {
+    version: 5,
+    description: "a task's row carries what its model calls cost together (SQLite migration 14)",
+    sql: `
+      ALTER TABLE tasks ADD COLUMN model_work TEXT;
+    `,
+  },
 ];
 
 /** Any constant: migrations of several processes starting at once run one after another under it. */
