@@ -104,6 +104,13 @@ export const RuntimeConfigSchema = z.strictObject({
      */
     fold_decision: z.enum(["auto", "never"]).default("auto"),
     /**
+     * Where the critic runs on the model that decides (and decisions are folded), a step whose tool
+     * succeeded passes on the tool's word and the next decision gives the critic's verdict on it, in
+     * the same call (`auto`); or every such step gets a critic call of its own (`never`). A step of
+     * the last decision the loop allows always gets its own call. Defaults to `auto`.
+     */
+    fold_critic: z.enum(["auto", "never"]).default("auto"),
+    /**
      * Whether the critic model judges a step whose tool failed. A failure speaks for itself: by
      * default it is judged without a model call. Defaults to false.
      */

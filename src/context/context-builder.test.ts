@@ -151,9 +151,12 @@ describe("buildContext", () => {
   it("tells the model from its second decision where the loop stands, and to answer at the last one", () => {
     const budgets = RuntimeConfigSchema.parse({}).context_budgets;
     const observations = [{ iteration: 1, directive: { kind: "tool" as const, tool: "echo", arguments: { text: "hi" }, reason: "" }, steps: [{ id: "step-1", description: "", tool: "echo", status: "succeeded" as const, output: "hi", error: null, verdict: "pass" }] }];
-    const at = (decision: number) => buildContext({ systemPrompt: "", taskText: "t", memory: [], tools: [], history: [], observations, loop: { decision, maxDecisions: 3, tokensLeft: 1200 } }, budgets, estimateTokens).prompt;
-    expect(at(2)).toContain("This is decision 2 of at most 3; about 1200 tokens of the task's budget are left.");
-    expect(at(2)).not.toContain("It is the last one");
-    expect(at(3)).toContain("It is the last one: respond with what the results show.");
+    const at = (decision: number) => buildContext({ systemPrompt: "", taskText: "t", memory: [], tools: [], history: [], observations, loop: { decision, maxDecisions: 3, tokensLeft: 1200 } }, budgets, estimateTokens);
+    expect(at(2).standing).toContain("This is decision 2 of at most 3; about 1200 tokens of the task's budget are left.");
+    expect(at(2).standing).not.toContain("It is the last one");
+    expect(at(3).standing).toContain("It is the last one: respond with what the results show.");
+    // What changes from one decision to the next stays out of the prompt, which later decisions repeat.
+    expect(at(2).prompt).toBe(at(3).prompt);
+    expect(at(2).prompt).not.toContain("This is decision");
   });
 });

@@ -38,7 +38,8 @@ export function iterationText(iteration: IterationRecord, share: number, count: 
   let truncated = false;
   const lines = iteration.steps.map((step) => {
     const succeeded = step.status === "succeeded";
-    const judged = succeeded && step.verdict ? `, critic: ${step.verdict}` : "";
+    // A verdict a later decision gave is not shown: shown, it would rewrite a prompt already sent.
+    const judged = succeeded && step.verdict && !step.judged_by_next_decision ? `, critic: ${step.verdict}` : "";
     const outcome = succeeded ? `succeeded${judged}` : `${step.status}${step.error ? `: ${oneLine(step.error)}` : ""}`;
     const body = fitText(step.output, share, count);
     truncated ||= body.truncated;

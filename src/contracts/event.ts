@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { ALL_EVENT_TYPES, type EventTypeName } from "./event-types.js";
-import type { CriticScore, RecoveryAction } from "./critic.js";
+import type { CriticScore, RecoveryAction, StepReview } from "./critic.js";
 import type { CoderProposal, ExecutionDirective, PlanStep } from "./directive.js";
 import type { MemoryHit, RecallDecision } from "./memory.js";
 import type { ToolCall, ToolResult } from "./tool.js";
@@ -66,7 +66,8 @@ export interface EventPayloads {
   /** `usage`: what the call cost the model (tokens evaluated, reused from the cache, generated; time), where the provider measured it. */
   "model-output-completed": { role: ModelRole; purpose: string; text: string; usage?: ModelCallUsage };
   "model-output-failed": { role: ModelRole; purpose: string; code: string; message: string };
-  "directive-decided": { directive: ExecutionDirective; source: "model" | "intent-parser" | "no-model" };
+  /** `review`: the critic's verdicts on the previous decision's steps, given in this decision where one model plays both (see `agent.fold_critic`). */
+  "directive-decided": { directive: ExecutionDirective; source: "model" | "intent-parser" | "no-model"; review?: StepReview[] };
   /** The JSON compiler's directive was cut off or did not validate; it is asked again with the error. */
   "directive-retried": { attempt: number; error: string };
   /**
@@ -85,7 +86,8 @@ export interface EventPayloads {
   "coder-proposed": { step_id: string; attempt: number; proposal: CoderProposal };
   "tool-called": { step_id: string; attempt: number; call: ToolCall; effect: "read-only" | "side-effecting" };
   "tool-result": { step_id: string; attempt: number; result: ToolResult };
-  "critic-scored": { step_id: string; attempt: number; score: CriticScore; source: "model" | "heuristic" };
+  /** `source` `deferred`: the step passed on its tool's word, and the next decision reviews it (see `directive-decided`). */
+  "critic-scored": { step_id: string; attempt: number; score: CriticScore; source: "model" | "heuristic" | "deferred" };
   /** `ran_files` and `content_digest`: the workspace files the command runs (a script, a recipe) and what they held when asked. */
   "permission-requested": { request_id: string; step_id: string; call: ToolCall; category: CommandCategory; reason: string; commands: string[]; network?: boolean; ran_files?: string[]; content_digest?: string };
   "permission-resolved": { request_id: string; step_id: string; decision: PermissionDecisionKind | "allow_always"; by: string };

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import type { ExecutionDirective } from "../contracts/index.js";
+import type { ExecutionDirective, StepReview } from "../contracts/index.js";
 import type { Prompts } from "../config/config-schemas.js";
 import type { BuiltContext } from "../context/context-builder.js";
 import { NO_MODEL_ANSWER, parseIntent } from "./intent-parser.js";
@@ -7,11 +7,31 @@ import { NO_MODEL_ANSWER, parseIntent } from "./intent-parser.js";
 export interface RouterDecision {
   directive: ExecutionDirective;
   source: "model" | "intent-parser" | "no-model";
+  /** The critic's verdicts on the previous decision's steps, where this decision gave them. */
+  review?: StepReview[];
+}
+
+/** A verdict as a folded decision writes it. */
+export interface ReviewVerdict {
+  step_id: string;
+  verdict: "pass" | "retry" | "fail";
 }
 
 /** What a folded decision writes: the Thinker's thought, then the directive, in one JSON object. */
 export function decisionSchemaFor(directive: z.ZodType<ExecutionDirective>): z.ZodType<{ thought: string; directive: ExecutionDirective }> {
   return z.object({ thought: z.string(), directive });
+}
+
+/**
+ * A folded decision that also judges the steps of the decision before (`agent.fold_critic`): the
+ * thought, a verdict for each of those steps, then the directive.
+ */
+export function reviewingDecisionSchemaFor(
+  directive: z.ZodType<ExecutionDirective>,
+  stepIds: readonly string[],
+): z.ZodType<{ thought: string; review: ReviewVerdict[]; directive: ExecutionDirective }> {
+  const ids = stepIds as [string, ...string[]];
+  return z.object({ thought: z.string(), review: z.array(z.object({ step_id: z.enum(ids), verdict: z.enum(["pass", "retry", "fail"]) })), directive });
 }
 
 /** The task's lane for deciding: every decision's calls continue one kept model state. */
@@ -31,6 +51,11 @@ function guideFor(prompts: Prompts, decision: number): string {
   return decision <= 1 ? prompts.thinker : prompts.orchestrator;
 }
 
+/** What a decision is asked now: where the loop stands, then the guide for this decision. */
+function nowText(context: BuiltContext, prompts: Prompts, decision: number): string {
+  return context.standing ? `${context.standing}\n${guideFor(prompts, decision)}` : guideFor(prompts, decision);
+}
+
 const THOUGHT_BOUND = "in at most three sentences";
 
 /**
@@ -41,7 +66,7 @@ export function draftRequest(context: BuiltContext, prompts: Prompts, decision: 
   return {
     role: decision <= 1 ? "thinker" : "orchestrator",
     system: decideSystem(context, prompts, false),
-    prompt: `${context.prompt}\n\n## Now\n${guideFor(prompts, decision)}\nWrite your decision ${THOUGHT_BOUND}.`,
+    prompt: `${context.prompt}\n\n## Now\n${nowText(context, prompts, decision)}\nWrite your decision ${THOUGHT_BOUND}.`,
     maxTokens,
   };
 }
@@ -50,11 +75,15 @@ export function draftRequest(context: BuiltContext, prompts: Prompts, decision: 
  * One call that decides and writes the directive, where one model plays both parts: a short thought
  * first, then the directive, under one schema.
  */
-export function foldedDecisionRequest(context: BuiltContext, prompts: Prompts, decision: number): { role: "json_compiler"; system: string; prompt: string } {
+export function foldedDecisionRequest(context: BuiltContext, prompts: Prompts, decision: number, toReview: readonly string[] = []): { role: "json_compiler"; system: string; prompt: string } {
+  const review =
+    toReview.length > 0
+      ? `, then "review", a verdict on each of ${toReview.join(", ")} as its output shows it (pass: it did what it should; retry: another attempt may fix it; fail: it cannot)`
+      : "";
   return {
     role: "json_compiler",
     system: decideSystem(context, prompts, true),
-    prompt: `${context.prompt}\n\n## Now\n${guideFor(prompts, decision)}\nAnswer with one JSON object: "thought", your decision ${THOUGHT_BOUND}, then "directive", the ExecutionDirective that carries it out.`,
+    prompt: `${context.prompt}\n\n## Now\n${nowText(context, prompts, decision)}\nAnswer with one JSON object: "thought", your decision ${THOUGHT_BOUND}${review}, then "directive", the ExecutionDirective that carries it out.`,
   };
 }
 
@@ -66,7 +95,7 @@ export function foldedDecisionRequest(context: BuiltContext, prompts: Prompts, d
 export function directiveRequest(context: BuiltContext, draft: string, prompts: Prompts): { system: string; prompt: string } {
   return {
     system: prompts.json_compiler,
-    prompt: `${draft ? context.compilerPrompt : context.prompt}\n\n## Thinker's decision\n${draft || "(none)"}\n\nWrite the ExecutionDirective as JSON.`,
+    prompt: `${draft ? context.compilerPrompt : context.prompt}${context.standing ? `\n\n${context.standing}` : ""}\n\n## Thinker's decision\n${draft || "(none)"}\n\nWrite the ExecutionDirective as JSON.`,
   };
 }
 

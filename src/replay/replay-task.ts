@@ -24,7 +24,7 @@ import type { AnyToolDefinition } from "../tools/tool-definition.js";
  * How tasks decided before a setting existed: a recording that does not name one ran as DuckLM did
  * then (the critic judged failed steps too, decisions took two calls).
  */
-const SETTINGS_BEFORE_THEY_WERE_RECORDED = { judge_failed_steps: true, fold_decision: "never" } as const;
+const SETTINGS_BEFORE_THEY_WERE_RECORDED = { judge_failed_steps: true, fold_decision: "never", fold_critic: "never" } as const;
 
 export interface ComparableEvent {
   seq: number;

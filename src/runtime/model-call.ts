@@ -36,6 +36,24 @@ export function servesRole(context: ExecutorContext, role: ModelRole): boolean {
   return context.models?.hasRole(role) ?? false;
 }
 
+/**
+ * Whether one call decides and writes the directive: the role deciding and the JSON compiler run on
+ * one model, and runtime.json does not ask for two calls.
+ */
+export function foldsDecision(context: ExecutorContext, role: "thinker" | "orchestrator"): boolean {
+  if (context.config.runtime.agent.fold_decision === "never" || !servesRole(context, "json_compiler")) return false;
+  return context.models?.sharesModel?.(role, "json_compiler") ?? false;
+}
+
+/**
+ * Whether the next decision gives the critic's verdict on the steps that ran before it, in the same
+ * call: the critic runs on the model that decides, decisions are folded, and the loop decides again.
+ */
+export function foldsCritic(context: ExecutorContext, iteration: number, maxIterations: number): boolean {
+  if (context.config.runtime.agent.fold_critic === "never" || iteration >= maxIterations || !servesRole(context, "critic")) return false;
+  return foldsDecision(context, "orchestrator") && (context.models?.sharesModel?.("critic", "json_compiler") ?? false);
+}
+
 /** The most tokens a role's calls generate (its own `max_tokens`, or that of the role serving it). */
 function maxTokensOf(context: ExecutorContext, role: ModelRole): number {
   for (let candidate: ModelRole | undefined = role; candidate; candidate = ROLE_FALLBACKS[candidate]) {

@@ -1,4 +1,4 @@
-import { RecallDecisionSchema, type RecallDecision, type ExecutionDirective, type MemoryHit, type ModelRole } from "../contracts/index.js";
+import { RecallDecisionSchema, type RecallDecision, type ExecutionDirective, type MemoryHit, type ModelRole, type StepReview } from "../contracts/index.js";
 import { DuckError, ErrorCode, type ErrorCodeName } from "../errors/duck-error.js";
 import { z } from "zod";
 import { knownStepIds, MAX_ARGUMENT_DEPTH, nestingDepth, referencedSteps, withoutStepReferences, withReferenceDependencies } from "./step-references.js";
@@ -6,11 +6,11 @@ import { orderPlan } from "../decisions/plan-scheduler.js";
 import { planFromDirective } from "./run-plan.js";
 import { heuristicRecall, recallPrompt } from "../decisions/recall-policy.js";
 import { parseIntent } from "../decisions/intent-parser.js";
-import { DECIDE_LANE, decideWithoutModel, directiveRequest, draftRequest, foldedDecisionRequest, type RouterDecision } from "../decisions/router.js";
+import { DECIDE_LANE, decideWithoutModel, directiveRequest, draftRequest, foldedDecisionRequest, reviewingDecisionSchemaFor, type ReviewVerdict, type RouterDecision } from "../decisions/router.js";
 import { estimateTokens, type ModelProvider } from "../models/model-provider.js";
 import type { TaskProjection } from "../state/task-projection.js";
 import { inTurn, type ExecutorContext } from "./executor-context.js";
-import { callModelJson, callModelText, modelOrHeuristic, servesRole } from "./model-call.js";
+import { callModelJson, callModelText, foldsDecision, modelOrHeuristic, servesRole } from "./model-call.js";
 import { contextWithSummaries } from "./summarise-context.js";
 
 // One counter per model and role, so that what is counted once (the tool catalogue) stays counted.
@@ -82,14 +82,19 @@ export async function routeTask(context: ExecutorContext, projection: TaskProjec
     try {
       const role = projection.iteration <= 1 ? "thinker" : "orchestrator";
       if (foldsDecision(context, role)) {
-        const request = foldedDecisionRequest(built, config.prompts, projection.iteration);
-        const directive = await compileDirective(context, projection, { ...request, purpose: "decision", lane: DECIDE_LANE, schema: context.decisionSchema, directiveOf: (decided) => decided.directive }, signal);
-        routed = { directive, source: "model" };
+        // Steps that passed on their tool's word are judged here, in the call made anyway.
+        const due = reviewDue(projection);
+        const request = foldedDecisionRequest(built, config.prompts, projection.iteration, due.map((step) => step.id));
+        const schema = due.length > 0 ? reviewingDecisionSchemaFor(context.directiveSchema, due.map((step) => step.id)) : context.decisionSchema;
+        const decided = await compileDirective(context, projection, { ...request, purpose: "decision", lane: DECIDE_LANE, schema, directiveOf: (value) => value.directive }, signal);
+        const reviewed = "review" in decided.value ? (decided.value.review as ReviewVerdict[]) : [];
+        const review = due.length > 0 ? reviewOf(reviewed, due, projection.iteration - 1) : [];
+        routed = { directive: decided.directive, source: "model", ...(review.length > 0 ? { review } : {}) };
       } else {
         const request = draftRequest(built, config.prompts, projection.iteration, config.runtime.agent.thought_max_tokens);
         const draft = servesRole(context, request.role) ? await callModelText(context, taskId, { purpose: "draft", lane: DECIDE_LANE, ...request }, signal) : "";
         const compile = directiveRequest(built, draft, config.prompts);
-        const directive = await compileDirective(context, projection, { ...compile, role: "json_compiler", purpose: "directive", lane: "compile", schema: context.directiveSchema, directiveOf: (decided) => decided }, signal);
+        const { directive } = await compileDirective(context, projection, { ...compile, role: "json_compiler", purpose: "directive", lane: "compile", schema: context.directiveSchema, directiveOf: (decided) => decided }, signal);
         routed = { directive, source: "model" };
       }
     } catch (error) {
@@ -104,7 +109,22 @@ export async function routeTask(context: ExecutorContext, projection: TaskProjec
   }
   // Without a model nothing else waits here; a replay holds the decision to where it was recorded (a cancel may come first).
   await inTurn(context, taskId, { type: "directive-decided" }, signal);
-  return store.append(taskId, "directive-decided", { directive: routed.directive, source: routed.source });
+  return store.append(taskId, "directive-decided", { directive: routed.directive, source: routed.source, ...(routed.review ? { review: routed.review } : {}) });
+}
+
+/** The previous decision's steps that passed on their tool's word, for this decision to judge. */
+function reviewDue(projection: TaskProjection): Array<{ id: string }> {
+  const previous = projection.iterations.at(-1);
+  if (!previous || previous.iteration !== projection.iteration - 1) return [];
+  return previous.steps.filter((step) => step.judged_by_next_decision);
+}
+
+/** The model's verdicts on the steps it was asked about, each once (the first given), in the steps' order. */
+function reviewOf(given: readonly ReviewVerdict[], due: ReadonlyArray<{ id: string }>, iteration: number): StepReview[] {
+  return due.flatMap((step) => {
+    const verdict = given.find((entry) => entry.step_id === step.id)?.verdict;
+    return verdict ? [{ step_id: step.id, iteration, verdict }] : [];
+  });
 }
 
 /**
@@ -146,7 +166,7 @@ async function compileDirective<T>(
   projection: TaskProjection,
   request: { role: ModelRole; purpose: string; lane: string; system: string; prompt: string; schema: z.ZodType<T>; directiveOf: (value: T) => ExecutionDirective },
   signal: AbortSignal,
-): Promise<ExecutionDirective> {
+): Promise<{ directive: ExecutionDirective; value: T }> {
   const taskId = projection.task_id;
   const retries = context.config.runtime.agent.directive_retries;
   let prompt = request.prompt;
@@ -158,7 +178,7 @@ async function compileDirective<T>(
       const compiled = await callModelJson(context, taskId, { role: request.role, purpose, lane: request.lane, system: request.system, prompt, schema: request.schema }, signal);
       const directive = request.directiveOf(compiled.value);
       const invalid = invalidToolArguments(context, directive, projection);
-      if (!invalid) return directive;
+      if (!invalid) return { directive, value: compiled.value };
       if (attempt >= retries) throw new DuckError(invalid.code, invalid.message);
       problem = invalid.message;
     } catch (error) {
@@ -170,15 +190,6 @@ async function compileDirective<T>(
     // The refusal is appended, so that the retry extends the prompt the model has just read.
     prompt = `${prompt}\n\n## Your previous answer was refused\n${problem.slice(0, 1000)}\nWrite the answer as JSON again, complete and valid.`;
   }
-}
-
-/**
- * Whether one call decides and writes the directive: the role deciding and the JSON compiler run on
- * one model, and runtime.json does not ask for two calls.
- */
-function foldsDecision(context: ExecutorContext, role: "thinker" | "orchestrator"): boolean {
-  if (context.config.runtime.agent.fold_decision === "never" || !servesRole(context, "json_compiler")) return false;
-  return context.models?.sharesModel?.(role, "json_compiler") ?? false;
 }
 
 /**

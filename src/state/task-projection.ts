@@ -13,6 +13,7 @@ import type {
   MemoryHit,
   PlanStep,
   RecoveryAction,
+  StepReview,
   TaskState,
   ToolResult,
 } from "../contracts/index.js";
@@ -47,6 +48,8 @@ export interface StepProjection {
   called_with?: string;
   result: ToolResult | null;
   score: CriticScore | null;
+  /** Who gave the score; `deferred`: the tool's word, the next decision reviews it. */
+  score_source?: EventPayloads["critic-scored"]["source"];
   recovery: RecoveryAction | null;
   failure_reason: string | null;
 }
@@ -112,6 +115,12 @@ export interface IterationRecord {
     output: string;
     error: string | null;
     verdict: string | null;
+    /**
+     * It passed on its tool's word and the next decision gives the critic's verdict (see
+     * `agent.fold_critic`): the decisions after it are not shown that verdict, so that their prompts
+     * extend each other unchanged.
+     */
+    judged_by_next_decision?: boolean;
   }>;
 }
 
@@ -120,6 +129,19 @@ const CALLED_WITH_CHARS = 400;
 
 /** Longest output of one step kept for the model to see again; the context builder fits them to its budget. */
 const OBSERVED_OUTPUT_CHARS = 4000;
+
+/** A finished decision with the verdicts a later decision gave its steps. */
+function withReview(record: IterationRecord, review: readonly StepReview[]): IterationRecord {
+  const mine = review.filter((entry) => entry.iteration === record.iteration);
+  if (mine.length === 0) return record;
+  return {
+    ...record,
+    steps: record.steps.map((step) => {
+      const given = mine.find((entry) => entry.step_id === step.id);
+      return given ? { ...step, verdict: given.verdict } : step;
+    }),
+  };
+}
 
 function recordIteration(p: TaskProjection): IterationRecord | null {
   if (!p.directive) return null;
@@ -139,6 +161,7 @@ function recordIteration(p: TaskProjection): IterationRecord | null {
         output: output.length > OBSERVED_OUTPUT_CHARS ? `${output.slice(0, OBSERVED_OUTPUT_CHARS)}\n[… ${output.length - OBSERVED_OUTPUT_CHARS} more characters]` : output,
         error: step.result?.error?.message ?? step.failure_reason ?? null,
         verdict: step.score?.verdict ?? null,
+        ...(step.score_source === "deferred" && step.status === "succeeded" ? { judged_by_next_decision: true } : {}),
       };
     }),
   };
@@ -224,6 +247,7 @@ const reducers: { [T in EventTypeName]?: Reducer<T> } = {
   },
   "directive-decided": (p, e) => {
     p.directive = e.directive;
+    if (e.review?.length) p.iterations = p.iterations.map((record) => withReview(record, e.review!));
   },
   "plan-accepted": (p, e) => {
     p.plan_order = e.order;
@@ -286,7 +310,11 @@ const reducers: { [T in EventTypeName]?: Reducer<T> } = {
       s.permission_granted = false;
     }),
   "tool-result": (p, e) => updateStep(p, e.step_id, (s) => (s.result = e.result)),
-  "critic-scored": (p, e) => updateStep(p, e.step_id, (s) => (s.score = e.score)),
+  "critic-scored": (p, e) =>
+    updateStep(p, e.step_id, (s) => {
+      s.score = e.score;
+      s.score_source = e.source;
+    }),
   "step-retrying": (p, e) =>
     updateStep(p, e.step_id, (s) => {
       s.status = "pending";

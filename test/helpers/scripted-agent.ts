@@ -51,7 +51,7 @@ export interface AgentScript {
 
 /** The one place that reads the directive prompt's account of earlier steps (see context-builder.ts). */
 function decisionView(request: Request): DecisionView {
-  const section = /## What the steps so far returned\n([\s\S]*?)(?:\n\nIf this answers the task|$)/.exec(request.prompt)?.[1] ?? "";
+  const section = /## What the steps so far returned\n([\s\S]*?)(?:\n\n## Now\n|\n\nIf this answers the task|$)/.exec(request.prompt)?.[1] ?? "";
   // The newest decision shown, or the last one a summary covers, is the one before this.
   const shown = [...section.matchAll(/^Decision (\d+):|^Decisions 1 to (\d+), summarised/gm)].map((match) => Number(match[1] ?? match[2]));
   return { decision: Math.max(0, ...shown) + 1, observed: section };
@@ -90,7 +90,14 @@ export function scriptedAgent(script: AgentScript): ScriptedModelProvider {
       // A directive given as raw text is the whole answer (malformed output is what the test wants).
       if (typeof directive === "string") return directive;
       const thought = typeof script.draft === "function" ? script.draft(request) : (script.draft ?? "I will make a plan.");
-      return { thought, directive };
+      // Asked to judge the steps of the decision before (the critic folded in): each step's verdict.
+      const reviewed = /"review", a verdict on each of (.+?) as its output shows it/.exec(request.prompt)?.[1]?.split(", ");
+      if (!reviewed) return { thought, directive };
+      const review = reviewed.map((stepId) => {
+        const verdict = script.verdict ? script.verdict({ stepId, succeeded: true, ratings: "" }) : "pass";
+        return { step_id: stepId, verdict: typeof verdict === "object" ? verdict.verdict : verdict };
+      });
+      return { thought, review, directive };
     }
     if (purpose === "recall") return script.recall ?? { recall: false, query: "" };
     if (purpose.startsWith("critic:")) {

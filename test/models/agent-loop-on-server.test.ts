@@ -21,11 +21,14 @@ beforeAll(async () => {
     if (prompt.includes("Succeeded: ")) return { text: JSON.stringify({ correctness: 1, usefulness: 1, safety: 1, verdict: "pass", reason: "read" }) };
     // One model plays the Thinker and the JSON compiler: a decision is one call, the thought then the directive.
     if (!prompt.includes('"directive", the ExecutionDirective')) return { text: "I need to read the file before I can say." };
-    const seen = /## What the steps so far returned\n([\s\S]*?)\n\nIf this answers/.exec(prompt)?.[1] ?? "";
+    const seen = /## What the steps so far returned\n([\s\S]*?)\n\n## Now\n/.exec(prompt)?.[1] ?? "";
     const name = /name is (\S+?)\./.exec(seen)?.[1];
     const thought = "I need to read the file before I can say.";
     if (!name) return { text: JSON.stringify({ thought, directive: { kind: "tool", tool: "file_read", arguments: { path: "duck.txt" }, reason: "the answer is in the file" } }) };
-    return { text: JSON.stringify({ thought: "The file says it.", directive: { kind: "respond", answer: `The duck is called ${name} (from the file_read of duck.txt).` } }) };
+    // The critic runs on the same model: this decision judges the step before it, in the same answer.
+    const reviewed = /"review", a verdict on each of (.+?) as its output shows it/.exec(prompt)?.[1]?.split(", ") ?? [];
+    const review = reviewed.length > 0 ? { review: reviewed.map((step_id) => ({ step_id, verdict: "pass" })) } : {};
+    return { text: JSON.stringify({ thought: "The file says it.", ...review, directive: { kind: "respond", answer: `The duck is called ${name} (from the file_read of duck.txt).` } }) };
   });
   const server_ = { base_url: server.baseUrl, model: "reader", structured_output: "json_schema" };
   const config = ModelsConfigSchema.parse({ roles: { thinker: { server: server_, max_tokens: 256 }, json_compiler: { server: server_, max_tokens: 512 } } });
@@ -53,5 +56,10 @@ describe("the agent loop against an OpenAI-compatible server", () => {
     expect(directiveRequests).toHaveLength(2);
     expect(JSON.stringify(directiveRequests[1]!.body)).toContain("Quackers-7781");
     expect(JSON.stringify(directiveRequests[0]!.body)).not.toContain("Quackers-7781");
+    // The critic runs on the same model: the second decision judged the step, and no call of its own was made.
+    expect(server.received).toHaveLength(2);
+    const decided = events.filter((event) => event.type === "directive-decided").map((event) => event.payload as { review?: unknown });
+    expect(decided[1]!.review).toEqual([{ step_id: "step-1", iteration: 1, verdict: "pass" }]);
+    expect(events.find((event) => event.type === "critic-scored")?.payload).toMatchObject({ step_id: "step-1", source: "deferred" });
   });
 });

@@ -34,14 +34,14 @@ describe("model work per task", () => {
     const outcome = await runtime.loop.submit({ text: "What is the launch code in facts.txt?" }).done;
     expect(outcome.state).toBe("completed");
     const purposes = models.calls.map((call) => call.purpose);
-    // No recall on an empty memory; one call per decision; one critic call for the step that ran.
-    expect(purposes).toEqual(["decision", "critic:step-1", "decision"]);
+    // No recall on an empty memory; one call per decision; the step that ran is judged by the second decision.
+    expect(purposes).toEqual(["decision", "decision"]);
     expect(models.calls.length).toBeLessThanOrEqual(4);
     const events = runtime.store.listEvents(outcome.task_id);
     const completed = ofType(events, "model-output-completed");
     expect(completed.every((payload) => payload.usage !== undefined)).toBe(true);
     const work = ofType(events, "task-completed")[0]!.model_work!;
-    expect(work.calls).toBe(3);
+    expect(work.calls).toBe(2);
     expect(work.generated_tokens).toBe(completed.reduce((sum, payload) => sum + payload.usage!.generated_tokens!, 0));
     expect(work.cached_tokens).toBeGreaterThan(0);
     // The task's row carries the same totals, for `ducklm tasks` and GET /tasks.
@@ -77,6 +77,54 @@ describe("model work per task", () => {
     expect(models.calls.map((call) => call.purpose)).toEqual(["draft", "directive", "critic:step-1", "draft", "directive"]);
     const drafts = models.calls.filter((call) => call.purpose === "draft");
     expect(sharedPrefix(`${drafts[0]!.system}\n${drafts[0]!.prompt}`, `${drafts[1]!.system}\n${drafts[1]!.prompt}`)).toBeGreaterThanOrEqual(drafts[0]!.system.length + drafts[0]!.prompt.indexOf("\n\n## Now\n"));
+  });
+
+  it("the critic's verdict on a step comes in the next decision: recorded per step, and shown to the decision after", async () => {
+    const models = scriptedAgent({
+      oneModel: true,
+      verdict: () => "retry",
+      directive: (_request, seen) =>
+        seen.decision === 1
+          ? { kind: "tool", tool: "file_read", arguments: { path: "facts.txt" }, reason: "read it" }
+          : seen.decision === 2
+            ? { kind: "tool", tool: "file_list", arguments: { path: "." }, reason: "look around" }
+            : { kind: "respond", answer: "done" },
+    });
+    const runtime = setup({ runtime: { agent: { max_iterations: 6 } }, models });
+    writeFileSync(join(runtime.workspace, "facts.txt"), "The launch code is 4711.\n");
+    const outcome = await runtime.loop.submit({ text: "What is the launch code in facts.txt?" }).done;
+    expect(outcome.state).toBe("completed");
+    expect(models.calls.map((call) => call.purpose)).toEqual(["decision", "decision", "decision"]);
+    const events = runtime.store.listEvents(outcome.task_id);
+    // Each step passed on its tool's word, then got the critic's verdict from the decision after it.
+    expect(ofType(events, "critic-scored").map((payload) => payload.source)).toEqual(["deferred", "deferred"]);
+    expect(ofType(events, "directive-decided").map((payload) => payload.review ?? null)).toEqual([
+      null,
+      [{ step_id: "step-1", iteration: 1, verdict: "retry" }],
+      [{ step_id: "step-1", iteration: 2, verdict: "retry" }],
+    ]);
+    const asked = models.calls.map((call) => call.prompt);
+    expect(asked[0]).not.toContain('"review"');
+    expect(asked[1]).toContain('"review", a verdict on each of step-1');
+    expect(runtime.store.projection(outcome.task_id).iterations.map((record) => record.steps[0]!.verdict)).toEqual(["retry", "retry"]);
+    // The verdict is not written back into what later decisions see: their prompts extend each other.
+    expect(asked[2]!.startsWith(asked[1]!.slice(0, asked[1]!.indexOf("\n\n## Now\n")))).toBe(true);
+    expect((await replayTask(events, runtime.config)).first_difference ?? null).toBeNull();
+  });
+
+  it("a step of the last decision the loop allows, and every step under fold_critic never, gets a critic call of its own", async () => {
+    const lastDecision = oneToolAgent({ sameModel: true });
+    const limited = setup({ runtime: { agent: { max_iterations: 1 } }, models: lastDecision });
+    writeFileSync(join(limited.workspace, "facts.txt"), "The launch code is 4711.\n");
+    await limited.loop.submit({ text: "What is the launch code in facts.txt?" }).done;
+    expect(lastDecision.calls.map((call) => call.purpose)).toEqual(["decision", "critic:step-1"]);
+
+    const never = oneToolAgent({ sameModel: true });
+    const separate = setup({ runtime: { agent: { max_iterations: 6, fold_critic: "never" } }, models: never });
+    writeFileSync(join(separate.workspace, "facts.txt"), "The launch code is 4711.\n");
+    const outcome = await separate.loop.submit({ text: "What is the launch code in facts.txt?" }).done;
+    expect(never.calls.map((call) => call.purpose)).toEqual(["decision", "critic:step-1", "decision"]);
+    expect((await replayTask(separate.store.listEvents(outcome.task_id), separate.config)).first_difference ?? null).toBeNull();
   });
 
   it("a step whose tool failed is judged without a critic call", async () => {
