@@ -5,6 +5,8 @@
 // previous call of its lane already sent), and generated tokens. Tokens are estimated from
 // characters alike on both sides (4 characters a token).
 //
+// Both sides write the same thought before each decision, so generated tokens compare the rest.
+//
 // DuckLM runs as the starter preset does (one model plays every role: a decision is one call) and,
 // for reference, with a Thinker model of its own (a draft and a directive per decision).
 //
@@ -29,7 +31,25 @@ import { scriptedAgent } from "../test/helpers/scripted-agent.js";
 import { createTestRuntime } from "../test/helpers/test-runtime.js";
 import { createEchoTool } from "../test/helpers/test-tools.js";
 import { benchFolders } from "./bench-stats.js";
-import { FakeToolCallingModel, SHAPES, type Shape } from "./react-peer.js";
+import { FakeToolCallingModel, SHAPES, turnsOf, type Shape } from "./react-peer.js";
+
+/** The agent-loop bench's shapes, and two more: steps side by side, and a tool error recovered from. */
+const MODEL_WORK_SHAPES: Shape[] = [
+  ...SHAPES,
+  {
+    name: "two steps side by side, then answer",
+    calls: [],
+    turns: [() => [{ tool: "echo", args: { text: "north pond: 3 ducks" } }, { tool: "echo", args: { text: "south pond: 5 ducks" } }]],
+  },
+  {
+    name: "a missing file, recovered from, then answer",
+    calls: [],
+    turns: [() => [{ tool: "file_read", args: { path: "missing.txt" } }], () => [{ tool: "echo", args: { text: "the notes are in pond.txt" } }]],
+  },
+];
+
+/** What the model writes before each decision, on both sides. */
+const THOUGHT = "Call the next tool, or answer from what the tools returned.";
 
 interface Work {
   calls: number;
@@ -56,10 +76,13 @@ async function duckWork(shape: Shape, oneModel: boolean, dir: string): Promise<W
     directive: (_request, view): ExecutionDirective => {
       const step = view.decision - 1;
       const lastOutput = /^ {2}│ (.*)$/.exec(view.observed.trimEnd().split("\n").at(-1) ?? "")?.[1] ?? "";
-      if (step < shape.calls.length) return { kind: "tool", tool: "echo", arguments: { text: shape.calls[step]!(lastOutput) }, reason: "" };
-      return { kind: "respond", answer: `Done: ${lastOutput}` };
+      const turns = turnsOf(shape);
+      if (step >= turns.length) return { kind: "respond", answer: `Done: ${lastOutput}` };
+      const calls = turns[step]!(lastOutput);
+      if (calls.length === 1) return { kind: "tool", tool: calls[0]!.tool, arguments: calls[0]!.args, reason: "" };
+      return { kind: "plan", goal: "", steps: calls.map((call, index) => ({ id: `s${index + 1}`, kind: "tool" as const, description: "", depends_on: [], tool: call.tool, arguments: call.args })) };
     },
-    draft: "Call the next tool, or answer from what the tools returned.",
+    draft: THOUGHT,
     streaming: { chunkSize: 1_000_000 },
   });
   const runtime = createTestRuntime({ ...benchFolders(dir), models, tools: [createEchoTool()], runtime: { agent: { max_iterations: 6 } } });
@@ -84,11 +107,21 @@ async function langGraphWork(shape: Shape, system: string, catalogue: readonly T
   const db = new Database(join(dir, "langgraph.sqlite3"));
   const model = new FakeToolCallingModel({});
   model.shape = shape;
+  model.thought = THOUGHT;
   const echo = tool(async ({ text }: { text: string }) => text, { name: "echo", description: "Echo text back, optionally after a wait.", schema: z.object({ text: z.string() }) });
   // The same tools DuckLM offers, as real tool definitions (their JSON schemas): the model is sent them all.
   const others = catalogue
     .filter((entry) => entry.name !== "echo")
-    .map((entry) => tool(async () => "", { name: entry.name, description: entry.description, schema: entry.input_schema as Record<string, unknown> }));
+    .map((entry) =>
+      tool(
+        async (args: Record<string, unknown>) => {
+          // The workspace is empty, as DuckLM's is: reading a file fails the same way.
+          if (entry.name === "file_read") throw new Error(`no such file: ${String(args.path)}`);
+          return "";
+        },
+        { name: entry.name, description: entry.description, schema: entry.input_schema as Record<string, unknown> },
+      ),
+    );
   const agent = createReactAgent({ llm: model, tools: [echo, ...others], checkpointSaver: new SqliteSaver(db), prompt: system });
   try {
     await agent.invoke({ messages: [{ role: "user", content: shape.name }] }, { configurable: { thread_id: "one" } });
@@ -110,7 +143,7 @@ const prompts = config.prompts;
 // What a user of a ReAct agent would give it as instructions: DuckLM's own text for deciding.
 const system = [prompts.system, prompts.thinker, prompts.orchestrator, prompts.planning].join("\n\n");
 const rows: Array<{ name: string; duck: Work; twoModels: Work; graph: Work }> = [];
-for (const shape of SHAPES) {
+for (const shape of MODEL_WORK_SHAPES) {
   const dir = mkdtempSync(join(tmpdir(), "ducklm-bench-model-work-"));
   try {
     rows.push({ name: shape.name, duck: await duckWork(shape, true, join(dir, "one")), twoModels: await duckWork(shape, false, join(dir, "two")), graph: await langGraphWork(shape, system, catalogue, dir) });
@@ -135,4 +168,4 @@ console.log("  DuckLM (one model) against LangGraph.js, all shapes together:");
 console.log(`    model calls    ${verdict(ratio(duck.calls, graph.calls), 2)}`);
 console.log(`    prompt tokens  ${verdict(ratio(duck.promptTokens, graph.promptTokens), 1.5)}`);
 console.log(`    evaluated after a prefix cache (prompt − reusable): ${ratio(duck.promptTokens - duck.reusableTokens, graph.promptTokens - graph.reusableTokens).toFixed(2)}×`);
-console.log(`    generated tokens ${ratio(duck.generatedTokens, graph.generatedTokens).toFixed(2)}×`);
+console.log(`    generated tokens ${ratio(duck.generatedTokens, graph.generatedTokens).toFixed(2)}× (both sides write the same thought before each decision)`);

@@ -11,8 +11,24 @@ import { convertToOpenAITool } from "@langchain/core/utils/function_calling";
  */
 export interface Shape {
   name: string;
-  /** The tool calls, one decision each, then the answer. */
+  /** The echo tool's calls, one decision each, then the answer. */
   calls: Array<(previous: string) => string>;
+  /**
+   * In place of `calls`: what each decision calls (several calls at once run side by side), given the
+   * last tool output seen, then the answer.
+   */
+  turns?: Array<(previous: string) => ShapeCall[]>;
+}
+
+/** One tool call of a decision. */
+export interface ShapeCall {
+  tool: string;
+  args: Record<string, unknown>;
+}
+
+/** The calls of each decision of a shape, whichever way it is written. */
+export function turnsOf(shape: Shape): Array<(previous: string) => ShapeCall[]> {
+  return shape.turns ?? shape.calls.map((call) => (previous: string) => [{ tool: "echo", args: { text: call(previous) } }]);
 }
 export const SHAPES: Shape[] = [
   { name: "one tool, then answer", calls: [() => "the pond is 3 m deep"] },
@@ -25,6 +41,8 @@ export class FakeToolCallingModel extends BaseChatModel {
   prompts: string[] = [];
   outputs: string[] = [];
   toolSchemas = "";
+  /** Text the model writes before each tool call or answer (its reasoning); none by default. */
+  thought = "";
   _llmType(): string {
     return "fake-tool-calling";
   }
@@ -38,13 +56,16 @@ export class FakeToolCallingModel extends BaseChatModel {
     // The prompt as a provider would send it: the messages (with their tool calls) and the tool schemas.
     this.prompts.push(this.toolSchemas + JSON.stringify(messages.map((message) => ({ role: message.getType(), content: message.content, tool_calls: (message as AIMessage).tool_calls }))));
     const results = messages.filter((message) => message instanceof ToolMessage);
-    const step = results.length;
+    const step = messages.filter((message) => message instanceof AIMessage && (message.tool_calls?.length ?? 0) > 0).length;
     const lastOutput = String(results.at(-1)?.content ?? "");
+    const turns = turnsOf(this.shape);
+    const lead = this.thought ? `${this.thought}\n` : "";
     const message =
-      step < this.shape.calls.length
-        ? new AIMessage({ content: "", tool_calls: [{ id: `call_${step}`, name: "echo", args: { text: this.shape.calls[step]!(lastOutput) }, type: "tool_call" }] })
-        : new AIMessage({ content: `Done: ${lastOutput}` });
-    this.outputs.push(JSON.stringify(message.tool_calls?.length ? message.tool_calls : message.content));
+      step < turns.length
+        ? new AIMessage({ content: this.thought, tool_calls: turns[step]!(lastOutput).map((call, index) => ({ id: `call_${step}_${index}`, name: call.tool, args: call.args, type: "tool_call" as const })) })
+        : new AIMessage({ content: `${lead}Done: ${lastOutput}` });
+    const calls = message.tool_calls ?? [];
+    this.outputs.push(JSON.stringify(calls.length > 0 ? (this.thought ? { content: message.content, tool_calls: calls } : calls) : message.content));
     return { generations: [{ text: String(message.content), message }] };
   }
 }
