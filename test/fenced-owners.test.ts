@@ -42,12 +42,12 @@ const FREEZE_AT: Record<string, RegExp | null> = {
   between: /^event model-output-started \d+ critic:one/,
 };
 
-async function until<T>(read: () => T | null | undefined | false, timeoutMs: number, what: string): Promise<T> {
+async function until<T>(read: () => T | null | undefined | false, timeoutMs: number, what: string | (() => string)): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = read();
     if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${typeof what === "string" ? what : what()}`);
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
 }
@@ -95,7 +95,7 @@ describe.each(["sqlite", "postgres"] as const)("an owner paused past its lease, 
     const stopped = await until(() => {
       const projection = state();
       return (isTerminalTaskState(projection.state) || projection.state === "awaiting_permission") && projection;
-    }, 40_000, "the taker to finish the task or ask");
+    }, 60_000, () => `the taker to finish the task or ask (state ${state().state}; last events ${taker.store.listEvents(taskId).slice(-4).map((event) => event.type).join(", ")})`);
     if (shape === "command") {
       // Its command ran on while the owner was frozen: the question comes only once that copy has surely ended.
       expect(stopped.state).toBe("awaiting_permission");
@@ -126,5 +126,5 @@ describe.each(["sqlite", "postgres"] as const)("an owner paused past its lease, 
       expect(check.tasksWithGaps).toEqual([]);
       expect(check.projectionsDiffering).toEqual([]);
     }
-  }, 120_000);
+  }, 180_000);
 });

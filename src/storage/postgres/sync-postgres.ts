@@ -69,10 +69,12 @@ let broken = null;
 client.on("error", (error) => { broken = error; });
 client.on("end", () => { broken ??= new Error("the connection to PostgreSQL was closed"); });
 // A lock another worker holds too long is an error after 10 s, not a stall; and a session of a process
-// that froze inside a transaction is ended by the server after a minute, so its locks go with it.
+// that froze inside a transaction is ended by the server after 15 s (our transactions never wait on
+// anything between statements), so its locks are gone before a task lease (30 s by default) runs out
+// and another process comes to take the task over.
 const connected = client
   .connect()
-  .then(() => client.query("SET lock_timeout = '10s'; SET idle_in_transaction_session_timeout = '60s'"))
+  .then(() => client.query("SET lock_timeout = '10s'; SET idle_in_transaction_session_timeout = '15s'"))
   .catch((error) => { broken = error; });
 const names = new Map();
 function nameOf(sql) {
