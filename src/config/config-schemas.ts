@@ -21,8 +21,14 @@ export const ModelServerConfigSchema = z.strictObject({
   model: z.string().min(1),
   /** Environment variable holding the API key, sent as a Bearer token; none: no key. */
   api_key_env: z.string().optional(),
-  /** How JSON is asked for: `json_schema` (response_format with the schema; llama.cpp, vLLM, Ollama, LM Studio, OpenAI), `json_object`, or `prompt` (schema in the prompt only). Defaults to `json_schema`. */
-  structured_output: z.enum(["json_schema", "json_object", "prompt"]).default("json_schema"),
+  /**
+   * How JSON is asked for: `json_schema` (response_format with the schema; llama.cpp, vLLM, Ollama,
+   * LM Studio, OpenAI), `json_object`, `prompt` (schema in the prompt only), or `tools`: a decision
+   * sends the task's tools as native tool definitions and takes the model's own tool calls as the
+   * directive (llama.cpp's server with `--jinja`, vLLM with tool parsing, Ollama, hosted APIs); other
+   * JSON as `json_schema`. Defaults to `json_schema`.
+   */
+  structured_output: z.enum(["json_schema", "json_object", "prompt", "tools"]).default("json_schema"),
   /** Extra headers (proxies, organisation ids); `${NAME}` takes NAME from the environment. */
   headers: z.record(z.string(), z.string()).default({}),
 });

@@ -57,6 +57,8 @@ export interface BuiltContext {
    * which the Thinker has already weighed (the longest section in a long chat).
    */
   compilerPrompt: string;
+  /** The prompt for a model that is sent the tools as native tool definitions: no catalogue in the text. */
+  promptWithoutTools: string;
   /**
    * Where the loop stands (decision n of m, the budget left, what to do with the results), once
    * steps have run: it changes with every decision, so it goes after the prompt, never inside it.
@@ -113,6 +115,7 @@ export function buildContext(input: ContextInput, budgets: RuntimeConfig["contex
   // What changes from one decision to the next comes last, after everything a later prompt repeats.
   const standingText = observed.text ? `If this answers the task, respond with an answer written from these results, naming the steps you used; otherwise decide what to do next.${standing}` : "";
   const prompt = parts.join("\n\n");
+  const promptWithoutTools = tools.text ? parts.filter((part) => !part.startsWith("## Tools\n")).join("\n\n") : prompt;
   const compilerPrompt = history.text ? parts.filter((part) => !part.startsWith("## Conversation so far\n")).join("\n\n") : prompt;
   const usage = (text: string, budget: number, truncated: boolean): SectionUsage => ({ tokens: text ? count(text) : 0, budget, truncated });
   const sections = {
@@ -124,5 +127,5 @@ export function buildContext(input: ContextInput, budgets: RuntimeConfig["contex
     ...(observed.text ? { observations: usage(observed.text, budgets.observations, observed.truncated) } : {}),
   };
   const total = Object.values(sections).reduce((sum, section) => sum + section.tokens, 0);
-  return { system: system.text, prompt, compilerPrompt, standing: standingText, sections, total_tokens: total, overflow: { history: history.overflow, observations: observed.overflow }, toolsLeftOut: tools.leftOut };
+  return { system: system.text, prompt, compilerPrompt, promptWithoutTools, standing: standingText, sections, total_tokens: total, overflow: { history: history.overflow, observations: observed.overflow }, toolsLeftOut: tools.leftOut };
 }

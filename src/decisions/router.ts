@@ -34,6 +34,43 @@ export function reviewingDecisionSchemaFor(
   return z.object({ thought: z.string(), review: z.array(z.object({ step_id: z.enum(ids), verdict: z.enum(["pass", "retry", "fail"]) })), directive });
 }
 
+/** The purpose of a decision made by native tool calls (`structured_output: "tools"`). */
+export const TOOL_DECISION_PURPOSE = "decision:tools";
+
+/** What a decision by native tool calls comes back as (see ToolCallAnswer). */
+export const ToolCallAnswerSchema = z.object({
+  thought: z.string(),
+  tool_calls: z.array(z.object({ name: z.string(), arguments: z.record(z.string(), z.unknown()) })),
+});
+
+/**
+ * A decision by native tool calls: the tools go as tool definitions, so the prompt leaves out their
+ * catalogue, and the answer is tool calls or text for the user.
+ */
+export function toolCallingDecisionRequest(context: BuiltContext, prompts: Prompts, decision: number): { role: "json_compiler"; system: string; prompt: string } {
+  return {
+    role: "json_compiler",
+    system: context.system,
+    prompt: `${context.promptWithoutTools}\n\n## Now\n${nowText(context, prompts, decision)}\nCall the tools the task needs next (several at once when none needs another's result), or, when nothing is missing, answer the user in text.`,
+  };
+}
+
+/**
+ * The directive a model's tool calls make: none is the answer in its text, one a tool step, several
+ * steps side by side. Checked against the directive schema afterwards like any other.
+ */
+export function directiveOfToolCalls(answer: z.infer<typeof ToolCallAnswerSchema>): unknown {
+  const thought = answer.thought.trim();
+  const calls = answer.tool_calls;
+  if (calls.length === 0) return { kind: "respond", answer: thought };
+  if (calls.length === 1) return { kind: "tool", tool: calls[0]!.name, arguments: calls[0]!.arguments, reason: thought.slice(0, 2000) };
+  return {
+    kind: "plan",
+    goal: thought.slice(0, 2000),
+    steps: calls.map((call, index) => ({ id: `s${index + 1}`, kind: "tool", description: "", depends_on: [], tool: call.name, arguments: call.arguments })),
+  };
+}
+
 /** The task's lane for deciding: every decision's calls continue one kept model state. */
 export const DECIDE_LANE = "decide";
 

@@ -36,12 +36,33 @@ export interface TextRequest extends ModelCallOptions {
   onDelta?: (text: string) => void;
 }
 
+/** A tool the model may call, as native tool calling sends it (its arguments' JSON schema). */
+export interface CallableTool {
+  name: string;
+  description: string;
+  parameters: Record<string, unknown>;
+}
+
+/**
+ * What a model that called tools natively answered, as a provider hands it on (and a replay reads it
+ * back): the text it wrote, and each tool call with its arguments.
+ */
+export interface ToolCallAnswer {
+  thought: string;
+  tool_calls: Array<{ name: string; arguments: Record<string, unknown> }>;
+}
+
 export interface JsonRequest<T> extends ModelCallOptions {
   role: ModelRole;
   system: string;
   prompt: string;
   /** What the output must satisfy. Local providers decode under a grammar derived from it. */
   schema: z.ZodType<T>;
+  /**
+   * Tools to offer as native tool calls, where the role's provider `callsTools`: the answer then comes
+   * back as a {@link ToolCallAnswer}, which `schema` must describe.
+   */
+  tools?: readonly CallableTool[];
   /** Called with each generated chunk, in order. */
   onDelta?: (text: string) => void;
 }
@@ -71,6 +92,12 @@ export interface ModelProvider {
    * play both. Optional: by default no two roles do.
    */
   sharesModel?(first: ModelRole, second: ModelRole): boolean;
+  /**
+   * Whether the role's model calls tools natively (an OpenAI-compatible server with
+   * `structured_output: "tools"`): a JSON request with `tools` is then answered with its tool calls.
+   * Optional: by default none does.
+   */
+  callsTools?(role: ModelRole): boolean;
   /** Frees what calls with keys starting with `prefix` kept (a finished task's sequences). Optional. */
   releaseCache?(prefix: string): void;
   /** Loads the role's model ahead of use (so that `countTokens` uses its tokenizer). Optional. */

@@ -46,6 +46,10 @@ export class RoutedModelProvider implements ModelProvider, EmbeddingProvider {
     return backend === this.route(second) && (backend.sharesModel?.(first, second) ?? false);
   }
 
+  callsTools(role: ModelRole): boolean {
+    return this.hasRole(role) && (this.route(role).callsTools?.(role) ?? false);
+  }
+
   releaseCache(prefix: string): void {
     this.local?.releaseCache?.(prefix);
     this.remote?.releaseCache?.(prefix);

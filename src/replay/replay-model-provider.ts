@@ -3,6 +3,7 @@ import { DuckError, ErrorCode, type ErrorCodeName } from "../errors/duck-error.j
 import { estimateTokens, type JsonRequest, type JsonResult, type ModelProvider, type TextRequest } from "../models/model-provider.js";
 import { jsonTextOf, parseModelJson } from "../models/model-output.js";
 import { ROLE_FALLBACKS } from "../models/model-roles.js";
+import { TOOL_DECISION_PURPOSE } from "../decisions/router.js";
 import type { ReplayProgress } from "./replay-progress.js";
 
 interface RecordedCall {
@@ -53,7 +54,12 @@ export class ReplayModelProvider implements ModelProvider {
   /** Decisions were folded into one call where the recording made them so. */
   sharesModel(first: ModelRole, second: ModelRole): boolean {
     // Served by whichever role recorded it: the roles themselves may never have been.
-    return first !== second && [...this.calls.keys()].some((key) => key.endsWith("|decision"));
+    return first !== second && [...this.calls.keys()].some((key) => key.endsWith("|decision") || key.endsWith(`|${TOOL_DECISION_PURPOSE}`));
+  }
+
+  /** Decisions were native tool calls where the recording made them so. */
+  callsTools(_role: ModelRole): boolean {
+    return this.recorded(TOOL_DECISION_PURPOSE);
   }
 
   /** Whether the recording made a call for this purpose (any role). */

@@ -1,7 +1,7 @@
 import type { z } from "zod";
 import type { ModelRole } from "../contracts/index.js";
 import { reportedModelCall } from "./model-stream-sink.js";
-import type { JsonResult } from "../models/model-provider.js";
+import type { CallableTool, JsonResult } from "../models/model-provider.js";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import { ROLE_FALLBACKS } from "../models/model-roles.js";
 import { scopedSignal } from "../utils/scoped-signal.js";
@@ -52,6 +52,14 @@ export function foldsDecision(context: ExecutorContext, role: "thinker" | "orche
 export function foldsCritic(context: ExecutorContext, iteration: number, maxIterations: number): boolean {
   if (context.config.runtime.agent.fold_critic === "never" || iteration >= maxIterations || !servesRole(context, "critic")) return false;
   return foldsDecision(context, "orchestrator") && (context.models?.sharesModel?.("critic", "json_compiler") ?? false);
+}
+
+/**
+ * Whether the next decision is made by native tool calls: it has no place for verdicts, so a step
+ * deferred to it passes on its tool's word, as in a ReAct loop (the model sees the result and acts on it).
+ */
+export function decidesByToolCalls(context: ExecutorContext): boolean {
+  return context.models?.callsTools?.("json_compiler") ?? false;
 }
 
 /** The most tokens a role's calls generate (its own `max_tokens`, or that of the role serving it). */
@@ -148,14 +156,14 @@ export function callModelText(context: ExecutorContext, taskId: string, spec: Mo
 }
 
 /** A JSON call under `schema` (a grammar for local models), recorded like a text call. */
-export function callModelJson<T>(context: ExecutorContext, taskId: string, spec: ModelCallSpec & { schema: z.ZodType<T> }, signal: AbortSignal): Promise<JsonResult<T>> {
+export function callModelJson<T>(context: ExecutorContext, taskId: string, spec: ModelCallSpec & { schema: z.ZodType<T>; tools?: readonly CallableTool[] }, signal: AbortSignal): Promise<JsonResult<T>> {
   const models = context.models!;
   return limited(context, taskId, spec, signal, (callSignal, onText, promptTokens, stopped) =>
     reportedModelCall({
       sink: sinkFor(context.store, taskId),
       role: spec.role,
       purpose: spec.purpose,
-      call: (onDelta, onUsage) => models.generateJson({ ...requestOf(taskId, spec), schema: spec.schema, onDelta: untilStopped(callSignal, onText, onDelta), onUsage, signal: callSignal }).catch(stopped),
+      call: (onDelta, onUsage) => models.generateJson({ ...requestOf(taskId, spec), schema: spec.schema, ...(spec.tools ? { tools: spec.tools } : {}), onDelta: untilStopped(callSignal, onText, onDelta), onUsage, signal: callSignal }).catch(stopped),
       rawOf: (result) => result.raw,
       promptTokens,
       gatherMs: gatherMsOf(context),

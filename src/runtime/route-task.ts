@@ -6,11 +6,24 @@ import { orderPlan } from "../decisions/plan-scheduler.js";
 import { planFromDirective } from "./run-plan.js";
 import { heuristicRecall, recallPrompt } from "../decisions/recall-policy.js";
 import { parseIntent } from "../decisions/intent-parser.js";
-import { DECIDE_LANE, decideWithoutModel, directiveRequest, draftRequest, foldedDecisionRequest, reviewingDecisionSchemaFor, type ReviewVerdict, type RouterDecision } from "../decisions/router.js";
-import { estimateTokens, type ModelProvider } from "../models/model-provider.js";
+import {
+  DECIDE_LANE,
+  decideWithoutModel,
+  directiveOfToolCalls,
+  directiveRequest,
+  draftRequest,
+  foldedDecisionRequest,
+  reviewingDecisionSchemaFor,
+  TOOL_DECISION_PURPOSE,
+  ToolCallAnswerSchema,
+  toolCallingDecisionRequest,
+  type ReviewVerdict,
+  type RouterDecision,
+} from "../decisions/router.js";
+import { estimateTokens, type CallableTool, type ModelProvider } from "../models/model-provider.js";
 import type { TaskProjection } from "../state/task-projection.js";
 import { inTurn, type ExecutorContext } from "./executor-context.js";
-import { callModelJson, callModelText, foldsDecision, modelOrHeuristic, servesRole } from "./model-call.js";
+import { callModelJson, callModelText, decidesByToolCalls, foldsDecision, modelOrHeuristic, servesRole } from "./model-call.js";
 import { contextWithSummaries } from "./summarise-context.js";
 
 // One counter per model and role, so that what is counted once (the tool catalogue) stays counted.
@@ -81,7 +94,12 @@ export async function routeTask(context: ExecutorContext, projection: TaskProjec
   } else {
     try {
       const role = projection.iteration <= 1 ? "thinker" : "orchestrator";
-      if (foldsDecision(context, role)) {
+      if (foldsDecision(context, role) && decidesByToolCalls(context)) {
+        const request = toolCallingDecisionRequest(built, config.prompts, projection.iteration);
+        const tools = context.tools.catalogue().map((entry) => ({ name: entry.name, description: entry.description, parameters: entry.input_schema as Record<string, unknown> }));
+        const decided = await compileDirective(context, projection, { ...request, purpose: TOOL_DECISION_PURPOSE, lane: DECIDE_LANE, schema: ToolCallAnswerSchema, tools, directiveOf: (answer) => checkedDirective(context, answer) }, signal);
+        routed = { directive: decided.directive, source: "model" };
+      } else if (foldsDecision(context, role)) {
         // Steps that passed on their tool's word are judged here, in the call made anyway.
         const due = reviewDue(projection);
         const request = foldedDecisionRequest(built, config.prompts, projection.iteration, due.map((step) => step.id));
@@ -110,6 +128,18 @@ export async function routeTask(context: ExecutorContext, projection: TaskProjec
   // Without a model nothing else waits here; a replay holds the decision to where it was recorded (a cancel may come first).
   await inTurn(context, taskId, { type: "directive-decided" }, signal);
   return store.append(taskId, "directive-decided", { directive: routed.directive, source: routed.source, ...(routed.review ? { review: routed.review } : {}) });
+}
+
+/** The directive the model's tool calls make, or why they make none a task can run. */
+function checkedDirective(context: ExecutorContext, answer: z.infer<typeof ToolCallAnswerSchema>): ExecutionDirective {
+  if (answer.tool_calls.length === 0 && answer.thought.trim() === "") throw new DuckError(ErrorCode.ModelOutputInvalid, "the model answered with neither text nor a tool call");
+  const offered = new Set(context.tools.names());
+  const unknown = answer.tool_calls.map((call) => call.name).filter((name) => !offered.has(name));
+  if (unknown.length > 0) throw new DuckError(ErrorCode.ModelOutputInvalid, `the model called ${unknown.map((name) => JSON.stringify(name.slice(0, 100))).join(", ")}, which is not a tool here; the tools are ${[...offered].join(", ")}`);
+  const parsed = context.directiveSchema.safeParse(directiveOfToolCalls(answer));
+  if (parsed.success) return parsed.data;
+  const problem = parsed.error.issues.map((issue) => `${issue.path.join(".") || "(answer)"}: ${issue.message}`).join("; ");
+  throw new DuckError(ErrorCode.ModelOutputInvalid, `the model's tool calls do not make a directive: ${problem.slice(0, 1000)}`);
 }
 
 /** The previous decision's steps that passed on their tool's word, for this decision to judge. */
@@ -164,7 +194,7 @@ async function recall(context: ExecutorContext, projection: TaskProjection, sign
 async function compileDirective<T>(
   context: ExecutorContext,
   projection: TaskProjection,
-  request: { role: ModelRole; purpose: string; lane: string; system: string; prompt: string; schema: z.ZodType<T>; directiveOf: (value: T) => ExecutionDirective },
+  request: { role: ModelRole; purpose: string; lane: string; system: string; prompt: string; schema: z.ZodType<T>; tools?: readonly CallableTool[]; directiveOf: (value: T) => ExecutionDirective },
   signal: AbortSignal,
 ): Promise<{ directive: ExecutionDirective; value: T }> {
   const taskId = projection.task_id;
@@ -175,7 +205,7 @@ async function compileDirective<T>(
     const purpose = attempt === 0 ? request.purpose : `${request.purpose}:retry-${attempt}`;
     let problem: string;
     try {
-      const compiled = await callModelJson(context, taskId, { role: request.role, purpose, lane: request.lane, system: request.system, prompt, schema: request.schema }, signal);
+      const compiled = await callModelJson(context, taskId, { role: request.role, purpose, lane: request.lane, system: request.system, prompt, schema: request.schema, ...(request.tools ? { tools: request.tools } : {}) }, signal);
       const directive = request.directiveOf(compiled.value);
       const invalid = invalidToolArguments(context, directive, projection);
       if (!invalid) return { directive, value: compiled.value };

@@ -3,7 +3,7 @@ import { criticPrompt, heuristicScore } from "../decisions/critic-policy.js";
 import { ErrorCode } from "../errors/duck-error.js";
 import type { StepProjection, TaskProjection } from "../state/task-projection.js";
 import type { ExecutorContext } from "./executor-context.js";
-import { foldsCritic, modelOrHeuristic, servesRole } from "./model-call.js";
+import { decidesByToolCalls, foldsCritic, modelOrHeuristic, servesRole } from "./model-call.js";
 
 /**
  * The critic's judgement of a step's result: the critic model under its schema when one serves the
@@ -25,7 +25,8 @@ export async function scoreStep(context: ExecutorContext, projection: TaskProjec
   // call it makes anyway: the step passes on its tool's word meanwhile.
   const { iteration, loop: limits } = context.store.projection(projection.task_id);
   if (result.ok && foldsCritic(context, iteration, limits.max_iterations)) {
-    return { score: { ...heuristicScore(result), reason: "the tool reported success; the next decision reviews it" }, source: "deferred" };
+    const reason = decidesByToolCalls(context) ? "the tool reported success; the next decision acts on its result" : "the tool reported success; the next decision reviews it";
+    return { score: { ...heuristicScore(result), reason }, source: "deferred" };
   }
   // Feedback is read back: people's ratings of steps that called the same tool shape the verdict.
   const ratings = step.step.kind === "tool" && servesRole(context, "critic") ? context.store.stepRatings(step.step.tool, 50) : [];

@@ -2,7 +2,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import type { AddressInfo } from "node:net";
 
 /** What the next chat completion answers: text streamed in chunks, or a first chunk and then silence. */
-export type ServerReply = { text: string } | { stallAfter: string };
+export type ServerReply = { text: string } | { stallAfter: string } | { text?: string; toolCalls: Array<{ name: string; arguments: Record<string, unknown> | string }> };
 
 export interface LoopbackModelServer {
   /** The OpenAI-compatible base URL, ending in /v1. */
@@ -10,7 +10,7 @@ export interface LoopbackModelServer {
   /** Queues answers for the next chat completions, in order. */
   answer(...replies: ServerReply[]): void;
   /** Answers every chat completion the queue does not, from what the request holds (a model that reads its prompt). */
-  play(respond: (messages: Array<{ role: string; content: string }>) => ServerReply): void;
+  play(respond: (messages: Array<{ role: string; content: string }>, body: Record<string, unknown>) => ServerReply): void;
   /** Bodies of the requests received, newest last. */
   readonly received: Array<{ path: string; body: Record<string, unknown> }>;
   close(): Promise<void>;
@@ -36,6 +36,10 @@ function chunkEvent(piece: string, first: boolean): string {
   return `data: ${JSON.stringify({ id: "c1", object: "chat.completion.chunk", choices: [{ index: 0, delta, finish_reason: null }] })}\n\n`;
 }
 
+function toolCallEvent(call: Record<string, unknown>): string {
+  return `data: ${JSON.stringify({ id: "c1", object: "chat.completion.chunk", choices: [{ index: 0, delta: { tool_calls: [call] }, finish_reason: null }] })}\n\n`;
+}
+
 /**
  * A loopback server that plays an OpenAI-compatible model: chat completions streamed as server-sent
  * events from a queue of answers, embeddings from the text itself (rows sent out of order, as the
@@ -43,7 +47,7 @@ function chunkEvent(piece: string, first: boolean): string {
  */
 export async function startLoopbackModelServer(): Promise<LoopbackModelServer> {
   const queue: ServerReply[] = [];
-  let player: ((messages: Array<{ role: string; content: string }>) => ServerReply) | null = null;
+  let player: ((messages: Array<{ role: string; content: string }>, body: Record<string, unknown>) => ServerReply) | null = null;
   const received: LoopbackModelServer["received"] = [];
   const open = new Set<ServerResponse>();
 
@@ -56,7 +60,7 @@ export async function startLoopbackModelServer(): Promise<LoopbackModelServer> {
       response.end(JSON.stringify({ data: input.map((text, index) => ({ index, embedding: loopbackEmbedding(text) })).reverse() }));
       return;
     }
-    const reply = queue.shift() ?? player?.(body.messages as Array<{ role: string; content: string }>);
+    const reply = queue.shift() ?? player?.(body.messages as Array<{ role: string; content: string }>, body);
     if (!reply) {
       response.statusCode = 500;
       response.end(JSON.stringify({ error: { message: "the loopback server has no answer queued" } }));
@@ -69,8 +73,14 @@ export async function startLoopbackModelServer(): Promise<LoopbackModelServer> {
       response.write(chunkEvent(reply.stallAfter, true));
       return;
     }
-    const pieces = reply.text.match(/[\s\S]{1,8}/g) ?? [];
+    const pieces = reply.text?.match(/[\s\S]{1,8}/g) ?? [];
     for (const [index, piece] of pieces.entries()) response.write(chunkEvent(piece, index === 0));
+    // Tool calls as servers stream them: the name first, then the arguments in pieces, by index.
+    for (const [index, call] of ("toolCalls" in reply ? reply.toolCalls : []).entries()) {
+      const args = typeof call.arguments === "string" ? call.arguments : JSON.stringify(call.arguments);
+      response.write(toolCallEvent({ index, id: `call_${index}`, type: "function", function: { name: call.name, arguments: "" } }));
+      for (const piece of args.match(/[\s\S]{1,8}/g) ?? []) response.write(toolCallEvent({ index, function: { arguments: piece } }));
+    }
     response.end("data: [DONE]\n\n");
   }
 

@@ -6,7 +6,7 @@ import { DuckError, ErrorCode } from "../../errors/duck-error.js";
 import { expandEnv } from "../../config/expand-env.js";
 import { withScopedSignal } from "../../utils/scoped-signal.js";
 import { toServerSchema } from "../grammar-schema.js";
-import { estimateTokens, type EmbeddingProvider, type JsonRequest, type JsonResult, type ModelProvider, type TextRequest } from "../model-provider.js";
+import { estimateTokens, type CallableTool, type EmbeddingProvider, type JsonRequest, type JsonResult, type ModelProvider, type TextRequest, type ToolCallAnswer } from "../model-provider.js";
 import { checkedEmbedding, jsonTextOf, parseModelJson } from "../model-output.js";
 import type { ResolvedRole } from "../model-roles.js";
 import { urlForDisplay } from "../../utils/url-for-display.js";
@@ -82,13 +82,17 @@ export class OpenAiCompatibleProvider implements ModelProvider, EmbeddingProvide
     return a.base_url === b.base_url && a.model === b.model;
   }
 
+  callsTools(role: ModelRole): boolean {
+    return this.hasRole(role) && this.serving(role).server.structured_output === "tools";
+  }
+
   async generateText(request: TextRequest): Promise<string> {
     return this.complete(request, null);
   }
 
   async generateJson<T>(request: JsonRequest<T>): Promise<JsonResult<T>> {
     const schema = toServerSchema(request.schema);
-    const raw = await this.complete(request, schema);
+    const raw = await this.complete(request, schema, request.tools);
     // Servers that had only the prompt to go by wrap JSON in a fence, and often in prose too.
     return { value: parseModelJson(request.role, jsonTextOf(raw), request.schema, "cut at max_tokens?"), raw };
   }
@@ -165,11 +169,14 @@ export class OpenAiCompatibleProvider implements ModelProvider, EmbeddingProvide
     }
   }
 
-  private async complete(request: TextRequest, schema: Record<string, unknown> | null): Promise<string> {
+  private async complete(request: TextRequest, schema: Record<string, unknown> | null, tools?: readonly CallableTool[]): Promise<string> {
     const { server, sampling } = this.serving(request.role);
+    // Native tool calls answer a decision; any other JSON is asked for under its schema.
+    const nativeTools = server.structured_output === "tools" && tools !== undefined && tools.length > 0 ? tools : null;
+    const jsonBy = nativeTools ? null : server.structured_output === "tools" ? "json_schema" : server.structured_output;
     const messages: ChatMessage[] = [
       { role: "system", content: request.system },
-      { role: "user", content: schema && server.structured_output !== "json_schema" ? `${request.prompt}\n\nAnswer with JSON only, matching this JSON schema:\n${JSON.stringify(schema)}` : request.prompt },
+      { role: "user", content: schema && jsonBy !== null && jsonBy !== "json_schema" ? `${request.prompt}\n\nAnswer with JSON only, matching this JSON schema:\n${JSON.stringify(schema)}` : request.prompt },
     ];
     const body: Record<string, unknown> = {
       model: server.model,
@@ -181,8 +188,15 @@ export class OpenAiCompatibleProvider implements ModelProvider, EmbeddingProvide
       temperature: request.temperature ?? sampling.temperature,
       ...(this.options.seed !== undefined ? { seed: this.options.seed } : {}),
     };
-    if (schema && server.structured_output === "json_schema") body.response_format = { type: "json_schema", json_schema: { name: "output", schema } };
-    if (schema && server.structured_output === "json_object") body.response_format = { type: "json_object" };
+    if (schema && jsonBy === "json_schema") body.response_format = { type: "json_schema", json_schema: { name: "output", schema } };
+    if (schema && jsonBy === "json_object") body.response_format = { type: "json_object" };
+    if (nativeTools) {
+      body.tools = nativeTools.map((tool) => ({ type: "function", function: { name: tool.name, description: tool.description, parameters: tool.parameters } }));
+      body.tool_choice = "auto";
+    }
+    const calls = new ToolCallCollector();
+    // What a decision by native tool calls hands on: the text and the calls, as JSON (what a replay reads back).
+    const answerOf = (text: string) => (nativeTools ? JSON.stringify(calls.answer(text)) : text);
     const signals = request.signal ? [request.signal] : [];
     const startedAt = performance.now();
     let firstTextAt: number | undefined;
@@ -207,15 +221,16 @@ export class OpenAiCompatibleProvider implements ModelProvider, EmbeddingProvide
       let usage: ServerUsage | undefined;
       if (!(response.headers.get("content-type") ?? "").includes("text/event-stream")) {
         // A server that ignores `stream` answers with one JSON body.
-        const whole = (await jsonBodyOf(response)) as { choices?: Array<{ message?: { content?: string } }>; usage?: ServerUsage };
+        const whole = (await jsonBodyOf(response)) as { choices?: Array<{ message?: { content?: string | null; tool_calls?: StreamedToolCall[] } }>; usage?: ServerUsage };
         text = whole.choices?.[0]?.message?.content ?? "";
+        for (const [index, call] of (whole.choices?.[0]?.message?.tool_calls ?? []).entries()) calls.add({ ...call, index });
         if (text) onDelta(text);
         report(whole.usage);
-        return text;
+        return answerOf(text);
       }
       await readEvents(response.body, (data) => {
         if (data === "[DONE]") return;
-        let chunk: { choices?: Array<{ delta?: { content?: string | null } }>; error?: { message?: string }; usage?: ServerUsage | null };
+        let chunk: { choices?: Array<{ delta?: { content?: string | null; tool_calls?: StreamedToolCall[] } }>; error?: { message?: string }; usage?: ServerUsage | null };
         try {
           chunk = JSON.parse(data);
         } catch {
@@ -229,11 +244,50 @@ export class OpenAiCompatibleProvider implements ModelProvider, EmbeddingProvide
           text += delta;
           onDelta(delta);
         }
+        for (const call of chunk.choices?.[0]?.delta?.tool_calls ?? []) calls.add(call);
       });
       if (failure) throw new DuckError(ErrorCode.ModelServerFailed, `the model server failed mid-answer: ${failure}`);
       report(usage);
-      return text;
+      return answerOf(text);
     }, ErrorCode.ModelTimeout);
+  }
+}
+
+/** A tool call as a server sends it: whole, or in pieces that share an `index` (the arguments split anywhere). */
+interface StreamedToolCall {
+  index?: number;
+  function?: { name?: string; arguments?: string };
+}
+
+/** Puts streamed tool calls together, and reads their arguments. */
+class ToolCallCollector {
+  private readonly calls = new Map<number, { name: string; arguments: string }>();
+
+  add(piece: StreamedToolCall): void {
+    const index = piece.index ?? 0;
+    const call = this.calls.get(index) ?? { name: "", arguments: "" };
+    call.name += piece.function?.name ?? "";
+    call.arguments += piece.function?.arguments ?? "";
+    this.calls.set(index, call);
+  }
+
+  answer(thought: string): ToolCallAnswer {
+    const ordered = [...this.calls.entries()].sort((a, b) => a[0] - b[0]).map((entry) => entry[1]);
+    return {
+      thought,
+      tool_calls: ordered.map((call) => {
+        let parsed: unknown;
+        try {
+          parsed = call.arguments.trim() === "" ? {} : JSON.parse(call.arguments);
+        } catch {
+          throw new DuckError(ErrorCode.ModelOutputInvalid, `the model called ${call.name || "a tool"} with arguments that are not JSON: ${call.arguments.slice(0, 200)}`);
+        }
+        if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
+          throw new DuckError(ErrorCode.ModelOutputInvalid, `the model called ${call.name || "a tool"} with arguments that are not a JSON object`);
+        }
+        return { name: call.name, arguments: parsed as Record<string, unknown> };
+      }),
+    };
   }
 }
 
