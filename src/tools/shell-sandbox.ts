@@ -14,6 +14,7 @@ import { DEFAULT_RUN_LATER_FILES, RunLaterPlaceholders, runLaterEntry } from "./
 import { ChannelService, serveSandboxChannel, SUPERVISOR_SOURCE } from "./sandbox-channel.js";
 import { commitSettingsOf, maskedConfigOf, rootOnlyPaths, rootSearchFolders } from "./sandbox-masks.js";
 import { confinedCommandFilter, seccompSupported } from "./sandbox-seccomp.js";
+import { runningSandboxes, type SandboxMounts } from "./running-sandboxes.js";
 
 export interface SandboxLaunch {
   file: string;
@@ -378,6 +379,51 @@ function pinnedAncestors(workspace: string, hidden: string): string[] {
   return pinned;
 }
 
+/** How many operands each of the options DuckLM gives bubblewrap takes. */
+const BUBBLEWRAP_OPERANDS: Record<string, number> = {
+  "--unshare-user": 0, "--disable-userns": 0, "--uid": 1, "--gid": 1, "--ro-bind": 2, "--bind": 2, "--ro-bind-fd": 2, "--bind-fd": 2,
+  "--tmpfs": 1, "--dev": 1, "--proc": 1, "--remount-ro": 1, "--chdir": 1, "--die-with-parent": 0, "--new-session": 0, "--unshare-pid": 0,
+  "--unshare-ipc": 0, "--unshare-uts": 0, "--unshare-cgroup-try": 0, "--unshare-net": 0, "--cap-drop": 1, "--seccomp": 1,
+};
+
+/**
+ * bubblewrap's options with every mount on a path a running command could redirect during setup left
+ * out (see RunningSandboxes), and what this command's namespace will have mounted. Leaving out a bind
+ * by descriptor (a read-only `.git`, a pinned folder, a stand-in) or a masked config copy gives this
+ * command no more than the running command has already; any other mount (the workspace itself, what
+ * hides DuckLM's or the user's files) cannot be left out, and the command is refused instead.
+ */
+function mountsNoOneCanRedirect(args: readonly string[], writable: readonly string[], isMaskedCopy: (path: string) => boolean): { options: string[]; registered: SandboxMounts } {
+  const operations: string[][] = [];
+  for (let index = 0; index < args.length; ) {
+    const count = BUBBLEWRAP_OPERANDS[args[index]!];
+    if (count === undefined) throw new Error(`unexpected bubblewrap option ${args[index]}`);
+    operations.push(args.slice(index, index + 1 + count));
+    index += 1 + count;
+  }
+  const isMount = (operation: string[]) => ["--ro-bind", "--bind", "--ro-bind-fd", "--bind-fd", "--tmpfs", "--dev", "--proc", "--remount-ro"].includes(operation[0]!);
+  const pathsOf = (operation: string[]) => (["--ro-bind", "--bind"].includes(operation[0]!) ? operation.slice(1) : [operation.at(-1)!]);
+  const redirectable = runningSandboxes.redirectable([...new Set(operations.filter(isMount).flatMap(pathsOf))]);
+  const options: string[] = [];
+  const fixed: string[] = [];
+  const sealed: string[] = [];
+  for (const operation of operations) {
+    if (isMount(operation)) {
+      const unsafe = pathsOf(operation).find((path) => redirectable.has(path));
+      if (unsafe !== undefined) {
+        const optional = operation[0] === "--ro-bind-fd" || operation[0] === "--bind-fd" || (operation[0] === "--ro-bind" && isMaskedCopy(operation[1]!));
+        if (optional) continue;
+        throw new DuckError(ErrorCode.ToolFailed, `another command running in this workspace could swap ${unsafe} for a link while this one's sandbox is set up; run the command again once it has ended`);
+      }
+      const destination = operation.at(-1)!;
+      fixed.push(destination);
+      if (operation[0] !== "--bind" && operation[0] !== "--bind-fd") sealed.push(destination);
+    }
+    options.push(...operation);
+  }
+  return { options, registered: { writable, fixed, sealed } };
+}
+
 export interface BubblewrapOptions {
   /** DuckLM's home, config and plugin folders, and credentials the user names: hidden from every command. */
   hiddenPaths: readonly string[];
@@ -687,6 +733,20 @@ export function bubblewrapShell(options: BubblewrapOptions): ShellSandbox {
       if (supervised) {
         const supervisorPath = join(folder(), "supervisor.cjs");
         args.push("--ro-bind", supervisorPath, supervisorPath);
+      }
+      // From here to the return nothing waits: what other commands run is read and this one recorded at once.
+      let mounts: { options: string[]; registered: SandboxMounts };
+      try {
+        mounts = mountsNoOneCanRedirect(args, [launch.workspace, ...(launch.extraWritable ?? [])], (path) => path.startsWith(`${folder()}/copy-`));
+      } catch (error) {
+        for (const fd of boundFds) closeSync(fd);
+        stand.release();
+        throw error;
+      }
+      const forget = runningSandboxes.register(mounts.registered);
+      args.splice(0, args.length, ...mounts.options);
+      if (supervised) {
+        const supervisorPath = join(folder(), "supervisor.cjs");
         args.push(...withInheritedClosed(limited([process.execPath, supervisorPath, "4", JSON.stringify(listen), SHELL, "-c", command], launch.timeLimitMs), [4]));
       } else {
         args.push(...withInheritedClosed(limited([SHELL, "-c", command], launch.timeLimitMs), []));
@@ -711,6 +771,7 @@ export function bubblewrapShell(options: BubblewrapOptions): ShellSandbox {
             ended = true;
             stopChannel?.();
             stand.release();
+            forget();
           };
           child.once("close", end);
           child.once("error", end);

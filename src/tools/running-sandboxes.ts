@@ -1,0 +1,169 @@
+import { lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { isProcessAlive } from "../utils/process-alive.js";
+
+/**
+ * The mounts of one running confined command, as far as they matter to another command's setup:
+ * where it may write, and which paths are mount points in its namespace (it cannot rename, remove or
+ * replace those) or lie under a read-only mount (it cannot change them at all).
+ */
+export interface SandboxMounts {
+  /** Its writable roots: the workspace and any folder it was given besides. */
+  writable: readonly string[];
+  /** Every path something is mounted on in its namespace, writable or not. */
+  fixed: readonly string[];
+  /** The mount points it cannot write below: read-only binds, tmpfs, /dev/null stand-ins. */
+  sealed: readonly string[];
+}
+
+interface Entry {
+  writable: Set<string>;
+  fixed: Set<string>;
+  sealed: Set<string>;
+}
+
+const within = (path: string, folder: string) => path === folder || folder === "/" || path.startsWith(`${folder}/`);
+
+function entryOf(mounts: SandboxMounts): Entry {
+  return { writable: new Set(mounts.writable), fixed: new Set(mounts.fixed), sealed: new Set(mounts.sealed) };
+}
+
+/**
+ * Whether a command with these mounts could make `path` lead elsewhere: some part of it below one of
+ * its writable roots is neither a mount point in its namespace nor under a read-only one there, so it
+ * could rename that part away and leave a link in its place.
+ */
+function canRedirect(entry: Entry, path: string): boolean {
+  for (const root of entry.writable) {
+    if (!within(path, root) || path === root) continue;
+    const base = root === "/" ? "" : root;
+    const parts = path.slice(base.length + 1).split("/");
+    let at = base;
+    for (const part of parts) {
+      at = `${at}/${part}`;
+      if (entry.sealed.has(at)) break;
+      if (!entry.fixed.has(at)) return true;
+    }
+  }
+  return false;
+}
+
+/**
+ * The confined commands running now, in this process and in every other DuckLM process of this user.
+ *
+ * bubblewrap resolves the paths it mounts on (and the sources it takes by path) as it sets a sandbox
+ * up, following links, with the privileges DuckLM has. A command already running in the same
+ * workspace can swap a folder on such a path for a link to the host (`/oldroot/…` during setup) at
+ * that moment, and bubblewrap would make, or empty, a file there. So a new command mounts on a path
+ * only where no running command could redirect it: where, in every such command's namespace, each
+ * part of the path below its writable root is a mount point or under a read-only mount. Paths that
+ * fail this are left out; a command that runs meanwhile could change what they protect anyway.
+ *
+ * Other processes are seen through one small file per running command, in a folder only this user
+ * may open, in the temporary folder (hidden from every command). A file whose process is gone is
+ * stale and removed.
+ */
+export class RunningSandboxes {
+  private readonly own = new Map<string, Entry>();
+  private serial = 0;
+  private shared: string | null | undefined;
+
+  constructor(
+    private readonly sharedFolderPath: string = join(tmpdir(), `ducklm-${process.getuid?.() ?? "user"}-sandboxes`),
+    private readonly warn: (message: string) => void = () => undefined,
+  ) {}
+
+  /** The folder shared with other processes, made private to this user; null when it cannot be trusted. */
+  private sharedFolder(): string | null {
+    if (this.shared !== undefined) return this.shared;
+    try {
+      mkdirSync(this.sharedFolderPath, { mode: 0o700 });
+    } catch {
+      // There already: checked below.
+    }
+    const info = lstatSync(this.sharedFolderPath, { throwIfNoEntry: false });
+    const trusted = info !== undefined && info.isDirectory() && info.uid === process.getuid?.() && (info.mode & 0o077) === 0;
+    if (!trusted) this.warn(`${this.sharedFolderPath} is not a folder only this user can open; commands of other DuckLM processes are not seen while a sandbox is set up`);
+    this.shared = trusted ? this.sharedFolderPath : null;
+    return this.shared;
+  }
+
+  /** The running commands of other processes, from their files; stale files are removed. */
+  private others(): Entry[] {
+    const folder = this.sharedFolder();
+    if (!folder) return [];
+    const entries: Entry[] = [];
+    let names: string[];
+    try {
+      names = readdirSync(folder);
+    } catch {
+      return [];
+    }
+    for (const name of names) {
+      const match = /^(\d+)-\d+\.json$/.exec(name);
+      if (!match) continue;
+      const pid = Number(match[1]);
+      if (pid === process.pid) continue;
+      const path = join(folder, name);
+      if (!isProcessAlive(pid)) {
+        try {
+          unlinkSync(path);
+        } catch {
+          // Another process removed it first.
+        }
+        continue;
+      }
+      try {
+        const mounts = JSON.parse(readFileSync(path, "utf8")) as SandboxMounts;
+        entries.push(entryOf(mounts));
+      } catch {
+        // Half written is impossible (written aside, then renamed); unreadable is someone else's problem.
+      }
+    }
+    return entries;
+  }
+
+  /**
+   * Of `paths`, those a command running now (not this one) could redirect while a sandbox is set up
+   * on them. Read and registered in one synchronous stretch by the caller, so that within a process
+   * two commands starting at once see each other.
+   */
+  redirectable(paths: readonly string[]): Set<string> {
+    const running = [...this.own.values(), ...this.others()];
+    return new Set(paths.filter((path) => running.some((entry) => canRedirect(entry, path))));
+  }
+
+  /** Records a command that is about to run with these mounts; the returned function forgets it once it has ended. */
+  register(mounts: SandboxMounts): () => void {
+    const key = `${process.pid}-${++this.serial}`;
+    this.own.set(key, entryOf(mounts));
+    const folder = this.sharedFolder();
+    const file = folder ? join(folder, `${key}.json`) : null;
+    if (file) {
+      try {
+        const aside = join(dirname(file), `.${key}.tmp`);
+        writeFileSync(aside, JSON.stringify(mounts), { mode: 0o600 });
+        renameSync(aside, file);
+      } catch (error) {
+        this.warn(`could not record a running command for other DuckLM processes: ${(error as Error).message}`);
+      }
+    }
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.own.delete(key);
+      if (file) {
+        try {
+          unlinkSync(file);
+        } catch {
+          // Gone already.
+        }
+      }
+    };
+  }
+}
+
+/** The one registry of this process: every sandbox of it, whatever runtime made it, shares it. */
+export const runningSandboxes = new RunningSandboxes();

@@ -1,0 +1,138 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync, mkdirSync, readdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { RunningSandboxes } from "../src/tools/running-sandboxes.js";
+import { bubblewrapShell } from "../src/tools/shell-sandbox.js";
+import type { ShellSandbox } from "../src/tools/tool-definition.js";
+import { makeTempDir } from "./helpers/test-runtime.js";
+import { runConfined } from "./helpers/test-tools.js";
+
+// bubblewrap follows links in the paths it mounts on while it sets a sandbox up, with DuckLM's own
+// privileges. A command already running in the workspace can swap a folder on such a path for a link
+// to the host at that moment: a new command must mount nowhere a running one could redirect.
+
+const started: ChildProcess[] = [];
+afterEach(() => {
+  for (const child of started.splice(0)) child.kill("SIGKILL");
+});
+
+/** Starts a confined command and leaves it running; resolves once it has printed `ready`. */
+async function startConfined(sandbox: ShellSandbox, command: string, workspace: string): Promise<ChildProcess> {
+  const launch = await sandbox.launch(`${command}`, { workspace, network: false, timeLimitMs: 120_000 });
+  const child = spawn(launch.file, launch.args, { cwd: workspace, detached: true, env: launch.env, stdio: ["ignore", "pipe", "pipe", ...(launch.extraStdio ?? [])] });
+  launch.attach?.(child);
+  started.push(child);
+  let output = "";
+  await new Promise<void>((resolve, reject) => {
+    child.stdout!.on("data", (chunk) => {
+      output += chunk;
+      if (output.includes("ready")) resolve();
+    });
+    child.stderr!.on("data", (chunk) => (output += chunk));
+    child.once("close", () => reject(new Error(`the command ended early: ${output}`)));
+  });
+  return child;
+}
+
+/** Runs a launch that was only inspected, to its end: until then it counts as running. */
+function finished(launch: Awaited<ReturnType<ShellSandbox["launch"]>>, workspace: string): Promise<number | null> {
+  const child = spawn(launch.file, launch.args, { cwd: workspace, env: launch.env, stdio: ["ignore", "ignore", "ignore", ...(launch.extraStdio ?? [])] });
+  launch.attach?.(child);
+  return new Promise((resolve) => child.once("close", resolve));
+}
+
+describe("what a running command could redirect", () => {
+  it("is every path below its writable root with a part that is not a mount point there", () => {
+    const registry = new RunningSandboxes(join(makeTempDir("ducklm-running-"), "shared"));
+    const forget = registry.register({ writable: ["/w"], fixed: ["/w", "/w/sub", "/w/sub/.git", "/w/ro"], sealed: ["/w/sub/.git", "/w/ro"] });
+    const paths = ["/w", "/w/sub", "/w/sub/.git/config", "/w/sub/.git/hooks/x", "/w/other/.git", "/w/sub/new/.git", "/w/ro/a/b", "/elsewhere/x"];
+    expect([...registry.redirectable(paths)].sort()).toEqual(["/w/other/.git", "/w/sub/new/.git"]);
+    forget();
+    expect([...registry.redirectable(paths)]).toEqual([]);
+  });
+
+  it("is known to another process through its file, and forgotten when that process is gone", async () => {
+    const shared = join(makeTempDir("ducklm-running-"), "shared");
+    const mine = new RunningSandboxes(shared);
+    mine.register({ writable: [], fixed: [], sealed: [] });
+    // Another process's command, written as that process writes it; then the same for one that has exited.
+    const alive = spawn("sleep", ["30"]);
+    started.push(alive);
+    writeFileSync(join(shared, `${alive.pid}-1.json`), JSON.stringify({ writable: ["/w"], fixed: ["/w"], sealed: [] }));
+    expect([...mine.redirectable(["/w/sub/.git"])]).toEqual(["/w/sub/.git"]);
+    alive.kill("SIGKILL");
+    await new Promise((resolve) => alive.once("exit", resolve));
+    expect([...mine.redirectable(["/w/sub/.git"])]).toEqual([]);
+    expect(readdirSync(shared).filter((name) => name.startsWith(`${alive.pid}-`))).toEqual([]);
+  });
+
+  it("is not trusted from a shared folder others can open", () => {
+    const shared = join(makeTempDir("ducklm-running-"), "shared");
+    mkdirSync(shared, { mode: 0o777 });
+    const warnings: string[] = [];
+    const registry = new RunningSandboxes(shared, (message) => warnings.push(message));
+    registry.register({ writable: ["/w"], fixed: [], sealed: [] });
+    expect(readdirSync(shared)).toEqual([]);
+    expect(warnings.join("\n")).toContain("not a folder only this user can open");
+  });
+});
+
+describe("a command started beside one that could redirect its mounts", () => {
+  it("leaves out the mounts on a repository made after the running command started, and keeps those made before", async () => {
+    const workspace = makeTempDir("ducklm-running-ws-");
+    mkdirSync(join(workspace, "old", ".git", "hooks"), { recursive: true });
+    writeFileSync(join(workspace, "old", ".git", "HEAD"), "ref: refs/heads/main\n");
+    const sandbox = bubblewrapShell({ hiddenPaths: [] });
+    const runningOne = await startConfined(sandbox, "echo ready; sleep 60", workspace);
+    // Made after it started: the running command could rename `new` away and leave a link in its place.
+    mkdirSync(join(workspace, "new", ".git", "hooks"), { recursive: true });
+    writeFileSync(join(workspace, "new", ".git", "HEAD"), "ref: refs/heads/main\n");
+    const launch = await sandbox.launch("true", { workspace, network: false, timeLimitMs: 10_000 });
+    const destinations = launch.args.filter((arg) => arg.startsWith(workspace));
+    expect(destinations).toContain(join(workspace, "old", ".git"));
+    expect(destinations.filter((path) => path.startsWith(join(workspace, "new")))).toEqual([]);
+    await finished(launch, workspace);
+    runningOne.kill("SIGKILL");
+    await new Promise((resolve) => runningOne.once("close", resolve));
+    // Once it has ended, the new repository is protected like any other.
+    const after = await sandbox.launch("true", { workspace, network: false, timeLimitMs: 10_000 });
+    expect(after.args).toContain(join(workspace, "new", ".git"));
+    await finished(after, workspace);
+    await sandbox.dispose();
+  }, 60_000);
+
+  it("a running command that swaps a new repository's .git for a link to the host makes bubblewrap create nothing there", async () => {
+    const workspace = makeTempDir("ducklm-running-ws-");
+    const outside = makeTempDir("ducklm-running-outside-");
+    const sandbox = bubblewrapShell({ hiddenPaths: [] });
+    // During setup the host's root is /oldroot: a dangling link there is where bubblewrap would make its mount point.
+    const toggler = [
+      "import os, time",
+      "os.makedirs('sub')",
+      "print('ready', flush=True)",
+      "end = time.time() + 25",
+      "n = 0",
+      "while time.time() < end:",
+      "    with open('sub/.git', 'w') as f: f.write('gitdir: ../nowhere\\n')",
+      "    time.sleep(0.002)",
+      "    os.rename('sub/.git', 'sub/.kept-%d' % n)",
+      `    os.symlink('/oldroot${outside}/planted-%d' % n, 'sub/.git')`,
+      "    time.sleep(0.002)",
+      "    os.unlink('sub/.git')",
+      "    n += 1",
+    ].join("\n");
+    writeFileSync(join(workspace, "toggle.py"), toggler);
+    await startConfined(sandbox, "python3 toggle.py", workspace);
+    for (let attempt = 0; attempt < 40; attempt++) {
+      try {
+        await runConfined(sandbox, "true", workspace);
+      } catch {
+        // A setup that found the workspace changed under it is refused: that is not what this checks.
+      }
+    }
+    expect(readdirSync(outside)).toEqual([]);
+    expect(existsSync(join(workspace, "sub"))).toBe(true);
+    await sandbox.dispose();
+  }, 120_000);
+});
