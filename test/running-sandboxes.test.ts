@@ -3,8 +3,7 @@ import { existsSync, mkdirSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { RunningSandboxes } from "../src/tools/running-sandboxes.js";
-import { bubblewrapShell } from "../src/tools/shell-sandbox.js";
-import type { ShellSandbox } from "../src/tools/tool-definition.js";
+import { bubblewrapShell, type ShellSandbox } from "../src/tools/shell-sandbox.js";
 import { makeTempDir } from "./helpers/test-runtime.js";
 import { runConfined } from "./helpers/test-tools.js";
 

