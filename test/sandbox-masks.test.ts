@@ -1,5 +1,8 @@
+import { mkdirSync, symlinkSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { MASKED, maskedRepositoryConfig } from "../src/tools/sandbox-masks.js";
+import { MASKED, maskedConfigOf, maskedRepositoryConfig } from "../src/tools/sandbox-masks.js";
+import { makeTempDir } from "./helpers/test-runtime.js";
 
 // Each config holds one credential a command must not read; the mask replaces it and keeps the rest.
 const WITH_CREDENTIALS: Array<[string, string, string]> = [
@@ -41,5 +44,21 @@ describe("a config's credentials, as a confined command reads them", () => {
     const masked = maskedRepositoryConfig("registry=https://registry.npmjs.org/\n//registry.npmjs.org/:_authToken=npm_x1\nsave-exact=true\n")!;
     expect(masked).toContain("registry=https://registry.npmjs.org/");
     expect(masked).toContain("save-exact=true");
+  });
+});
+
+describe("a config read for its masked copy", () => {
+  it("is read only where its path leads without a link: a folder swapped for one shows nothing of where it leads", () => {
+    const workspace = makeTempDir("ducklm-masks-ws-");
+    mkdirSync(join(workspace, "real", ".git"), { recursive: true });
+    writeFileSync(join(workspace, "real", ".git", "config"), '[remote "o"]\n\turl = https://ghp_secretToken123@github.com/me/repo.git\n');
+    const direct = maskedConfigOf(join(workspace, "real", ".git", "config"));
+    expect(direct).toContain("github.com/me/repo.git");
+    expect(direct).not.toContain("ghp_secretToken123");
+    // The path DuckLM found, with the folder on the way now a link (to a place only DuckLM may read).
+    symlinkSync(join(workspace, "real"), join(workspace, "swapped"));
+    expect(maskedConfigOf(join(workspace, "swapped", ".git", "config"))).toBeNull();
+    symlinkSync(join(workspace, "real", ".git", "config"), join(workspace, "linked-config"));
+    expect(maskedConfigOf(join(workspace, "linked-config"))).toBeNull();
   });
 });

@@ -1,5 +1,5 @@
 import { spawnSync } from "node:child_process";
-import { lstatSync, readdirSync, readFileSync } from "node:fs";
+import { closeSync, constants as fsConstants, fstatSync, lstatSync, openSync, readdirSync, readFileSync, readlinkSync } from "node:fs";
 import { lstat, readdir } from "node:fs/promises";
 import { join } from "node:path";
 
@@ -104,14 +104,27 @@ export function maskedRepositoryConfig(text: string): string | null {
   return changed ? masked : null;
 }
 
-/** A config file's text with its credentials masked, or null when it holds none (or cannot be read). */
+/**
+ * A config file's text with its credentials masked, or null when it holds none (or cannot be read).
+ * Read from a descriptor that leads to `configPath` itself: a folder on the way that a task swapped
+ * for a link would have DuckLM read, with its own rights, what the link leads to, and show it.
+ */
 export function maskedConfigOf(configPath: string): string | null {
+  let fd: number;
   try {
-    const info = lstatSync(configPath);
-    if (!info.isFile() || info.size > 1024 * 1024) return null;
-    return maskedRepositoryConfig(readFileSync(configPath, "utf8"));
+    fd = openSync(configPath, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK | fsConstants.O_NOCTTY);
   } catch {
     return null;
+  }
+  try {
+    if (readlinkSync(`/proc/self/fd/${fd}`) !== configPath) return null;
+    const info = fstatSync(fd);
+    if (!info.isFile() || info.size > 1024 * 1024) return null;
+    return maskedRepositoryConfig(readFileSync(fd, "utf8"));
+  } catch {
+    return null;
+  } finally {
+    closeSync(fd);
   }
 }
 
