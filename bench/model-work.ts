@@ -16,6 +16,7 @@
 //
 //   npm run bench:model-work
 import { mkdtempSync, rmSync } from "node:fs";
+import { parseArgs } from "node:util";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
@@ -32,6 +33,19 @@ import { createTestRuntime } from "../test/helpers/test-runtime.js";
 import { createEchoTool } from "../test/helpers/test-tools.js";
 import { benchFolders } from "./bench-stats.js";
 import { FakeToolCallingModel, SHAPES, turnsOf, type Shape } from "./react-peer.js";
+import { localModelWork } from "./local-model-work.js";
+
+const { values: flags } = parseArgs({
+  options: {
+    // Part (b)'s generated model and engine; --no-local leaves part (b) out.
+    "no-local": { type: "boolean", default: false },
+    embd: { type: "string", default: "512" },
+    blocks: { type: "string", default: "8" },
+    ff: { type: "string", default: "2048" },
+    threads: { type: "string", default: "2" },
+    context: { type: "string", default: "16384" },
+  },
+});
 
 /** The agent-loop bench's shapes, and two more: steps side by side, and a tool error recovered from. */
 const MODEL_WORK_SHAPES: Shape[] = [
@@ -79,8 +93,9 @@ async function duckWork(shape: Shape, oneModel: boolean, dir: string): Promise<W
       const turns = turnsOf(shape);
       if (step >= turns.length) return { kind: "respond", answer: `Done: ${lastOutput}` };
       const calls = turns[step]!(lastOutput);
-      if (calls.length === 1) return { kind: "tool", tool: calls[0]!.tool, arguments: calls[0]!.args, reason: "" };
-      return { kind: "plan", goal: "", steps: calls.map((call, index) => ({ id: `s${index + 1}`, kind: "tool" as const, description: "", depends_on: [], tool: call.tool, arguments: call.args })) };
+      // What the decision grammar has a model write: no reason, goal or description (they take their defaults).
+      if (calls.length === 1) return { kind: "tool", tool: calls[0]!.tool, arguments: calls[0]!.args } as unknown as ExecutionDirective;
+      return { kind: "plan", steps: calls.map((call, index) => ({ id: `s${index + 1}`, kind: "tool" as const, depends_on: [], tool: call.tool, arguments: call.args })) } as unknown as ExecutionDirective;
     },
     draft: THOUGHT,
     streaming: { chunkSize: 1_000_000 },
@@ -163,9 +178,20 @@ for (const row of rows) {
 const duck = sum(rows.map((row) => row.duck));
 const graph = sum(rows.map((row) => row.graph));
 const ratio = (a: number, b: number) => a / Math.max(1, b);
-const verdict = (value: number, target: number) => `${value.toFixed(2)}× (target ≤ ${target}×: ${value <= target ? "met" : "not met"})`;
+const verdict = (value: number, target: number) => `${value.toFixed(2)}× (target ≤ ${target}×: ${value <= target ? "met" : "NOT met"})`;
 console.log("  DuckLM (one model) against LangGraph.js, all shapes together:");
 console.log(`    model calls    ${verdict(ratio(duck.calls, graph.calls), 2)}`);
 console.log(`    prompt tokens  ${verdict(ratio(duck.promptTokens, graph.promptTokens), 1.5)}`);
 console.log(`    evaluated after a prefix cache (prompt − reusable): ${ratio(duck.promptTokens - duck.reusableTokens, graph.promptTokens - graph.reusableTokens).toFixed(2)}×`);
 console.log(`    generated tokens ${ratio(duck.generatedTokens, graph.generatedTokens).toFixed(2)}× (both sides write the same thought before each decision)`);
+
+if (!flags["no-local"]) {
+  console.log("");
+  await localModelWork({
+    shapes: MODEL_WORK_SHAPES,
+    model: { embeddingLength: Number(flags.embd), blockCount: Number(flags.blocks), feedForwardLength: Number(flags.ff), threads: Number(flags.threads), contextSize: Number(flags.context) },
+    catalogue,
+    thought: THOUGHT,
+    system,
+  });
+}

@@ -30,6 +30,7 @@ interface Bench {
 const BENCHES: Bench[] = [
   { name: "agent-loop", args: [], quickArgs: ["--tasks", "10", "--rounds", "3"] },
   { name: "step-overhead", args: [], quickArgs: ["--tasks", "40", "--rounds", "3"] },
+  { name: "model-work", args: [], quickArgs: ["--embd", "128", "--blocks", "2", "--ff", "256"] },
   { name: "event-append", args: [], quickArgs: ["--events", "500", "--rounds", "3"] },
   { name: "scaling", args: [], quickArgs: ["--vectors", "2000,5000", "--rounds", "3"] },
   { name: "stream-fanout", args: [], quickArgs: ["--events", "500", "--clients", "1,10", "--rounds", "3"] },

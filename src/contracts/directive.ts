@@ -33,12 +33,19 @@ function toolNameSchema(toolNames?: readonly string[]) {
   return toolNames && toolNames.length > 0 ? z.enum(toolNames as [string, ...string[]]) : z.string().min(1).max(200);
 }
 
+/**
+ * Marks a field a local model's grammar leaves out (it takes its default): prose that repeats what the
+ * decision's thought already says, and would cost a local model a token for every character. Servers
+ * and people may still give it.
+ */
+export const LEFT_OUT_OF_GRAMMAR = { "x-grammar": "omit" } as const;
+
 function createSchemas(toolNames?: readonly string[]) {
   const toolName = toolNameSchema(toolNames);
   const toolStep = z.object({
     id: StepId,
     kind: z.literal("tool"),
-    description: z.string().max(2000).default(""),
+    description: z.string().max(2000).default("").meta(LEFT_OUT_OF_GRAMMAR),
     depends_on: z.array(StepId).max(50).default([]),
     tool: toolName,
     arguments: z.record(z.string(), z.unknown()).default({}),
@@ -53,8 +60,8 @@ function createSchemas(toolNames?: readonly string[]) {
   const planStep = z.discriminatedUnion("kind", [toolStep, coderStep]);
   const directive = z.discriminatedUnion("kind", [
     z.object({ kind: z.literal("respond"), answer: Text }),
-    z.object({ kind: z.literal("tool"), tool: toolName, arguments: z.record(z.string(), z.unknown()).default({}), reason: z.string().max(2000).default("") }),
-    z.object({ kind: z.literal("plan"), goal: z.string().max(2000).default(""), steps: z.array(planStep).min(1).max(PLAN_STEPS_CEILING) }),
+    z.object({ kind: z.literal("tool"), tool: toolName, arguments: z.record(z.string(), z.unknown()).default({}), reason: z.string().max(2000).default("").meta(LEFT_OUT_OF_GRAMMAR) }),
+    z.object({ kind: z.literal("plan"), goal: z.string().max(2000).default("").meta(LEFT_OUT_OF_GRAMMAR), steps: z.array(planStep).min(1).max(PLAN_STEPS_CEILING) }),
     z.object({ kind: z.literal("coder"), coder: CoderSpecSchema }),
     z.object({ kind: z.literal("fail"), reason: Text }),
   ]);

@@ -11,11 +11,8 @@ export interface RouterDecision {
   review?: StepReview[];
 }
 
-/** A verdict as a folded decision writes it. */
-export interface ReviewVerdict {
-  step_id: string;
-  verdict: "pass" | "retry" | "fail";
-}
+/** A verdict as a folded decision writes it, under the step's id. */
+export type ReviewVerdict = "pass" | "retry" | "fail";
 
 /** What a folded decision writes: the Thinker's thought, then the directive, in one JSON object. */
 export function decisionSchemaFor(directive: z.ZodType<ExecutionDirective>): z.ZodType<{ thought: string; directive: ExecutionDirective }> {
@@ -29,9 +26,10 @@ export function decisionSchemaFor(directive: z.ZodType<ExecutionDirective>): z.Z
 export function reviewingDecisionSchemaFor(
   directive: z.ZodType<ExecutionDirective>,
   stepIds: readonly string[],
-): z.ZodType<{ thought: string; review: ReviewVerdict[]; directive: ExecutionDirective }> {
-  const ids = stepIds as [string, ...string[]];
-  return z.object({ thought: z.string(), review: z.array(z.object({ step_id: z.enum(ids), verdict: z.enum(["pass", "retry", "fail"]) })), directive });
+): z.ZodType<{ thought: string; review: Record<string, ReviewVerdict>; directive: ExecutionDirective }> {
+  // Keyed by the steps' ids, in their order: a grammar writes the keys, the model only the verdicts.
+  const verdicts = Object.fromEntries(stepIds.map((id) => [id, z.enum(["pass", "retry", "fail"])]));
+  return z.object({ thought: z.string(), review: z.object(verdicts) as z.ZodType<Record<string, ReviewVerdict>>, directive });
 }
 
 /** The purpose of a decision made by native tool calls (`structured_output: "tools"`). */
@@ -115,7 +113,7 @@ export function draftRequest(context: BuiltContext, prompts: Prompts, decision: 
 export function foldedDecisionRequest(context: BuiltContext, prompts: Prompts, decision: number, toReview: readonly string[] = []): { role: "json_compiler"; system: string; prompt: string } {
   const review =
     toReview.length > 0
-      ? `, then "review", a verdict on each of ${toReview.join(", ")} as its output shows it (pass: it did what it should; retry: another attempt may fix it; fail: it cannot)`
+      ? `, then "review", an object giving each of ${toReview.join(", ")} a verdict as its output shows it (pass: it did what it should; retry: another attempt may fix it; fail: it cannot)`
       : "";
   return {
     role: "json_compiler",

@@ -29,6 +29,18 @@ describe("toGrammarSchema", () => {
     expect(strings).toBeGreaterThan(5);
   });
 
+  it("leaves out the prose a decision's thought already says, which zod then fills with its default, but tells a server of it", () => {
+    const grammar = JSON.stringify(toGrammarSchema(ExecutionDirectiveSchema));
+    const keys = (text: string) => [...text.matchAll(/"(\w+)":\{/g)].map((match) => match[1]);
+    expect(keys(grammar)).not.toContain("goal");
+    expect(keys(grammar)).toContain("depends_on");
+    // The tool directive's reason goes; the fail directive's, which is its whole content, stays.
+    expect(grammar.match(/"reason":\{/g)).toHaveLength(1);
+    expect(keys(JSON.stringify(toServerSchema(ExecutionDirectiveSchema)))).toContain("goal");
+    const parsed = ExecutionDirectiveSchema.parse({ kind: "plan", steps: [{ id: "s1", kind: "tool", depends_on: [], tool: "echo", arguments: {} }] });
+    expect(parsed).toMatchObject({ goal: "", steps: [{ description: "" }] });
+  });
+
   it("gives the grammar at most half of zod's length limit", () => {
     const grammar = toGrammarSchema(z.object({ name: z.string().max(40) }));
     expect(grammar).toEqual({ type: "object", properties: { name: { type: "string", maxLength: 20 } }, additionalProperties: false });

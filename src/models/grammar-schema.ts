@@ -76,9 +76,11 @@ function convert(node: Record<string, unknown>, target: Target): GrammarSchema {
     if (properties && Object.keys(properties).length > 0) {
       // A grammar writes every property; a server is told which ones zod needs.
       const required = target.kind === "server" && Array.isArray(node.required) && node.required.length > 0 ? { required: node.required } : {};
+      // A grammar writes every property it has, so one marked LEFT_OUT_OF_GRAMMAR is not among them.
+      const kept = Object.entries(properties).filter(([, value]) => target.kind === "server" || value["x-grammar"] !== "omit");
       return {
         type: "object",
-        properties: Object.fromEntries(Object.entries(properties).map(([key, value]) => [key, convert(value, target)])),
+        properties: Object.fromEntries(kept.map(([key, value]) => [key, convert(value, target)])),
         ...required,
         additionalProperties: false,
       };
@@ -132,4 +134,16 @@ export function toGrammarSchema(schema: z.ZodType, limits: Partial<GrammarLimits
 export function toServerSchema(schema: z.ZodType): GrammarSchema {
   const json = z.toJSONSchema(schema, { io: "input", unrepresentable: "any" }) as Record<string, unknown>;
   return convert(json, { kind: "server" });
+}
+
+/** A GBNF rule body that admits exactly `text`: a quoted literal, with quotes, backslashes and control characters escaped. */
+export function gbnfLiteral(text: string): string {
+  let literal = "";
+  for (const character of text) {
+    const code = character.charCodeAt(0);
+    if (character === '"' || character === "\\") literal += `\\${character}`;
+    else if (code < 0x20) literal += `\\x${code.toString(16).padStart(2, "0")}`;
+    else literal += character;
+  }
+  return `"${literal}"`;
 }

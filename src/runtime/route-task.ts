@@ -105,7 +105,7 @@ export async function routeTask(context: ExecutorContext, projection: TaskProjec
         const request = foldedDecisionRequest(built, config.prompts, projection.iteration, due.map((step) => step.id));
         const schema = due.length > 0 ? reviewingDecisionSchemaFor(context.directiveSchema, due.map((step) => step.id)) : context.decisionSchema;
         const decided = await compileDirective(context, projection, { ...request, purpose: "decision", lane: DECIDE_LANE, schema, directiveOf: (value) => value.directive }, signal);
-        const reviewed = "review" in decided.value ? (decided.value.review as ReviewVerdict[]) : [];
+        const reviewed = "review" in decided.value ? (decided.value.review as Record<string, ReviewVerdict>) : {};
         const review = due.length > 0 ? reviewOf(reviewed, due, projection.iteration - 1) : [];
         routed = { directive: decided.directive, source: "model", ...(review.length > 0 ? { review } : {}) };
       } else {
@@ -149,10 +149,10 @@ function reviewDue(projection: TaskProjection): Array<{ id: string }> {
   return previous.steps.filter((step) => step.judged_by_next_decision);
 }
 
-/** The model's verdicts on the steps it was asked about, each once (the first given), in the steps' order. */
-function reviewOf(given: readonly ReviewVerdict[], due: ReadonlyArray<{ id: string }>, iteration: number): StepReview[] {
+/** The model's verdicts on the steps it was asked about, in the steps' order. */
+function reviewOf(given: Readonly<Record<string, ReviewVerdict>>, due: ReadonlyArray<{ id: string }>, iteration: number): StepReview[] {
   return due.flatMap((step) => {
-    const verdict = given.find((entry) => entry.step_id === step.id)?.verdict;
+    const verdict = Object.hasOwn(given, step.id) ? given[step.id] : undefined;
     return verdict ? [{ step_id: step.id, iteration, verdict }] : [];
   });
 }

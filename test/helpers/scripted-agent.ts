@@ -91,12 +91,14 @@ export function scriptedAgent(script: AgentScript): ScriptedModelProvider {
       if (typeof directive === "string") return directive;
       const thought = typeof script.draft === "function" ? script.draft(request) : (script.draft ?? "I will make a plan.");
       // Asked to judge the steps of the decision before (the critic folded in): each step's verdict.
-      const reviewed = /"review", a verdict on each of (.+?) as its output shows it/.exec(request.prompt)?.[1]?.split(", ");
+      const reviewed = /"review", an object giving each of (.+?) a verdict as its output shows it/.exec(request.prompt)?.[1]?.split(", ");
       if (!reviewed) return { thought, directive };
-      const review = reviewed.map((stepId) => {
-        const verdict = script.verdict ? script.verdict({ stepId, succeeded: true, ratings: "" }) : "pass";
-        return { step_id: stepId, verdict: typeof verdict === "object" ? verdict.verdict : verdict };
-      });
+      const review = Object.fromEntries(
+        reviewed.map((stepId) => {
+          const verdict = script.verdict ? script.verdict({ stepId, succeeded: true, ratings: "" }) : "pass";
+          return [stepId, typeof verdict === "object" ? verdict.verdict : verdict];
+        }),
+      );
       return { thought, review, directive };
     }
     if (purpose === "recall") return script.recall ?? { recall: false, query: "" };

@@ -26,8 +26,8 @@ beforeAll(async () => {
     const thought = "I need to read the file before I can say.";
     if (!name) return { text: JSON.stringify({ thought, directive: { kind: "tool", tool: "file_read", arguments: { path: "duck.txt" }, reason: "the answer is in the file" } }) };
     // The critic runs on the same model: this decision judges the step before it, in the same answer.
-    const reviewed = /"review", a verdict on each of (.+?) as its output shows it/.exec(prompt)?.[1]?.split(", ") ?? [];
-    const review = reviewed.length > 0 ? { review: reviewed.map((step_id) => ({ step_id, verdict: "pass" })) } : {};
+    const reviewed = /"review", an object giving each of (.+?) a verdict as its output shows it/.exec(prompt)?.[1]?.split(", ") ?? [];
+    const review = reviewed.length > 0 ? { review: Object.fromEntries(reviewed.map((stepId) => [stepId, "pass"])) } : {};
     return { text: JSON.stringify({ thought: "The file says it.", ...review, directive: { kind: "respond", answer: `The duck is called ${name} (from the file_read of duck.txt).` } }) };
   });
   const server_ = { base_url: server.baseUrl, model: "reader", structured_output: "json_schema" };

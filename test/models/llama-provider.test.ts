@@ -33,6 +33,18 @@ describe("LlamaCppProvider on the tiny fixture model", () => {
     expect(models.countTokens("thinker", "hello world")).toBe(11);
   });
 
+  it("writes a scripted output exactly, token by token on the engine, for benchmarks on random weights", async () => {
+    const scripted = '{"thought":"a \\"quoted\\" word\\nand a line","directive":{"kind":"respond","answer":"Done: 3 ducks"}}';
+    const models = provider({ seed: 3, scriptedOutput: async (request, schema) => (schema ? scripted : "just this text") });
+    let usage: { generated_tokens?: number } = {};
+    const result = await models.generateJson({ role: "json_compiler", system: "s", prompt: "p", schema: z.object({ thought: z.string(), directive: ExecutionDirectiveSchema }), onUsage: (measured) => (usage = measured) });
+    expect(result.raw).toBe(scripted);
+    expect(result.value.directive).toEqual({ kind: "respond", answer: "Done: 3 ducks" });
+    // One byte a token on this vocabulary: every character was generated, none skipped.
+    expect(usage.generated_tokens).toBeGreaterThanOrEqual(Buffer.byteLength(scripted));
+    expect(await models.generateText({ role: "thinker", system: "s", prompt: "p" })).toBe("just this text");
+  });
+
   it("decodes every directive kind under its grammar into output that parses and validates", async () => {
     const full = createExecutionDirectiveSchema(TOOLS) as unknown as z.ZodDiscriminatedUnion;
     const kinds = ["respond", "tool", "plan", "coder", "fail"];

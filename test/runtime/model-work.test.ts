@@ -105,7 +105,7 @@ describe("model work per task", () => {
     ]);
     const asked = models.calls.map((call) => call.prompt);
     expect(asked[0]).not.toContain('"review"');
-    expect(asked[1]).toContain('"review", a verdict on each of step-1');
+    expect(asked[1]).toContain('"review", an object giving each of step-1 a verdict');
     expect(runtime.store.projection(outcome.task_id).iterations.map((record) => record.steps[0]!.verdict)).toEqual(["retry", "retry"]);
     // The verdict is not written back into what later decisions see: their prompts extend each other.
     expect(asked[2]!.startsWith(asked[1]!.slice(0, asked[1]!.indexOf("\n\n## Now\n")))).toBe(true);

@@ -18,7 +18,7 @@ import type { ModelRoleConfig, ModelsConfig } from "../../config/config-schemas.
 import type { ModelRole } from "../../contracts/index.js";
 import { DuckError, ErrorCode } from "../../errors/duck-error.js";
 import { withScopedSignal } from "../../utils/scoped-signal.js";
-import { toGrammarSchema, type GrammarLimits } from "../grammar-schema.js";
+import { gbnfLiteral, toGrammarSchema, type GrammarLimits } from "../grammar-schema.js";
 import { estimateTokens, type EmbeddingProvider, type JsonRequest, type JsonResult, type ModelCallUsage, type ModelProvider, type TextRequest } from "../model-provider.js";
 import { checkedEmbedding, parseModelJson } from "../model-output.js";
 import { resolveRoles, type ResolvedRole } from "../model-roles.js";
@@ -41,6 +41,12 @@ export interface LlamaCppProviderOptions {
   callTimeoutMs?: number;
   /** Bounds of the decoding grammar (see grammar-schema.ts). */
   grammarLimits?: Partial<GrammarLimits>;
+  /**
+   * For benchmarks on random-weight models: the text a call must produce, or undefined to generate
+   * freely. A text given is forced by a grammar that admits it alone, so the engine evaluates and
+   * generates every token as it would for a real model on a known trajectory.
+   */
+  scriptedOutput?: (request: TextRequest, schema: z.ZodType | null) => Promise<string | undefined>;
 }
 
 type Purpose = "chat" | "embedding";
@@ -154,11 +160,13 @@ export class LlamaCppProvider implements ModelProvider, EmbeddingProvider {
   }
 
   async generateText(request: TextRequest): Promise<string> {
-    return this.prompt(request, undefined);
+    const scripted = await this.options.scriptedOutput?.(request, null);
+    return this.prompt(request, scripted === undefined ? undefined : await this.grammarOnly(request.role, scripted));
   }
 
   async generateJson<T>(request: JsonRequest<T>): Promise<JsonResult<T>> {
-    const grammar = await this.grammarFor(request.role, request.schema);
+    const scripted = await this.options.scriptedOutput?.(request, request.schema);
+    const grammar = scripted === undefined ? await this.grammarFor(request.role, request.schema) : await this.grammarOnly(request.role, scripted);
     const maxTokens = request.maxTokens ?? this.samplingFor(request.role).max_tokens;
     const raw = await this.prompt({ ...request, maxTokens }, grammar);
     return { value: parseModelJson(request.role, raw, request.schema, `cut at ${maxTokens} tokens?`), raw };
@@ -415,6 +423,12 @@ export class LlamaCppProvider implements ModelProvider, EmbeddingProvider {
       return true;
     }
     return false;
+  }
+
+  /** A grammar that admits exactly `text`. */
+  private async grammarOnly(role: ModelRole, text: string): Promise<LlamaGrammar> {
+    const llama = await this.llamaFor(this.servingRole(role).config!.backend);
+    return llama.createGrammar({ grammar: `root ::= ${gbnfLiteral(text)}` });
   }
 
   private grammarFor(role: ModelRole, schema: z.ZodType): Promise<LlamaGrammar> {
