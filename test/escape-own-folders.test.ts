@@ -1,6 +1,7 @@
 import { spawnSync } from "node:child_process";
 import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
+import { tmpdir } from "node:os";
 import { describe, expect, it } from "vitest";
 import { BUNDLED_CONFIG_DIR } from "../src/config/load-config.js";
 import { programPaths, programPathsOf, sandboxPathsFor } from "../src/runtime/create-runtime.js";
@@ -95,6 +96,11 @@ describe("DuckLM's own folders, from a task's side", () => {
         expect(() => runtime.loop.submit({ text: "read file package.json", workspace: root })).toThrow(/node_modules in it is a symbolic link/);
       } else {
         expect((await runtime.loop.submit({ text: "read file package.json", workspace: root }).done).state).toBe("completed");
+      }
+      // Nor may a workspace hold the system's folders, other users' homes, or the temporary folder where
+      // DuckLM's private helpers lie (a container's working folder is often `/`).
+      for (const refused of ["/", "/tmp", "/var", "/home", "/usr", tmpdir()]) {
+        expect(() => runtime.loop.submit({ text: "read file x.txt", workspace: refused }), refused).toThrow(/holds \/[a-z]*.*choose a project folder/);
       }
       const linked = makeTempDir("ducklm-own-linked-");
       expect(workspaceRefusal(linked, [], [join(linked, "node_modules")])).toBeNull();

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync, mkdirSync, readdirSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { RunningSandboxes } from "../src/tools/running-sandboxes.js";
@@ -134,4 +134,29 @@ describe("a command started beside one that could redirect its mounts", () => {
     expect(existsSync(join(workspace, "sub"))).toBe(true);
     await sandbox.dispose();
   }, 120_000);
+});
+
+describe("a workspace another user could change", () => {
+  it("is refused when a folder on its way may be written by others, and mounts inside it that others could redirect are left out", async () => {
+    // Another user's processes are in no registry: a folder anyone may write stands for one they own.
+    const shared = makeTempDir("ducklm-running-shared-");
+    chmodSync(shared, 0o777);
+    const exposed = join(shared, "ws");
+    mkdirSync(exposed);
+    const sandbox = bubblewrapShell({ hiddenPaths: [] });
+    await expect(sandbox.launch("true", { workspace: exposed, network: false, timeLimitMs: 10_000 })).rejects.toThrow(/another user could swap .* \(other users may write/);
+
+    const workspace = makeTempDir("ducklm-running-ws-");
+    for (const repository of ["mine", "open/sub"]) {
+      mkdirSync(join(workspace, repository, ".git"), { recursive: true });
+      writeFileSync(join(workspace, repository, ".git", "HEAD"), "ref: refs/heads/main\n");
+    }
+    chmodSync(join(workspace, "open"), 0o777);
+    const launch = await sandbox.launch("true", { workspace, network: false, timeLimitMs: 10_000 });
+    expect(launch.args).toContain(join(workspace, "mine", ".git"));
+    // `open` itself is safe to mount on (only its contents are others' to change); nothing below it is.
+    expect(launch.args.filter((arg) => arg.startsWith(`${join(workspace, "open")}/`))).toEqual([]);
+    await finished(launch, workspace);
+    await sandbox.dispose();
+  }, 60_000);
 });

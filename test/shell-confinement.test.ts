@@ -279,10 +279,11 @@ describe("what the user's tools run later, named by the repository or kept in a 
     mkdirSync(join(home, ".local", "lib", "python3.11", "site-packages"), { recursive: true });
     mkdirSync(join(home, ".config"));
     mkdirSync(join(home, "project"));
+    mkdirSync(join(home, "bin"));
     const sandbox = bubblewrapShell({ hiddenPaths: [], home });
     // What a task would plant to run later, outside any sandbox: startup files, an interpreter's
     // .pth, ssh's config and keys (the folder missing), an editor's rc, a desktop autostart entry.
-    const planted = [".profile", ".config/fish/config.fish", ".local/bin/git", ".local/lib/python3.11/site-packages/evil.pth", ".ssh/config", ".ssh/authorized_keys", ".vimrc", ".config/autostart/evil.desktop", ".aws/credentials"];
+    const planted = [".profile", ".config/fish/config.fish", ".local/bin/git", ".local/lib/python3.11/site-packages/evil.pth", ".ssh/config", ".ssh/authorized_keys", ".vimrc", ".config/autostart/evil.desktop", ".aws/credentials", "bin/ls"];
     try {
       const printed = await runIn(
         sandbox,
@@ -303,7 +304,7 @@ describe("what the user's tools run later, named by the repository or kept in a 
       expect(existsSync(join(home, ".local-old"))).toBe(false);
       expect(readdirSync(join(home, ".local", "lib", "python3.11", "site-packages"))).toEqual([]);
       expect(readFileSync(join(home, "project", "notes.txt"), "utf8")).toBe("x\n");
-      expect(readdirSync(home).sort()).toEqual([".bashrc", ".config", ".local", "project"]);
+      expect(readdirSync(home).sort()).toEqual([".bashrc", ".config", ".local", "bin", "project"]);
     } finally {
       await sandbox.dispose();
     }

@@ -1,4 +1,5 @@
 import { lstatSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { resolve } from "node:path";
 import { realpathOfDeepestAncestor } from "../permissions/path-judge.js";
 
@@ -13,6 +14,9 @@ function bothForms(root: string): string[] {
   return forms;
 }
 
+/** Folders of the system and of every user that no workspace may hold. */
+const SYSTEM_FOLDERS = ["/etc", "/usr", "/bin", "/sbin", "/lib", "/boot", "/var", "/opt", "/srv", "/home", "/tmp", "/proc", "/sys", "/dev", "/run"];
+
 /**
  * Why a folder cannot be a workspace, or null: one that is, or lies inside, DuckLM's home, the
  * user's config folder, the bundled config or DuckLM's program would let tasks write what DuckLM
@@ -22,6 +26,11 @@ function bothForms(root: string): string[] {
 export function workspaceRefusal(workspace: string, protectedPaths: readonly string[], readOnlyPaths: readonly string[]): string | null {
   const real = realpathOfDeepestAncestor(resolve(workspace));
   const inside = (root: string) => bothForms(root).some((path) => real === path || real.startsWith(`${path}/`));
+  // A workspace is writable to every command: one that holds the system's folders, other users'
+  // homes or the temporary folder (where DuckLM keeps its private helpers, such as sudo's askpass)
+  // would give a task all of them. A container's working folder is often `/`.
+  const held = [...SYSTEM_FOLDERS, tmpdir()].find((folder) => bothForms(folder).some((path) => path === real || path.startsWith(real === "/" ? "/" : `${real}/`)));
+  if (held) return `the workspace ${workspace} holds ${held}, which commands would then be free to change; choose a project folder (for example with --workspace)`;
   const own = protectedPaths.find(inside);
   if (own) return `the workspace ${workspace} is DuckLM's own state or lies inside it (${own}): tasks would reach its database, token or config; choose another folder`;
   const program = readOnlyPaths.find(inside);

@@ -8,7 +8,7 @@ import { throughFolder, withFolderWithin } from "./folder-walk.js";
  * folders, MCP client configs, agents' hook settings, pre-commit's config. A confined command may
  * read them but never write or create them; the user grants a write by approving it.
  */
-export const DEFAULT_RUN_LATER_FILES = [".git/", ".envrc", ".vscode/", ".idea/", ".mcp.json", ".claude/", ".cursor/", ".gemini/", ".zed/", ".roo/", ".kiro/", ".continue/", ".windsurf/", ".pre-commit-config.yaml"] as const;
+export const DEFAULT_RUN_LATER_FILES = [".git/", ".envrc", ".vscode/", ".idea/", ".mcp.json", ".claude/", ".cursor/", ".gemini/", ".zed/", ".roo/", ".kiro/", ".continue/", ".windsurf/", ".pre-commit-config.yaml", ".hg/", ".jj/", "lefthook.yml", ".lefthook.yml", "lefthook.yaml", ".overcommit.yml", ".huskyrc"] as const;
 
 /** A run-later entry: its name in the workspace, and whether it is a folder (written with a trailing `/`). */
 export function runLaterEntry(entry: string): { name: string; folder: boolean } {

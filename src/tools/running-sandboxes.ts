@@ -167,3 +167,30 @@ export class RunningSandboxes {
 
 /** The one registry of this process: every sandbox of it, whatever runtime made it, shares it. */
 export const runningSandboxes = new RunningSandboxes();
+
+/**
+ * Where a folder on the way to `path` lets another user (not root, not this one) rename or replace
+ * what follows it: a folder they own, or one their group may write (unless it is this user's own
+ * group), or anyone may (unless it is sticky and what follows is this user's or root's). Null when no
+ * other user can. Such a user's processes are in no registry this process reads.
+ */
+export function changeableByOtherUsers(path: string): string | null {
+  const me = process.getuid?.() ?? -1;
+  const myGroup = process.getgid?.() ?? -1;
+  const trusted = (uid: number) => uid === 0 || uid === me;
+  let parent = "/";
+  let parentInfo = lstatSync("/");
+  for (const part of path.split("/").filter(Boolean)) {
+    const child = parent === "/" ? `/${part}` : `${parent}/${part}`;
+    const childInfo = lstatSync(child, { throwIfNoEntry: false });
+    if (!trusted(parentInfo.uid)) return `${parent} belongs to user ${parentInfo.uid}`;
+    if (childInfo?.isSymbolicLink()) return `${child} is a link`;
+    const othersWrite = (parentInfo.mode & 0o002) !== 0 || ((parentInfo.mode & 0o020) !== 0 && parentInfo.gid !== myGroup && parentInfo.gid !== 0);
+    const sticky = (parentInfo.mode & 0o1000) !== 0;
+    if (othersWrite && !(sticky && childInfo !== undefined && trusted(childInfo.uid))) return `other users may write ${parent}`;
+    if (!childInfo?.isDirectory()) return null;
+    parent = child;
+    parentInfo = childInfo;
+  }
+  return null;
+}

@@ -14,7 +14,7 @@ import { DEFAULT_RUN_LATER_FILES, RunLaterPlaceholders, runLaterEntry } from "./
 import { ChannelService, serveSandboxChannel, SUPERVISOR_SOURCE } from "./sandbox-channel.js";
 import { commitSettingsOf, maskedConfigOf, rootOnlyPaths, rootSearchFolders } from "./sandbox-masks.js";
 import { confinedCommandFilter, seccompSupported } from "./sandbox-seccomp.js";
-import { runningSandboxes, type SandboxMounts } from "./running-sandboxes.js";
+import { changeableByOtherUsers, runningSandboxes, type SandboxMounts } from "./running-sandboxes.js";
 
 export interface SandboxLaunch {
   file: string;
@@ -405,7 +405,16 @@ function mountsNoOneCanRedirect(args: readonly string[], writable: readonly stri
   }
   const isMount = (operation: string[]) => ["--ro-bind", "--bind", "--ro-bind-fd", "--bind-fd", "--tmpfs", "--dev", "--proc", "--remount-ro"].includes(operation[0]!);
   const pathsOf = (operation: string[]) => (["--ro-bind", "--bind"].includes(operation[0]!) ? operation.slice(1) : [operation.at(-1)!]);
-  const redirectable = runningSandboxes.redirectable([...new Set(operations.filter(isMount).flatMap(pathsOf))]);
+  const paths = [...new Set(operations.filter(isMount).flatMap(pathsOf))];
+  const redirectable = runningSandboxes.redirectable(paths);
+  // Another user's processes are in no registry this process reads: a path of the workspace (or the
+  // workspace itself) that they could change is out too.
+  const inWritable = (path: string) => writable.some((root) => path === root || path.startsWith(`${root}/`));
+  const otherUsers = new Map(paths.filter(inWritable).flatMap((path) => {
+    const problem = changeableByOtherUsers(path);
+    return problem === null ? [] : [[path, problem] as const];
+  }));
+  for (const path of otherUsers.keys()) redirectable.add(path);
   const options: string[] = [];
   const fixed: string[] = [];
   const sealed: string[] = [];
@@ -415,6 +424,8 @@ function mountsNoOneCanRedirect(args: readonly string[], writable: readonly stri
       if (unsafe !== undefined) {
         const optional = operation[0] === "--ro-bind-fd" || operation[0] === "--bind-fd" || (operation[0] === "--ro-bind" && isMaskedCopy(operation[1]!));
         if (optional) continue;
+        const otherUser = otherUsers.get(unsafe);
+        if (otherUser !== undefined) throw new DuckError(ErrorCode.ToolFailed, `another user could swap ${unsafe} for a link while this command's sandbox is set up (${otherUser}); move the workspace to a folder only you and root can change`);
         throw new DuckError(ErrorCode.ToolFailed, `another command running in this workspace could swap ${unsafe} for a link while this one's sandbox is set up; run the command again once it has ended`);
       }
       const destination = operation.at(-1)!;
@@ -602,6 +613,10 @@ export function bubblewrapShell(options: BubblewrapOptions): ShellSandbox {
       // Every repository ever found in the workspace stays protected, however a later search is exhausted.
       const known = knownRepositories.get(launch.workspace) ?? new Set<string>();
       for (const dotGit of gitFolders(launch.workspace, git())) known.add(dotGit);
+      // Those gone are forgotten, and the set is bounded (the oldest go first): thousands of mounts
+      // would pass bubblewrap's limit on arguments and stop every command.
+      for (const dotGit of known) if (!lstatSync(dotGit, { throwIfNoEntry: false })) known.delete(dotGit);
+      for (const dotGit of [...known].slice(0, Math.max(0, known.size - MAX_REPOSITORIES_FOUND))) known.delete(dotGit);
       knownRepositories.set(launch.workspace, known);
       const found = [...known].filter((dotGit) => lstatSync(dotGit, { throwIfNoEntry: false }));
       const repositoryEntries = workspaceRepositoryEntries(launch.workspace);
@@ -680,7 +695,8 @@ export function bubblewrapShell(options: BubblewrapOptions): ShellSandbox {
       const underSealedHome = (path: string) => sealedHome !== null && (path === sealedHome || (within(path, sealedHome) && relative(sealedHome, path).startsWith(".")));
       if (sealedHome !== null) {
         bindChecked("--ro-bind-fd", sealedHome);
-        const entries = readdirSync(sealedHome, { withFileTypes: true }).filter((entry) => !entry.name.startsWith(".") && (entry.isDirectory() || entry.isFile()));
+        // `~/bin` is on the PATH of many a login shell (Debian's and Ubuntu's .profile): what runs later, like the dot entries.
+        const entries = readdirSync(sealedHome, { withFileTypes: true }).filter((entry) => !entry.name.startsWith(".") && entry.name !== "bin" && (entry.isDirectory() || entry.isFile()));
         for (const entry of entries.slice(0, MAX_HOME_ENTRIES_WRITABLE)) bindChecked("--bind-fd", join(sealedHome, entry.name));
       }
       const pinned = new Set([...inside, ...repositories, ...readOnly, ...present, ...stand.paths].flatMap((path) => pinnedAncestors(launch.workspace, path)));
