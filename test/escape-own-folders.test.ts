@@ -102,6 +102,9 @@ describe("DuckLM's own folders, from a task's side", () => {
       for (const refused of ["/", "/tmp", "/var", "/home", "/usr", tmpdir()]) {
         expect(() => runtime.loop.submit({ text: "read file x.txt", workspace: refused }), refused).toThrow(/holds \/[a-z]*.*choose a project folder/);
       }
+      for (const refused of ["/etc/cron.d", "/usr/local/bin", "/dev/shm"].filter((folder) => existsSync(folder))) {
+        expect(() => runtime.loop.submit({ text: "read file x.txt", workspace: refused }), refused).toThrow(/lies in \/[a-z]+.*choose a project folder/);
+      }
       const linked = makeTempDir("ducklm-own-linked-");
       expect(workspaceRefusal(linked, [], [join(linked, "node_modules")])).toBeNull();
       symlinkSync(makeTempDir("ducklm-own-real-modules-"), join(linked, "node_modules"));

@@ -144,7 +144,19 @@ describe("a workspace another user could change", () => {
     const exposed = join(shared, "ws");
     mkdirSync(exposed);
     const sandbox = bubblewrapShell({ hiddenPaths: [] });
-    await expect(sandbox.launch("true", { workspace: exposed, network: false, timeLimitMs: 10_000 })).rejects.toThrow(/another user could swap .* \(other users may write/);
+    await expect(sandbox.launch("true", { workspace: exposed, network: false, timeLimitMs: 10_000 })).rejects.toThrow(/another user could change .* \(other users may write/);
+    // Refused before anything is made in it: no stand-in was created through what might be a link.
+    expect(readdirSync(exposed)).toEqual([]);
+    // A workspace others may write into, itself: its `.git` and run-later files could not be kept.
+    const open = makeTempDir("ducklm-running-open-");
+    chmodSync(open, 0o777);
+    await expect(sandbox.launch("true", { workspace: open, network: false, timeLimitMs: 10_000 })).rejects.toThrow(/another user could change .* \(other users may write/);
+    if (process.getuid?.() === 0) {
+      // As root, a group that may write stands for anyone (an ACL for another user shows as one).
+      chmodSync(open, 0o775);
+      await expect(sandbox.launch("true", { workspace: open, network: false, timeLimitMs: 10_000 })).rejects.toThrow(/other users may write/);
+    }
+    expect(readdirSync(open)).toEqual([]);
 
     const workspace = makeTempDir("ducklm-running-ws-");
     for (const repository of ["mine", "open/sub"]) {

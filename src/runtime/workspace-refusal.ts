@@ -17,6 +17,9 @@ function bothForms(root: string): string[] {
 /** Folders of the system and of every user that no workspace may hold. */
 const SYSTEM_FOLDERS = ["/etc", "/usr", "/bin", "/sbin", "/lib", "/boot", "/var", "/opt", "/srv", "/home", "/tmp", "/proc", "/sys", "/dev", "/run"];
 
+/** Folders of the system no workspace may lie in. */
+const SYSTEM_FOLDERS_NOT_TO_WORK_IN = ["/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/boot", "/proc", "/sys", "/dev", "/run", "/var/spool", "/var/cron"];
+
 /**
  * Why a folder cannot be a workspace, or null: one that is, or lies inside, DuckLM's home, the
  * user's config folder, the bundled config or DuckLM's program would let tasks write what DuckLM
@@ -31,6 +34,8 @@ export function workspaceRefusal(workspace: string, protectedPaths: readonly str
   // would give a task all of them. A container's working folder is often `/`.
   const held = [...SYSTEM_FOLDERS, tmpdir()].find((folder) => bothForms(folder).some((path) => path === real || path.startsWith(real === "/" ? "/" : `${real}/`)));
   if (held) return `the workspace ${workspace} holds ${held}, which commands would then be free to change; choose a project folder (for example with --workspace)`;
+  const system = SYSTEM_FOLDERS_NOT_TO_WORK_IN.find(inside);
+  if (system) return `the workspace ${workspace} lies in ${system}, where what a command writes is run or read by the system (a cron job, a program on the PATH); choose a project folder`;
   const own = protectedPaths.find(inside);
   if (own) return `the workspace ${workspace} is DuckLM's own state or lies inside it (${own}): tasks would reach its database, token or config; choose another folder`;
   const program = readOnlyPaths.find(inside);

@@ -1,4 +1,4 @@
-import { lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from "node:fs";
+import { lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, unlinkSync, writeFileSync, type Stats } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { isProcessAlive } from "../utils/process-alive.js";
@@ -170,14 +170,18 @@ export const runningSandboxes = new RunningSandboxes();
 
 /**
  * Where a folder on the way to `path` lets another user (not root, not this one) rename or replace
- * what follows it: a folder they own, or one their group may write (unless it is this user's own
- * group), or anyone may (unless it is sticky and what follows is this user's or root's). Null when no
- * other user can. Such a user's processes are in no registry this process reads.
+ * what follows it: a folder they own, or one writable by a group (unless, for a DuckLM that is not
+ * root, it is this user's own private group) or by anyone (unless it is sticky and what follows is
+ * this user's or root's). An ACL that lets another user write shows as group-writable. With
+ * `itself`, the folder `path` is held to the same rule, as a workspace whose contents must not change
+ * under DuckLM is. Null when no other user can. Such a user's processes are in no registry this
+ * process reads.
  */
-export function changeableByOtherUsers(path: string): string | null {
+export function changeableByOtherUsers(path: string, itself = false): string | null {
   const me = process.getuid?.() ?? -1;
   const myGroup = process.getgid?.() ?? -1;
   const trusted = (uid: number) => uid === 0 || uid === me;
+  const othersMayWrite = (info: Stats) => (info.mode & 0o002) !== 0 || ((info.mode & 0o020) !== 0 && (me === 0 || info.gid !== myGroup || myGroup === 0));
   let parent = "/";
   let parentInfo = lstatSync("/");
   for (const part of path.split("/").filter(Boolean)) {
@@ -185,12 +189,15 @@ export function changeableByOtherUsers(path: string): string | null {
     const childInfo = lstatSync(child, { throwIfNoEntry: false });
     if (!trusted(parentInfo.uid)) return `${parent} belongs to user ${parentInfo.uid}`;
     if (childInfo?.isSymbolicLink()) return `${child} is a link`;
-    const othersWrite = (parentInfo.mode & 0o002) !== 0 || ((parentInfo.mode & 0o020) !== 0 && parentInfo.gid !== myGroup && parentInfo.gid !== 0);
     const sticky = (parentInfo.mode & 0o1000) !== 0;
-    if (othersWrite && !(sticky && childInfo !== undefined && trusted(childInfo.uid))) return `other users may write ${parent}`;
+    if (othersMayWrite(parentInfo) && !(sticky && childInfo !== undefined && trusted(childInfo.uid))) return `other users may write ${parent}`;
     if (!childInfo?.isDirectory()) return null;
     parent = child;
     parentInfo = childInfo;
+  }
+  if (itself && parent === path) {
+    if (!trusted(parentInfo.uid)) return `${path} belongs to user ${parentInfo.uid}`;
+    if (othersMayWrite(parentInfo)) return `other users may write ${path}`;
   }
   return null;
 }

@@ -584,6 +584,12 @@ export function bubblewrapShell(options: BubblewrapOptions): ShellSandbox {
     },
     async launch(command, launch) {
       const within = (path: string, folderPath: string) => path === folderPath || path.startsWith(`${folderPath}/`);
+      // Before anything is made in it: a workspace another user could change, or swap for a link on
+      // its way, is no place for DuckLM to make stand-ins or mount on.
+      for (const root of [launch.workspace, ...(launch.extraWritable ?? [])]) {
+        const otherUser = changeableByOtherUsers(root, true);
+        if (otherUser !== null) throw new DuckError(ErrorCode.ToolFailed, `another user could change ${root} while a command runs (${otherUser}); move the workspace to a folder only you and root can change`);
+      }
       // Worked out at every launch: a path that appears or moves after start is hidden all the same.
       const hidden = [...new Set([...options.hiddenPaths, ...temporary].map((path) => realOrNull(path)).filter((path): path is string => path !== null))];
       const args = ["--unshare-user", "--disable-userns", ...(asRoot ? ["--uid", String(CONFINED_ROOT_ID), "--gid", String(CONFINED_ROOT_ID)] : [])];
