@@ -66,6 +66,27 @@ describe("what a running command could redirect", () => {
     expect(readdirSync(shared).filter((name) => name.startsWith(`${alive.pid}-`))).toEqual([]);
   });
 
+  it("is read and recorded by one process at a time: a live holder is waited for, a dead one's lock taken over", async () => {
+    const shared = join(makeTempDir("ducklm-running-"), "shared");
+    const registry = new RunningSandboxes(shared);
+    registry.register({ writable: [], fixed: [], sealed: [] });
+    // Another process holds the lock for half a second, then lets it go.
+    const holder = spawn("sh", ["-c", `mkdir ${shared}/lock && echo $$ > ${shared}/lock/pid && echo held && sleep 0.5 && rm -r ${shared}/lock`]);
+    started.push(holder);
+    await new Promise((resolve) => holder.stdout!.once("data", resolve));
+    const waitedFrom = Date.now();
+    expect(registry.exclusive(() => existsSync(join(shared, "lock", "pid")) && readdirSync(join(shared, "lock")).length)).toBe(1);
+    expect(Date.now() - waitedFrom).toBeGreaterThanOrEqual(300);
+    expect(existsSync(join(shared, "lock"))).toBe(false);
+    // A lock whose holder is gone is taken over at once.
+    mkdirSync(join(shared, "lock"));
+    writeFileSync(join(shared, "lock", "pid"), String(holder.pid));
+    await new Promise((resolve) => (holder.exitCode !== null ? resolve(null) : holder.once("exit", resolve)));
+    const takenFrom = Date.now();
+    expect(registry.exclusive(() => "ran")).toBe("ran");
+    expect(Date.now() - takenFrom).toBeLessThan(1_000);
+  });
+
   it("is not trusted from a shared folder others can open", () => {
     const shared = join(makeTempDir("ducklm-running-"), "shared");
     mkdirSync(shared, { mode: 0o777 });

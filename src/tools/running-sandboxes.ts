@@ -1,4 +1,4 @@
-import { lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, unlinkSync, writeFileSync, type Stats } from "node:fs";
+import { lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, unlinkSync, writeFileSync, type Stats } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { isProcessAlive } from "../utils/process-alive.js";
@@ -22,6 +22,9 @@ interface Entry {
   fixed: Set<string>;
   sealed: Set<string>;
 }
+
+/** For short synchronous waits on another process's lock. */
+const SLEEPER = new Int32Array(new SharedArrayBuffer(4));
 
 const within = (path: string, folder: string) => path === folder || folder === "/" || path.startsWith(`${folder}/`);
 
@@ -132,6 +135,49 @@ export class RunningSandboxes {
   redirectable(paths: readonly string[]): Set<string> {
     const running = [...this.own.values(), ...this.others()];
     return new Set(paths.filter((path) => running.some((entry) => canRedirect(entry, path))));
+  }
+
+  /**
+   * Runs `work` (reading who runs and recording a command) while no other DuckLM process of this user
+   * does the same: a folder made in the shared folder is the lock, with its holder's pid in it. A lock
+   * whose holder is gone is taken over; one held past `waitMs` is waited out no longer (said once).
+   */
+  exclusive<T>(work: () => T, waitMs = 5_000): T {
+    const folder = this.sharedFolder();
+    if (!folder) return work();
+    const lock = join(folder, "lock");
+    const deadline = Date.now() + waitMs;
+    let held = false;
+    while (!held) {
+      try {
+        mkdirSync(lock, { mode: 0o700 });
+        writeFileSync(join(lock, "pid"), String(process.pid));
+        held = true;
+      } catch {
+        let holder = Number.NaN;
+        try {
+          holder = Number(readFileSync(join(lock, "pid"), "utf8").trim());
+        } catch {
+          // Being made, or just released.
+        }
+        // A holder that is gone, or a lock left without a pid for a second (its maker died making it).
+        const orphaned = Number.isInteger(holder) ? !isProcessAlive(holder) : Date.now() - (lstatSync(lock, { throwIfNoEntry: false })?.mtimeMs ?? Date.now()) > 1_000;
+        if (orphaned) {
+          rmSync(lock, { recursive: true, force: true });
+          continue;
+        }
+        if (Date.now() > deadline) {
+          this.warn(`${lock} is held by process ${holder} for over ${waitMs} ms; going on without it`);
+          break;
+        }
+        Atomics.wait(SLEEPER, 0, 0, 5);
+      }
+    }
+    try {
+      return work();
+    } finally {
+      if (held) rmSync(lock, { recursive: true, force: true });
+    }
   }
 
   /** Records a command that is about to run with these mounts; the returned function forgets it once it has ended. */

@@ -767,15 +767,18 @@ export function bubblewrapShell(options: BubblewrapOptions): ShellSandbox {
         args.push("--ro-bind", supervisorPath, supervisorPath);
       }
       // From here to the return nothing waits: what other commands run is read and this one recorded at once.
-      let mounts: { options: string[]; registered: SandboxMounts };
-      try {
-        mounts = mountsNoOneCanRedirect(args, [launch.workspace, ...(launch.extraWritable ?? [])], (path) => path.startsWith(`${folder()}/copy-`));
-      } catch (error) {
-        for (const fd of boundFds) closeSync(fd);
-        stand.release();
-        throw error;
-      }
-      const forget = runningSandboxes.register(mounts.registered);
+      // Other DuckLM processes of this user neither read nor record between the two.
+      const { mounts, forget } = runningSandboxes.exclusive(() => {
+        let checked: { options: string[]; registered: SandboxMounts };
+        try {
+          checked = mountsNoOneCanRedirect(args, [launch.workspace, ...(launch.extraWritable ?? [])], (path) => path.startsWith(`${folder()}/copy-`));
+        } catch (error) {
+          for (const fd of boundFds) closeSync(fd);
+          stand.release();
+          throw error;
+        }
+        return { mounts: checked, forget: runningSandboxes.register(checked.registered) };
+      });
       args.splice(0, args.length, ...mounts.options);
       if (supervised) {
         const supervisorPath = join(folder(), "supervisor.cjs");
