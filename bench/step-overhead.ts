@@ -176,7 +176,7 @@ const ratio = wall(sides.duckEffect) / wall(sides.graph);
 console.log(`step-overhead: ${TASKS} tasks of one tool step each, ${ROUNDS} rounds (median, each starting with another side), after ${WARMUP} warm-up tasks; a turn of the event loop after each task`);
 console.log(`  durability: DuckLM ${sides.duck.results[0]!.durability}; LangGraph.js ${sides.graph.results[0]!.durability} (1 = NORMAL); one file each, WAL`);
 for (const side of order) console.log(row(side));
-console.log("  DuckLM's model calls per task: recall decision, directive, critic score (LangGraph's agent makes one; the variants add a node before and after the tool that calls the model)");
+console.log("  DuckLM's model calls per task: the decision and the critic's score (recall is skipped on an empty memory; a task of one decision has no next one to fold the score into). LangGraph's agent makes one; the variants add a node before and after the tool that calls the model");
 console.log("  commits per task: DuckLM read-only 1, side-effecting 2 (the call is on disk before it runs); LangGraph.js one per graph step by default, 1 with durability \"exit\"");
 console.log(`  target: DuckLM ≤ 0.200 of LangGraph.js at each side's default; side-effecting (the stricter case), wall: ${ratio.toFixed(3)} — ${ratio <= 0.2 ? "met" : "NOT met"} (CPU ${(cpu(sides.duckEffect) / cpu(sides.graph)).toFixed(3)})`);
 const equal = wall(sides.duck) / wall(sides.graphOneCommit);
