@@ -17,7 +17,6 @@ import { join } from "node:path";
 import pino from "pino";
 import { getLlama, LlamaChatSession } from "node-llama-cpp";
 import { ModelsConfigSchema } from "../src/config/config-schemas.js";
-import type { ExecutionDirective } from "../src/contracts/index.js";
 import { gbnfLiteral } from "../src/models/grammar-schema.js";
 import { LlamaCppProvider } from "../src/models/llama/llama-cpp-provider.js";
 import { writeTinyLlamaGguf } from "../src/models/gguf/tiny-gguf-writer.js";
@@ -27,7 +26,7 @@ import { scriptedAgent } from "../test/helpers/scripted-agent.js";
 import { createTestRuntime } from "../test/helpers/test-runtime.js";
 import { createEchoTool } from "../test/helpers/test-tools.js";
 import { benchFolders } from "./bench-stats.js";
-import { turnsOf, type Shape, type ShapeCall } from "./react-peer.js";
+import { scriptedDirectiveOf, turnsOf, type Shape, type ShapeCall } from "./react-peer.js";
 
 export interface LocalWork {
   calls: number;
@@ -63,16 +62,7 @@ function toolOutput(call: ShapeCall): { ok: boolean; output: string } {
 async function duckLocal(shape: Shape, file: string, model: LocalModelShape, thought: string, dir: string): Promise<LocalWork> {
   const script = scriptedAgent({
     oneModel: true,
-    directive: (_request, view): ExecutionDirective => {
-      const step = view.decision - 1;
-      const lastOutput = /^ {2}│ (.*)$/.exec(view.observed.trimEnd().split("\n").at(-1) ?? "")?.[1] ?? "";
-      const turns = turnsOf(shape);
-      if (step >= turns.length) return { kind: "respond", answer: `Done: ${lastOutput}` };
-      const calls = turns[step]!(lastOutput);
-      // What the decision grammar has a model write: no reason, goal or description (they take their defaults).
-      if (calls.length === 1) return { kind: "tool", tool: calls[0]!.tool, arguments: calls[0]!.args } as unknown as ExecutionDirective;
-      return { kind: "plan", steps: calls.map((call, index) => ({ id: `s${index + 1}`, kind: "tool" as const, depends_on: [], tool: call.tool, arguments: call.args })) } as unknown as ExecutionDirective;
-    },
+    directive: scriptedDirectiveOf(shape),
     draft: thought,
     streaming: { chunkSize: 1_000_000 },
   });

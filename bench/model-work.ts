@@ -24,7 +24,6 @@ import { tool } from "@langchain/core/tools";
 import { createReactAgent } from "@langchain/langgraph/prebuilt";
 import { SqliteSaver } from "@langchain/langgraph-checkpoint-sqlite";
 import { z } from "zod";
-import type { ExecutionDirective } from "../src/contracts/index.js";
 import type { ToolCatalogueEntry } from "../src/tools/tool-registry.js";
 import { estimateTokens } from "../src/contracts/tokens.js";
 import { BUNDLED_CONFIG_DIR, loadConfig } from "../src/config/load-config.js";
@@ -32,7 +31,7 @@ import { scriptedAgent } from "../test/helpers/scripted-agent.js";
 import { createTestRuntime } from "../test/helpers/test-runtime.js";
 import { createEchoTool } from "../test/helpers/test-tools.js";
 import { benchFolders } from "./bench-stats.js";
-import { FakeToolCallingModel, SHAPES, turnsOf, type Shape } from "./react-peer.js";
+import { FakeToolCallingModel, scriptedDirectiveOf, SHAPES, type Shape } from "./react-peer.js";
 import { localModelWork } from "./local-model-work.js";
 
 const { values: flags } = parseArgs({
@@ -87,16 +86,7 @@ let catalogue: ToolCatalogueEntry[] = [];
 async function duckWork(shape: Shape, oneModel: boolean, dir: string): Promise<Work> {
   const models = scriptedAgent({
     oneModel,
-    directive: (_request, view): ExecutionDirective => {
-      const step = view.decision - 1;
-      const lastOutput = /^ {2}│ (.*)$/.exec(view.observed.trimEnd().split("\n").at(-1) ?? "")?.[1] ?? "";
-      const turns = turnsOf(shape);
-      if (step >= turns.length) return { kind: "respond", answer: `Done: ${lastOutput}` };
-      const calls = turns[step]!(lastOutput);
-      // What the decision grammar has a model write: no reason, goal or description (they take their defaults).
-      if (calls.length === 1) return { kind: "tool", tool: calls[0]!.tool, arguments: calls[0]!.args } as unknown as ExecutionDirective;
-      return { kind: "plan", steps: calls.map((call, index) => ({ id: `s${index + 1}`, kind: "tool" as const, depends_on: [], tool: call.tool, arguments: call.args })) } as unknown as ExecutionDirective;
-    },
+    directive: scriptedDirectiveOf(shape),
     draft: THOUGHT,
     streaming: { chunkSize: 1_000_000 },
   });

@@ -4,6 +4,7 @@ import { BaseChatModel } from "@langchain/core/language_models/chat_models";
 import { AIMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
 import type { ChatResult } from "@langchain/core/outputs";
 import { convertToOpenAITool } from "@langchain/core/utils/function_calling";
+import type { ExecutionDirective } from "../src/contracts/index.js";
 
 /**
  * The task set. Each shape is what the model decides at each decision, given what it has seen:
@@ -30,6 +31,23 @@ export interface ShapeCall {
 export function turnsOf(shape: Shape): Array<(previous: string) => ShapeCall[]> {
   return shape.turns ?? shape.calls.map((call) => (previous: string) => [{ tool: "echo", args: { text: call(previous) } }]);
 }
+/**
+ * DuckLM's side of the script: the directive of each decision, from the last tool output its prompt
+ * shows, then the answer. Written as the decision grammar has a model write it: no reason, goal or
+ * description (they take their defaults).
+ */
+export function scriptedDirectiveOf(shape: Shape): (request: unknown, view: { decision: number; observed: string }) => ExecutionDirective {
+  return (_request, view) => {
+    const step = view.decision - 1;
+    const lastOutput = /^ {2}│ (.*)$/.exec(view.observed.trimEnd().split("\n").at(-1) ?? "")?.[1] ?? "";
+    const turns = turnsOf(shape);
+    if (step >= turns.length) return { kind: "respond", answer: `Done: ${lastOutput}` };
+    const calls = turns[step]!(lastOutput);
+    if (calls.length === 1) return { kind: "tool", tool: calls[0]!.tool, arguments: calls[0]!.args } as unknown as ExecutionDirective;
+    return { kind: "plan", steps: calls.map((call, index) => ({ id: `s${index + 1}`, kind: "tool" as const, depends_on: [], tool: call.tool, arguments: call.args })) } as unknown as ExecutionDirective;
+  };
+}
+
 export const SHAPES: Shape[] = [
   { name: "one tool, then answer", calls: [() => "the pond is 3 m deep"] },
   { name: "two dependent tools, then answer", calls: [() => "notes.txt", (previous) => `contents of ${previous}: ducks like bread`] },
