@@ -220,17 +220,18 @@ export const runningSandboxes = new RunningSandboxes();
  * root, it is this user's own private group) or by anyone (unless it is sticky and what follows is
  * this user's or root's). An ACL that lets another user write shows as group-writable. With
  * `itself`, the folder `path` is held to the same rule, as a workspace whose contents must not change
- * under DuckLM is. Null when no other user can. Such a user's processes are in no registry this
+ * under DuckLM is. `below`: a folder holding `path` already found safe, itself included. Null when no other user can. Such a user's processes are in no registry this
  * process reads.
  */
-export function changeableByOtherUsers(path: string, itself = false): string | null {
+export function changeableByOtherUsers(path: string, itself = false, below = "/"): string | null {
   const me = process.getuid?.() ?? -1;
   const myGroup = process.getgid?.() ?? -1;
   const trusted = (uid: number) => uid === 0 || uid === me;
   const othersMayWrite = (info: Stats) => (info.mode & 0o002) !== 0 || ((info.mode & 0o020) !== 0 && (me === 0 || info.gid !== myGroup || myGroup === 0));
-  let parent = "/";
-  let parentInfo = lstatSync("/");
-  for (const part of path.split("/").filter(Boolean)) {
+  // `below`, already found safe with what lies on its way, is where the walk starts.
+  let parent = below;
+  let parentInfo = lstatSync(below);
+  for (const part of path.slice(below === "/" ? 0 : below.length).split("/").filter(Boolean)) {
     const child = parent === "/" ? `/${part}` : `${parent}/${part}`;
     const childInfo = lstatSync(child, { throwIfNoEntry: false });
     if (!trusted(parentInfo.uid)) return `${parent} belongs to user ${parentInfo.uid}`;

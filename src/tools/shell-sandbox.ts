@@ -409,9 +409,11 @@ function mountsNoOneCanRedirect(args: readonly string[], writable: readonly stri
   const redirectable = runningSandboxes.redirectable(paths);
   // Another user's processes are in no registry this process reads: a path of the workspace (or the
   // workspace itself) that they could change is out too.
-  const inWritable = (path: string) => writable.some((root) => path === root || path.startsWith(`${root}/`));
-  const otherUsers = new Map(paths.filter(inWritable).flatMap((path) => {
-    const problem = changeableByOtherUsers(path);
+  // The roots themselves were checked, with what lies on their way, before anything was made in them.
+  const rootOf = (path: string) => writable.find((root) => path === root || path.startsWith(`${root}/`));
+  const otherUsers = new Map(paths.flatMap((path) => {
+    const root = rootOf(path);
+    const problem = root === undefined ? null : changeableByOtherUsers(path, false, root);
     return problem === null ? [] : [[path, problem] as const];
   }));
   for (const path of otherUsers.keys()) redirectable.add(path);
@@ -762,10 +764,8 @@ export function bubblewrapShell(options: BubblewrapOptions): ShellSandbox {
         env.DUCKLM_SUDO_RELAY_PORT = String(SANDBOX_SUDO_PORT);
       }
       const supervised = listen.length > 0;
-      if (supervised) {
-        const supervisorPath = join(folder(), "supervisor.cjs");
-        args.push("--ro-bind", supervisorPath, supervisorPath);
-      }
+      const supervisorPath = join(folder(), "supervisor.cjs");
+      if (supervised) args.push("--ro-bind", supervisorPath, supervisorPath);
       // From here to the return nothing waits: what other commands run is read and this one recorded at once.
       // Other DuckLM processes of this user neither read nor record between the two.
       const { mounts, forget } = runningSandboxes.exclusive(() => {
@@ -781,7 +781,6 @@ export function bubblewrapShell(options: BubblewrapOptions): ShellSandbox {
       });
       args.splice(0, args.length, ...mounts.options);
       if (supervised) {
-        const supervisorPath = join(folder(), "supervisor.cjs");
         args.push(...withInheritedClosed(limited([process.execPath, supervisorPath, "4", JSON.stringify(listen), SHELL, "-c", command], launch.timeLimitMs), [4]));
       } else {
         args.push(...withInheritedClosed(limited([SHELL, "-c", command], launch.timeLimitMs), []));
