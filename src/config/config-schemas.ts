@@ -306,8 +306,17 @@ export const PermissionsConfigSchema = z.strictObject({
   }).prefault({}),
   /** Programs (or `program subcommand`) that use the network: asked as a network permission of their own. */
   network: RuleList,
-  /** What a command that matches no rule gets. Defaults to `ask`. */
+  /**
+   * What a command that matches no rule gets where it cannot be confined, or where `confined` is
+   * `ask`. Defaults to `ask`.
+   */
   unknown: z.enum(["ask", "deny"]).default("ask"),
+  /**
+   * What a command that matches no rule gets when it runs in the sandbox: `run` (the default) lets the
+   * sandbox be the boundary, and only escalations (the network, sudo, files your own tools run later)
+   * and the rules above are asked; `ask` asks as `unknown` says.
+   */
+  confined: z.enum(["run", "ask"]).default("run"),
   /** Commands with the category they must get; checked at start-up, so a rule change cannot silently break them. */
   examples: z.array(z.strictObject({ command: z.string().min(1), category: CheckedCategory })).default([]),
 });

@@ -41,7 +41,8 @@ export interface EventPayloads {
    * `settings`: the runtime.json sections the task's decisions follow (timeouts, retry, recovery,
    * agent, scheduler, context budgets) as they were, so that a replay follows the same ones.
    */
-  "task-started": { confinement?: "none" | "off"; loop?: AgentLoopLimits; settings?: Record<string, unknown> };
+  /** `confined_commands`: commands no rule covers run unasked when confined (absent: they were asked, as before). */
+  "task-started": { confinement?: "none" | "off"; confined_commands?: "run"; loop?: AgentLoopLimits; settings?: Record<string, unknown> };
   "task-resumed": { from_seq: number; reason: string; confinement?: "none" | "off" };
   /** The task waits for a free place: `running` tasks run, at most `limit` (runtime.json `scheduler.max_running_tasks`); it is number `position` in line. */
   "task-queued": { position: number; running: number; limit: number };

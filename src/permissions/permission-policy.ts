@@ -32,6 +32,11 @@ export interface PermissionInput {
    * nothing runs unattended. `off`: runtime.json turned confinement off.
    */
   confinement: "confined" | "none" | "off";
+  /**
+   * What a command no rule covers gets. `run`: confined, it runs unasked (the sandbox is the boundary);
+   * unconfined, it is asked every time, without "always". `ask`: it is asked (tasks started before).
+   */
+  confinedCommands?: "run" | "ask";
   /** runtime.json lets confined commands use the network without asking. */
   networkAllowed: boolean;
   /**
@@ -99,6 +104,7 @@ function decideWithinSandbox(input: PermissionInput): PermissionDecision {
  * runs without the user's say, however safe its shape.
  */
 function decideCommand(input: PermissionInput, base: { category: CommandCategory; reason: string; commands: string[] }, needsNetwork: boolean): PermissionDecision {
+  if (input.confinedCommands === "run") return decideBySandbox(input, base, needsNetwork);
   const decided = decideCategory(input, base);
   if (decided.decision !== "allow") return { ...decided, network: needsNetwork };
   const remembered = decided.approval_id !== undefined;
@@ -129,4 +135,28 @@ function decideCategory(input: PermissionInput, base: { category: CommandCategor
       if (input.preApproved.includes("unknown")) return { ...base, decision: "allow", reason: `pre-approved for this task: ${base.reason}`, network: false };
       return { ...base, decision: input.unknownDecision, network: false };
   }
+}
+
+/**
+ * The sandbox is the boundary. Confined, a command no rule covers runs unasked: it cannot write
+ * outside the workspace, read what is hidden or reach the network, so only escalations are asked —
+ * the network (per command, unless given), sudo and the rules' always-asked commands (no_always),
+ * and run-later files (decided by the caller). Unconfined, nothing holds it, so every command
+ * without a safe shape is asked every time, and an earlier "always" does not answer for it.
+ */
+function decideBySandbox(input: PermissionInput, base: { category: CommandCategory; reason: string; commands: string[] }, needsNetwork: boolean): PermissionDecision {
+  const confined = input.confinement === "confined";
+  if (base.category === "unknown" && !confined) {
+    const why = input.confinement === "none" ? "no sandbox could be started here (no bubblewrap)" : "confinement is off (runtime.json sandbox.mode)";
+    return { ...base, category: "no_always", decision: input.unknownDecision === "deny" ? "deny" : "ask", reason: `${why}, so a command without a safe shape is asked every time: ${base.reason}`, network: needsNetwork };
+  }
+  const decided =
+    base.category === "unknown" && !input.approval && !input.preApproved.includes("unknown")
+      ? { ...base, decision: "allow" as const, reason: `it runs in the sandbox, confined to the workspace without the network; no rule asks about it (${base.reason})`, network: false }
+      : decideCategory(input, base);
+  if (decided.decision !== "allow" || !needsNetwork) return { ...decided, network: needsNetwork };
+  const remembered = decided.approval_id !== undefined;
+  const networkGiven = (remembered && input.approval?.network === true) || input.networkAllowed || input.preApproved.includes("network");
+  if (!networkGiven) return { ...base, decision: "ask", reason: `${base.reason}; it needs the network, which is a permission of its own`, network: true };
+  return { ...decided, network: true };
 }

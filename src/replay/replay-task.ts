@@ -116,7 +116,8 @@ export async function replayTask(recorded: readonly DuckEvent[], config: DuckCon
       home,
       recordSettings: started?.settings !== undefined,
       ...(started?.settings ? { settingsAsRecorded: started.settings } : {}),
-      config: { ...config, runtime: { ...settings, resume: "never" } },
+      // A task recorded before confined commands ran unasked was decided by asking.
+      config: { ...config, permissions: { ...config.permissions, confined: started?.confined_commands ?? "ask" }, runtime: { ...settings, resume: "never" } },
       databaseFile: ":memory:",
       logger: pino({ level: "silent" }),
       models: anyModel ? models : null,

@@ -7,6 +7,7 @@ import type { Approval } from "../permissions/approval-store.js";
 import type { PruneResult } from "../state/task-retention.js";
 import { pruneOptionsFrom } from "../state/task-retention.js";
 import type { Runtime, StartOptions, StartReport } from "./create-runtime.js";
+import { checkCommand, type CommandVerdict } from "./check-command.js";
 import { editMemory, type MemoryEditResult } from "./edit-memory.js";
 import type { PermissionAnswer, SubmitOptions, TaskHandle } from "./runtime-loop.js";
 import type { Feedback } from "./task-requests.js";
@@ -109,6 +110,8 @@ export interface DuckLM {
     cleanup(): ReturnType<Runtime["memory"]["cleanup"]>;
     reindex(): Promise<number>;
   };
+  /** The decision a shell command would get in `workspace` (the default one if not given), without running it. */
+  checkCommand(command: string, options?: { workspace?: string }): Promise<CommandVerdict>;
   approvals: {
     list(): Approval[];
     revoke(approvalId: string, by?: string): void;
@@ -185,6 +188,7 @@ export function ducklmOf(runtime: Runtime): DuckLM {
       cleanup: () => memory.cleanup(),
       reindex: () => memory.reindex(),
     },
+    checkCommand: (command, options = {}) => checkCommand(runtime.context, command, options.workspace ?? runtime.workspace),
     approvals: {
       list: () => approvals.list(),
       revoke: (approvalId, by = "user") => loop.revokeApproval(approvalId, by),

@@ -169,6 +169,7 @@ export async function permitCall(
     unknownDecision: context.config.permissions.unknown,
     preApproved: projection.auto_approve,
     confinement: projection.confinement,
+    confinedCommands: projection.confined_commands,
     networkAllowed: context.config.runtime.sandbox.network,
     writesRunLater: writableRunLater,
   });

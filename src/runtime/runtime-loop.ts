@@ -476,7 +476,7 @@ export class RuntimeLoop {
         store.append(taskId, "task-failed", { code: ErrorCode.HardStop, message: `the task contains a command that is never run: ${hardStop}` });
         return;
       }
-      projection = store.append(taskId, "task-started", { ...this.confinementMark(), ...loopLimits(this.context), ...recordedSettings(this.context) });
+      projection = store.append(taskId, "task-started", { ...this.confinementMark(), ...(this.context.config.permissions.confined === "run" ? { confined_commands: "run" as const } : {}), ...loopLimits(this.context), ...recordedSettings(this.context) });
     }
     // The agent loop: decide, run the steps, let the model see what they did, decide again.
     for (;;) {

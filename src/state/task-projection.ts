@@ -73,6 +73,8 @@ export interface TaskProjection {
   auto_approve: PreApproval[];
   /** How its commands run, as the process that drives it said when it started or resumed it. */
   confinement: "confined" | "none" | "off";
+  /** What a command no rule covers gets when confined: run (the sandbox is the boundary) or asked (tasks started before that). */
+  confined_commands: "run" | "ask";
   /** Which decision the task is on: 1 for the first, one more at each `iteration-started`. */
   iteration: number;
   /** The agent loop's limits as `task-started` recorded them; one decision for tasks recorded before the loop. */
@@ -208,6 +210,7 @@ const reducers: { [T in EventTypeName]?: Reducer<T> } = {
     p.started = true;
     p.state = "running";
     p.confinement = e.confinement ?? "confined";
+    p.confined_commands = e.confined_commands ?? "ask";
     if (e.loop) p.loop = e.loop;
   },
   "memory-recalled": (p, e) => {
@@ -371,6 +374,7 @@ export function initialProjection(event: DuckEvent): TaskProjection {
     memory_writes: 0,
     auto_approve: payload.auto_approve ?? [],
     confinement: "confined",
+    confined_commands: "ask",
     iteration: 1,
     loop: { max_iterations: 1, token_budget: Number.MAX_SAFE_INTEGER },
     tokens_used: 0,

@@ -843,7 +843,7 @@ export interface SandboxChoice {
 
 /**
  * The sandbox runtime.json asks for. `auto` uses bubblewrap when it works; without it nothing runs
- * unattended (every command is asked). `bwrap` insists. `off` is the explicit, loud opt-out.
+ * unattended (every command without a safe shape is asked). `bwrap` insists. `off` is the explicit, loud opt-out.
  */
 export function chooseShellSandbox(mode: "auto" | "bwrap" | "off", options: BubblewrapOptions): SandboxChoice {
   if (mode === "off") {
@@ -855,6 +855,6 @@ export function chooseShellSandbox(mode: "auto" | "bwrap" | "off", options: Bubb
   const probe = probeBubblewrap(options.binary);
   if (probe.usable) return { sandbox: bubblewrapShell(options), warning: null };
   if (mode === "bwrap") throw new DuckError(ErrorCode.ConfigInvalid, `runtime.json sandbox.mode is bwrap, but ${probe.reason}`);
-  const note = `shell commands cannot be confined: ${probe.reason}; every command is asked before it runs`;
+  const note = `shell commands cannot be confined: ${probe.reason}; every command without a safe shape is asked before it runs, each time`;
   return { sandbox: { ...unconfinedShellWith(options.environment), note }, warning: `${note}. Install bubblewrap (apt-get install bubblewrap) to confine commands to the workspace` };
 }

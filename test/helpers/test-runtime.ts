@@ -22,6 +22,8 @@ export interface TestRuntimeOptions {
   sandbox?: ShellSandbox;
   /** Where the PostgreSQL connection string is read from, with `runtime: { storage: { backend: "postgres" } }`. */
   env?: NodeJS.ProcessEnv;
+  /** permissions.json `confined`: `ask` unless a test is about the sandbox being the boundary. */
+  confinedCommands?: "run" | "ask";
 }
 
 export interface TestRuntime extends Runtime {
@@ -47,11 +49,13 @@ export function makeTempDir(prefix = "ducklm-test-"): string {
 }
 
 /** The bundled config with runtime.json overrides (fast retries by default, so tests stay quick). */
-export function testConfig(runtimeOverrides: Record<string, unknown> = {}, configDir = BUNDLED_CONFIG_DIR): DuckConfig {
+export function testConfig(runtimeOverrides: Record<string, unknown> = {}, configDir = BUNDLED_CONFIG_DIR, confinedCommands: "run" | "ask" = "ask"): DuckConfig {
   const config = loadConfig(configDir);
   // One decision per task, as before the agent loop, unless a test is about the loop and says so.
   const runtime = RuntimeConfigSchema.parse(merge(merge(config.runtime as unknown as Record<string, unknown>, { retry: { backoff_ms: 1 }, agent: { max_iterations: 1 } }), runtimeOverrides));
-  return { ...config, runtime };
+  // Commands no rule covers are asked, as the tests of questions, approvals and the classifier need
+  // (an unknown command is how they make a task ask), unless a test is about the sandbox deciding.
+  return { ...config, runtime, permissions: { ...config.permissions, confined: confinedCommands } };
 }
 
 export function createTestRuntime(options: TestRuntimeOptions = {}): TestRuntime {
@@ -59,7 +63,7 @@ export function createTestRuntime(options: TestRuntimeOptions = {}): TestRuntime
   const workspace = options.workspace ?? makeTempDir("ducklm-ws-");
   const runtime = createRuntime({
     home,
-    config: testConfig(options.runtime, options.configDir),
+    config: testConfig(options.runtime, options.configDir, options.confinedCommands),
     workspace,
     models: options.models ?? null,
     ...(options.tools ? { tools: options.tools } : {}),

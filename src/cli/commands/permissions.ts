@@ -2,10 +2,10 @@ import type { Command } from "commander";
 import { withDuckLM, type GlobalOptions } from "../with-ducklm.js";
 import { oneLine } from "../terminal-text.js";
 
-/** `ducklm permissions list|revoke` and `ducklm feedback`. */
+/** `ducklm permissions list|check|revoke` and `ducklm feedback`. */
 export function registerPermissions(program: Command): void {
   const globals = () => program.opts<GlobalOptions>();
-  const permissions = program.command("permissions").description("remembered approvals");
+  const permissions = program.command("permissions").description("remembered approvals, and what a command would be asked");
   permissions
     .command("list")
     .description("every remembered approval: command, directory, state")
@@ -23,6 +23,28 @@ export function registerPermissions(program: Command): void {
             console.log(`${approval.id}  ${state.padEnd(32)}  in ${oneLine(approval.cwd)}:  ${oneLine(approval.command)}${scope ? `  (${scope})` : ""}`);
           }
         }
+        return 0;
+      }),
+    );
+  permissions
+    .command("check")
+    .description("the decision a shell command would get (run, ask, hard_stop), and why, without running it")
+    .argument("<command...>", "the command, after `--` (ducklm permissions check -- npm test)")
+    .option("--json", "the verdict as one JSON object")
+    .addHelpText("after", "\nThe workspace is the global --workspace, else runtime.json's; put it before `check`:\n  ducklm --workspace ~/project permissions check -- git clean -fdx")
+    .action(async (words: string[], options: { json?: boolean }) =>
+      withDuckLM(globals(), async (ducklm) => {
+        const command = words.join(" ");
+        const verdict = await ducklm.checkCommand(command, globals().workspace ? { workspace: globals().workspace } : {});
+        if (options.json) {
+          console.log(JSON.stringify({ command, ...verdict }));
+          return 0;
+        }
+        const question = verdict.decision === "ask" ? (verdict.always_offered ? " (\"always\" may be answered)" : " (every time)") : "";
+        console.log(`${verdict.decision}${question}: ${oneLine(command)}`);
+        console.log(`  why: ${oneLine(verdict.reason)}`);
+        if (verdict.escalations.length > 0) console.log(`  needs: ${verdict.escalations.join(", ")}`);
+        console.log(`  in ${oneLine(verdict.workspace)}, ${verdict.confinement === "confined" ? "confined by the sandbox" : verdict.confinement === "off" ? "unconfined (sandbox.mode off)" : "unconfined (no sandbox here)"}`);
         return 0;
       }),
     );
