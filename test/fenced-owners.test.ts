@@ -110,7 +110,7 @@ describe.each(["sqlite", "postgres"] as const)("an owner paused past its lease, 
     const before = taker.store.listEvents(taskId).length;
 
     owner.kill("SIGCONT");
-    expect(await Promise.race([exited, new Promise((resolve) => setTimeout(() => resolve("still running"), 30_000))])).toBe(0);
+    expect(await Promise.race([exited, new Promise((resolve) => setTimeout(() => resolve("still running"), 30_000))]), `the thawed owner's exit (its stderr: ${stderr.slice(-2000)})`).toBe(0);
     // Nothing after the end, no second run of anything, no gap.
     const events: DuckEvent[] = taker.store.listEvents(taskId);
     expect(events.length).toBe(before);

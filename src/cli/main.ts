@@ -13,6 +13,7 @@ import { registerRun } from "./commands/run.js";
 import { registerServe } from "./commands/serve.js";
 import { registerTasks } from "./commands/tasks.js";
 import { registerTelegram } from "./commands/telegram.js";
+import { registerUndo } from "./commands/undo.js";
 import { outputClosed, reportError } from "./with-ducklm.js";
 
 /** The `ducklm` command: each subcommand registers its own options and action (src/cli/commands/). */
@@ -28,7 +29,7 @@ export function buildProgram(): Command {
     .showHelpAfterError()
     // Before the subcommands are added, so that they inherit it: every usage error exits 2.
     .exitOverride();
-  for (const register of [registerRun, registerChat, registerTasks, registerServe, registerTelegram, registerReplay, registerDoctor, registerConfig, registerDb, registerMigrate, registerMemory, registerPermissions, registerModels]) register(program);
+  for (const register of [registerRun, registerChat, registerTasks, registerServe, registerTelegram, registerReplay, registerDoctor, registerConfig, registerDb, registerMigrate, registerMemory, registerPermissions, registerUndo, registerModels]) register(program);
   return program;
 }
 

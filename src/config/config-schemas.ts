@@ -212,6 +212,17 @@ export const RuntimeConfigSchema = z.strictObject({
     /** `delete`, or `archive`: write each task's events to <home>/archive/<id>.jsonl first. Defaults to `archive`. */
     action: z.enum(["delete", "archive"]).default("archive"),
   }).prefault({}),
+  /**
+   * Before each step that can change the workspace (a command, a file write, a coder step), DuckLM
+   * keeps a snapshot of it in a repository of its own (`<home>/checkpoints`), so that `ducklm undo`
+   * can put it back. Files over `max_file_bytes` and those `.gitignore` names are not kept; checkpoints
+   * older than `keep_days` are pruned at start-up.
+   */
+  undo: z.strictObject({
+    enabled: z.boolean().default(true),
+    max_file_bytes: z.number().int().positive().default(10 * 1024 * 1024),
+    keep_days: z.number().positive().default(14),
+  }).prefault({}),
   sandbox: z.strictObject({
     /** `auto`: confine shell commands with bubblewrap when it works here; `bwrap`: insist; `off`: never. Defaults to `auto`. */
     mode: z.enum(["auto", "bwrap", "off"]).default("auto"),

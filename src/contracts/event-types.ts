@@ -40,6 +40,7 @@ export const EventType = {
   SecretRequested: "secret-requested",
   SecretProvided: "secret-provided",
   FeedbackReceived: "feedback-received",
+  WorkspaceRestored: "workspace-restored",
   AnswerCompleted: "answer-completed",
 } as const;
 

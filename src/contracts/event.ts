@@ -101,6 +101,13 @@ export interface EventPayloads {
   /** `iteration`: the decision whose step was rated (a step id can recur from one decision to the next); absent on answers and in logs from before it was kept. */
   "feedback-received": { target: "answer" | "step"; step_id: string | null; iteration?: number; rating: "up" | "down"; comment: string; by: string };
   "answer-completed": { answer: string };
+  /**
+   * The workspace was put back as it was before the task's step whose `tool-called` event is `to_seq`
+   * (`ducklm undo`), or, with `redo`, as it was before the task's latest restore (`ducklm undo --redo`,
+   * `to_seq` and `step_id` null): `changes` lists the files (the first 200 of `changed`), `saved_as` keeps the state it
+   * replaced, so the restore can itself be taken back.
+   */
+  "workspace-restored": { to_seq: number | null; step_id: string | null; redo?: boolean; changes: Array<{ path: string; change: "restored" | "removed" | "rewritten" }>; changed: number; saved_as: string; by: string };
 }
 
 export type EventPayload<T extends EventTypeName> = EventPayloads[T];

@@ -73,7 +73,7 @@ export function comparable(events: readonly DuckEvent[]): ComparableEvent[] {
   }));
 }
 
-const EXTERNAL = new Set(["task-dequeued", "permission-resolved", "secret-provided", "task-cancelled", "task-resumed", "feedback-received", "approval-revoked", "task-failed"]);
+const EXTERNAL = new Set(["task-dequeued", "permission-resolved", "secret-provided", "task-cancelled", "task-resumed", "feedback-received", "approval-revoked", "task-failed", "workspace-restored"]);
 
 /**
  * Re-drives the RuntimeLoop from a task's recorded events: model outputs and tool results come from

@@ -29,6 +29,23 @@ export async function callTool(context: ExecutorContext, projection: TaskProject
   return TOOL_LOCKS.run(projection.task_id, exclusive, signal, () => permitAndRun(context, projection, step, call, shownCall, signal, exclusive ? null : classification));
 }
 
+/** The tools that change the workspace: a snapshot of it is kept before each of their calls, for undo. */
+const WORKSPACE_WRITERS: ReadonlySet<string> = new Set(["shell_exec", "file_write", "code_apply"]);
+
+/**
+ * Keeps a snapshot of the workspace before a step changes it. Undo is a convenience, not the
+ * boundary: a snapshot that fails is logged and the step runs.
+ */
+async function keepCheckpoint(context: ExecutorContext, workspace: string, taskId: string, seq: number, label: string): Promise<void> {
+  if (!context.checkpoints || context.checkpoints.unavailable()) return;
+  try {
+    const { leftOut } = await context.checkpoints.snapshot(workspace, taskId, seq, label);
+    if (leftOut.length > 0) context.logger.info({ task_id: taskId, seq, left_out: leftOut.slice(0, 20), count: leftOut.length }, "files over undo.max_file_bytes are not kept for undo");
+  } catch (error) {
+    context.logger.warn({ err: error, task_id: taskId, seq }, "the workspace could not be kept for undo before this step");
+  }
+}
+
 /** The locks of the tasks of this process (task ids are unique, whichever runtime holds them). */
 export const TOOL_LOCKS = new TaskLocks();
 
@@ -55,7 +72,7 @@ async function permitAndRun(context: ExecutorContext, projection: TaskProjection
 
   const effect = context.tools.get(call.tool)?.effect ?? "side-effecting";
   await inTurn(context, taskId, { type: "tool-called", step_id: stepId }, signal);
-  store.append(taskId, "tool-called", { step_id: stepId, attempt: step.attempt, call: shownCall, effect }, { durable: effect === "side-effecting" });
+  const called = store.append(taskId, "tool-called", { step_id: stepId, attempt: step.attempt, call: shownCall, effect }, { durable: effect === "side-effecting" });
   // The command line runs confined as any other; only its `sudo` runs outside, through the relay,
   // and only with the argument vectors the approved text contains.
   const relay = secret !== null ? openSudoRelay({ password: secret, allowed: permit.classification?.sudo ?? [], workspace: projection.workspace, env: commandEnvironment(process.env, context.sandbox.environment) }) : null;
@@ -63,6 +80,11 @@ async function permitAndRun(context: ExecutorContext, projection: TaskProjection
   let protectedForThisRun: string[] | undefined;
   // What the sandbox hides is searched for once, before the first command's time limit starts.
   if (commandOf(call) !== null) await context.sandbox.prepare?.();
+  if (WORKSPACE_WRITERS.has(call.tool)) {
+    // Only while this process still drives the task: an owner thawed after losing it keeps nothing.
+    store.assertStillWriter(taskId);
+    await keepCheckpoint(context, projection.workspace, taskId, called.seq, `step ${stepId}, attempt ${step.attempt}: ${call.tool}`);
+  }
   // The last look before the tool starts: an owner paused past its lease and thawed runs nothing more.
   store.assertStillWriter(taskId);
   try {

@@ -21,6 +21,7 @@ import { ensurePrivateDir } from "../storage/private-files.js";
 import { realpathOfDeepestAncestor } from "../permissions/path-judge.js";
 import { examplesCheckKey, examplesCheckPassed, recordExamplesCheckPassed } from "../permissions/examples-check-record.js";
 import { pruneOptionsFrom } from "../state/task-retention.js";
+import { WorkspaceCheckpoints } from "../undo/workspace-checkpoints.js";
 import type { Clock, TaskStore } from "../state/task-store.js";
 import type { EventBus } from "../events/event-bus.js";
 import type { ApprovalStore } from "../permissions/approval-store.js";
@@ -349,6 +350,8 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
   })();
   // A failure here is reported by `ready()`; tasks see it too, through the loop.
   ready.catch(() => undefined);
+  const checkpoints = config.runtime.undo.enabled && options.databaseFile !== ":memory:" ? new WorkspaceCheckpoints(home, { maxFileBytes: config.runtime.undo.max_file_bytes }) : null;
+  if (checkpoints?.unavailable()) logger.warn(`steps cannot be undone: ${checkpoints.unavailable()}`);
   const directiveSchema = tools.names().length > 0 ? createExecutionDirectiveSchema(tools.names()) : ExecutionDirectiveSchema;
   const context: ExecutorContext = {
     store,
@@ -359,6 +362,7 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
     approvals,
     secrets: new SecretVault(),
     sandbox,
+    checkpoints,
     protectedPaths,
     readOnlyPaths: programPaths(),
     config,
@@ -438,6 +442,13 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
       const pruned = store.prune(pruneOptionsFrom(config.runtime.retention, home));
       if (pruned.pruned.length > 0) logger.info({ pruned: pruned.pruned.length, archive: pruned.archivedTo }, "finished tasks pruned");
       leases.forgetMissingTasks();
+      // Old checkpoints go in the background: git's clean-up can take a while on a large workspace.
+      if (checkpoints && !checkpoints.unavailable()) {
+        checkpoints.prune(config.runtime.undo.keep_days).then(
+          (dropped) => dropped > 0 && logger.info({ dropped }, "old workspace checkpoints pruned"),
+          (error: unknown) => logger.warn({ err: error }, "old workspace checkpoints could not be pruned"),
+        );
+      }
       memory.scheduleCleanup();
       adoptOrphans = startOptions.adoptOrphans === true;
       return { pruned: pruned.pruned, archivedTo: pruned.archivedTo, resume: this.resumeUnfinished(startOptions.resume) };

@@ -8,6 +8,7 @@ import type { PruneResult } from "../state/task-retention.js";
 import { pruneOptionsFrom } from "../state/task-retention.js";
 import type { Runtime, StartOptions, StartReport } from "./create-runtime.js";
 import { checkCommand, type CommandVerdict } from "./check-command.js";
+import { undoPoints, undoTask, type UndoPoint, type UndoResult } from "../undo/undo-task.js";
 import { editMemory, type MemoryEditResult } from "./edit-memory.js";
 import type { PermissionAnswer, SubmitOptions, TaskHandle } from "./runtime-loop.js";
 import type { Feedback } from "./task-requests.js";
@@ -110,6 +111,14 @@ export interface DuckLM {
     cleanup(): ReturnType<Runtime["memory"]["cleanup"]>;
     reindex(): Promise<number>;
   };
+  /**
+   * Puts a finished task's workspace back as it was before `step` (its first change when no step is
+   * named), or with `redo` as it was before the latest undo; `dryRun` only lists the files that would
+   * change. Recorded as `workspace-restored`.
+   */
+  undo(taskId: string, options?: { step?: string; dryRun?: boolean; redo?: boolean; by?: string }): Promise<UndoResult>;
+  /** The steps of a task whose workspace can be put back as it was before them, oldest first. */
+  undoPoints(taskId: string): Promise<UndoPoint[]>;
   /** The decision a shell command would get in `workspace` (the default one if not given), without running it. */
   checkCommand(command: string, options?: { workspace?: string }): Promise<CommandVerdict>;
   approvals: {
@@ -188,6 +197,8 @@ export function ducklmOf(runtime: Runtime): DuckLM {
       cleanup: () => memory.cleanup(),
       reindex: () => memory.reindex(),
     },
+    undo: (taskId, options = {}) => undoTask(runtime.context, taskId, options),
+    undoPoints: (taskId) => undoPoints(runtime.context, taskId),
     checkCommand: (command, options = {}) => checkCommand(runtime.context, command, options.workspace ?? runtime.workspace),
     approvals: {
       list: () => approvals.list(),

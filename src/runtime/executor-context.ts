@@ -1,3 +1,4 @@
+import type { WorkspaceCheckpoints } from "../undo/workspace-checkpoints.js";
 import type { Logger } from "pino";
 import type { z } from "zod";
 import type { EventTypeName, ExecutionDirective, MemoryHit } from "../contracts/index.js";
@@ -32,6 +33,8 @@ export interface ExecutorContext {
   /** Passwords handed over for one step; memory only. */
   secrets: SecretVault;
   sandbox: ShellSandbox;
+  /** Snapshots of workspaces before each step that can change them (null: undo is off, as in a replay). */
+  checkpoints: WorkspaceCheckpoints | null;
   /** DuckLM's own state: refused to file tools, hidden from commands. */
   protectedPaths: readonly string[];
   /** DuckLM's own program: readable, never written by file tools, read-only to commands. */

@@ -79,7 +79,7 @@ interface Tail {
  * What may still be recorded of a task after its terminal event: people's notes about it, which
  * change nothing of how it ran. Anything else is refused (DUCK_ERR_TASK_FINISHED).
  */
-const AFTER_THE_END: ReadonlySet<EventTypeName> = new Set<EventTypeName>([EventType.FeedbackReceived, EventType.ApprovalRevoked]);
+const AFTER_THE_END: ReadonlySet<EventTypeName> = new Set<EventTypeName>([EventType.FeedbackReceived, EventType.ApprovalRevoked, EventType.WorkspaceRestored]);
 
 /** The events that end a task. */
 const TASK_ENDINGS: ReadonlySet<EventTypeName> = new Set<EventTypeName>([EventType.TaskCompleted, EventType.TaskFailed, EventType.TaskCancelled]);

@@ -4,9 +4,14 @@ import { DuckError, ErrorCode } from "../../errors/duck-error.js";
 import { z } from "zod";
 import type { RouteOptions } from "./route-options.js";
 
-/** Tasks: submit, list, one with what it waits for, its events, cancel; and the newest events of all. */
+/** Tasks: submit, list, one with what it waits for, its events, cancel, undo; and the newest events of all. */
 /** Why, in the caller's words (the web chat's Stop button says so), recorded in the task-cancelled event. */
 const CancelBodySchema = z.strictObject({ reason: z.string().trim().min(1).max(200).optional() }).nullish();
+/** Which point to put the workspace back to: before `step` (the task's first change without it), or before the latest undo (`redo`). */
+const UndoBodySchema = z
+  .strictObject({ step: z.string().min(1).max(200).optional(), redo: z.boolean().optional(), dry_run: z.boolean().optional() })
+  .refine((body) => !(body.step !== undefined && body.redo), { message: "give either step or redo, not both" })
+  .nullish();
 
 export const taskRoutes: FastifyPluginAsyncZod<RouteOptions> = async (app, { ducklm }) => {
   app.post("/chat", { schema: { summary: "Submit a task; answers with its id at once, or with its outcome when `wait` is true", body: ChatRequestSchema } }, async (request, reply) => {
@@ -43,6 +48,14 @@ export const taskRoutes: FastifyPluginAsyncZod<RouteOptions> = async (app, { duc
     // A task that waited in line, or that nobody drove, is cancelled already; a running one stops at its next step.
     const now = ducklm.getTask(request.params.id).task.state;
     return { task_id: request.params.id, state: now === "cancelled" ? "cancelled" : "cancelling" };
+  });
+  app.get("/tasks/:id/undo", { schema: { summary: "The steps a finished task's workspace can be put back before, oldest first", params: TaskIdParamsSchema } }, async (request) => ({
+    task_id: request.params.id,
+    points: await ducklm.undoPoints(request.params.id),
+  }));
+  app.post("/tasks/:id/undo", { schema: { summary: "Put the workspace back as it was before a finished task (or one of its steps); `dry_run` only lists the files", params: TaskIdParamsSchema, body: UndoBodySchema } }, async (request) => {
+    const body = request.body ?? {};
+    return ducklm.undo(request.params.id, { ...(body.step !== undefined ? { step: body.step } : {}), dryRun: body.dry_run === true, redo: body.redo === true, by: "api" });
   });
   app.get("/events", { schema: { summary: "The newest events of all tasks", querystring: RecentEventsQuerySchema } }, async (request) => ({ events: ducklm.recentEvents(request.query.limit) }));
 };
