@@ -184,6 +184,52 @@ function setRunning(running) {
   $("stop").hidden = !running;
 }
 
+/** The tools whose calls change the workspace: a task that made one can be undone. */
+const WORKSPACE_WRITERS = new Set(["shell_exec", "file_write", "code_apply"]);
+
+/** An Undo button under a finished task that changed the workspace: it shows the files first. */
+function addUndo(view) {
+  if (!view.changedWorkspace || view.undoButton) return;
+  const button = el("button", "undo", "Undo changes");
+  button.type = "button";
+  button.setAttribute("aria-label", "Undo this task's changes to the workspace");
+  button.addEventListener("click", () => confirmUndo(view.taskId, button));
+  view.undoButton = button;
+  (view.assistant.querySelector(".feedback") ?? view.assistant).append(button);
+}
+
+async function confirmUndo(taskId, button) {
+  const id = encodeURIComponent(taskId);
+  let preview;
+  try {
+    preview = await api(`/tasks/${id}/undo`, { method: "POST", body: JSON.stringify({ dry_run: true }) });
+  } catch (error) {
+    button.replaceWith(el("span", "error", `Cannot undo: ${error.message}`));
+    return;
+  }
+  const dialog = $("undo-dialog");
+  $("undo-summary").textContent = preview.changes.length === 0 ? "Nothing differs from before the task: there is nothing to put back." : `These files go back to how they were before the task (${filesText(preview.changes.length)}):`;
+  const files = $("undo-files");
+  files.replaceChildren(...preview.changes.slice(0, 100).map((change) => el("li", change.change, `${change.change}: ${change.path}`)));
+  if (preview.changes.length > 100) files.append(el("li", null, `… and ${preview.changes.length - 100} more`));
+  $("undo-confirm").disabled = preview.changes.length === 0;
+  dialog.returnValue = "";
+  dialog.showModal();
+  dialog.addEventListener(
+    "close",
+    async () => {
+      if (dialog.returnValue !== "undo") return;
+      try {
+        const done = await api(`/tasks/${id}/undo`, { method: "POST", body: JSON.stringify({}) });
+        button.replaceWith(el("span", "undone", `Undone: ${filesText(done.changes.length)} put back`));
+      } catch (error) {
+        button.replaceWith(el("span", "error", `Undo failed: ${error.message}`));
+      }
+    },
+    { once: true },
+  );
+}
+
 function addFeedback(view) {
   const bar = el("div", "feedback");
   for (const [rating, label] of [["up", "Good"], ["down", "Bad"]]) {
@@ -289,6 +335,7 @@ function applyEvent(view, event, { live }) {
       view.thinking.scrollTop = view.thinking.scrollHeight;
       break;
     case "tool-called": {
+      if (WORKSPACE_WRITERS.has(p.call.tool)) view.changedWorkspace = true;
       const block = el("div", "tool");
       const head = el("div", "tool-head");
       const title = el("span", null, toolTitle(p.call, view.workspace));
@@ -351,6 +398,7 @@ function applyEvent(view, event, { live }) {
       else view.answer.replaceChildren();
       addFeedback(view);
       taskEnded(view, p.model_work);
+      addUndo(view);
       if (live) refreshTasks();
       break;
     case "task-failed":
@@ -361,6 +409,7 @@ function applyEvent(view, event, { live }) {
         el("span", "error", p.code === "DUCK_ERR_PERMISSION_DENIED" ? (view.denied ? `Stopped: you did not allow ${view.denied}` : "Stopped: a permission was refused") : `Failed (${p.code}): ${p.message}`),
       );
       taskEnded(view, p.model_work);
+      addUndo(view);
       if (live) refreshTasks();
       break;
     case "task-cancelled":
@@ -368,9 +417,17 @@ function applyEvent(view, event, { live }) {
       view.answer.classList.remove("streaming");
       view.answer.append(el("span", "error", `Cancelled: ${p.reason}`));
       taskEnded(view, p.model_work);
+      addUndo(view);
       if (live) refreshTasks();
       break;
+    case "workspace-restored":
+      view.assistant.append(el("div", "restored", p.redo ? `Workspace put back as it was before the undo (${filesText(p.changed)})` : `Workspace put back as it was before step ${p.step_id} (${filesText(p.changed)})`));
+      break;
   }
+}
+
+function filesText(count) {
+  return count === 1 ? "1 file" : `${count} files`;
 }
 
 // ---- streaming, with reconnection from the last event seen ----

@@ -1,4 +1,4 @@
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join, resolve } from "node:path";
@@ -327,6 +327,26 @@ describe("the web chat in Chromium", () => {
     expect(await page.textContent(".tool .diff .add")).toBe("+hello from the coder");
     expect(await page.textContent(".tool .terminal")).toContain("$ cat greeting.txt\nhello from the coder");
     expect(await page.textContent(".tool .exit")).toBe("exit 0");
+    await page.close();
+  });
+
+  it("undoes a task's changes from its Undo button, after showing which files change", async () => {
+    writeFileSync(join(server.runtime.workspace, "undo-me.txt"), "before the task\n");
+    directive = { kind: "tool", tool: "file_write", arguments: { path: "undo-me.txt", content: "written by the task\n" }, reason: "" };
+    const page = await openChat();
+    await send(page, "rewrite undo-me.txt");
+    await page.waitForSelector(".feedback .undo");
+    expect(readFileSync(join(server.runtime.workspace, "undo-me.txt"), "utf8")).toBe("written by the task\n");
+    await page.click(".feedback .undo");
+    await page.waitForSelector("#undo-dialog[open]");
+    expect(await page.textContent("#undo-files")).toBe("rewritten: undo-me.txt");
+    // Looking changes nothing.
+    expect(readFileSync(join(server.runtime.workspace, "undo-me.txt"), "utf8")).toBe("written by the task\n");
+    await page.click("#undo-confirm");
+    await page.waitForSelector(".undone");
+    expect(await page.textContent(".undone")).toBe("Undone: 1 file put back");
+    expect(readFileSync(join(server.runtime.workspace, "undo-me.txt"), "utf8")).toBe("before the task\n");
+    expect((page as unknown as { errors: string[] }).errors).toEqual([]);
     await page.close();
   });
 
