@@ -40,6 +40,7 @@ const BENCHES: Bench[] = [
   { name: "http-task", args: [], quickArgs: ["--tasks", "50", "--rounds", "3"] },
   { name: "soak", args: [], quickArgs: ["--tasks", "500", "--large", "5"], nodeOptions: ["--expose-gc"] },
   { name: "workers", args: [], quickArgs: ["--events", "300", "--rounds", "3", "--tasks", "30"] },
+  { name: "undo-checkpoint", args: [], quickArgs: ["--files", "1000", "--rounds", "3"] },
 ];
 
 interface BenchResult {
