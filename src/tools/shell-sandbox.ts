@@ -592,8 +592,11 @@ export function bubblewrapShell(options: BubblewrapOptions): ShellSandbox {
         const otherUser = changeableByOtherUsers(root, true);
         if (otherUser !== null) throw new DuckError(ErrorCode.ToolFailed, `another user could change ${root} while a command runs (${otherUser}); move the workspace to a folder only you and root can change`);
       }
+      // Checked before anything is made: without it, other DuckLM processes would not see this command.
+      const registry = runningSandboxes.folder();
       // Worked out at every launch: a path that appears or moves after start is hidden all the same.
-      const hidden = [...new Set([...options.hiddenPaths, ...temporary].map((path) => realOrNull(path)).filter((path): path is string => path !== null))];
+      // The registry of running commands too: a command that changed it could hide its own from another process's check.
+      const hidden = [...new Set([...options.hiddenPaths, ...temporary, registry].map((path) => realOrNull(path)).filter((path): path is string => path !== null))];
       const args = ["--unshare-user", "--disable-userns", ...(asRoot ? ["--uid", String(CONFINED_ROOT_ID), "--gid", String(CONFINED_ROOT_ID)] : [])];
       args.push("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--remount-ro", "/proc");
       for (const path of SHARED_TEMPORARY_FOLDERS) if (isDirectory(path)) args.push("--tmpfs", path);
@@ -768,17 +771,18 @@ export function bubblewrapShell(options: BubblewrapOptions): ShellSandbox {
       if (supervised) args.push("--ro-bind", supervisorPath, supervisorPath);
       // From here to the return nothing waits: what other commands run is read and this one recorded at once.
       // Other DuckLM processes of this user neither read nor record between the two.
-      const { mounts, forget } = runningSandboxes.exclusive(() => {
-        let checked: { options: string[]; registered: SandboxMounts };
-        try {
-          checked = mountsNoOneCanRedirect(args, [launch.workspace, ...(launch.extraWritable ?? [])], (path) => path.startsWith(`${folder()}/copy-`));
-        } catch (error) {
-          for (const fd of boundFds) closeSync(fd);
-          stand.release();
-          throw error;
-        }
-        return { mounts: checked, forget: runningSandboxes.register(checked.registered) };
-      });
+      let recorded: { mounts: { options: string[]; registered: SandboxMounts }; forget: () => void };
+      try {
+        recorded = runningSandboxes.exclusive(() => {
+          const checked = mountsNoOneCanRedirect(args, [launch.workspace, ...(launch.extraWritable ?? [])], (path) => path.startsWith(`${folder()}/copy-`));
+          return { mounts: checked, forget: runningSandboxes.register(checked.registered) };
+        });
+      } catch (error) {
+        for (const fd of boundFds) closeSync(fd);
+        stand.release();
+        throw error;
+      }
+      const { mounts, forget } = recorded;
       args.splice(0, args.length, ...mounts.options);
       if (supervised) {
         args.push(...withInheritedClosed(limited([process.execPath, supervisorPath, "4", JSON.stringify(listen), SHELL, "-c", command], launch.timeLimitMs), [4]));
