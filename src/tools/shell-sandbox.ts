@@ -204,6 +204,23 @@ function creatableInside(path: string, folder: string): boolean {
 }
 
 /**
+ * What guards a run-later entry that lies in a folder (`.config/lefthook.yml`): the first part of its
+ * path that is not a folder of the workspace, when there is one. A missing folder stands in for it
+ * (empty and read-only, nothing can be made in it); a file or a link there is kept as it is, so that it
+ * cannot be swapped for a folder that holds the entry.
+ */
+function guardedInstead(workspace: string, entry: { name: string; folder: boolean }): { name: string; folder: boolean } {
+  const parts = entry.name.split("/");
+  for (let count = 1; count < parts.length; count += 1) {
+    const name = parts.slice(0, count).join("/");
+    const info = lstatSync(join(workspace, name), { throwIfNoEntry: false });
+    if (info === undefined) return { name, folder: true };
+    if (!info.isDirectory()) return { name, folder: false };
+  }
+  return entry;
+}
+
+/**
  * Opens what a bind mount will take its source from, and checks that the descriptor leads where the
  * path says: bound by descriptor, a folder a task swaps for a link after this check is still the one
  * checked. Null when the path is no longer itself.
@@ -648,7 +665,7 @@ export function bubblewrapShell(options: BubblewrapOptions): ShellSandbox {
       // read-only while the command runs. Without a `.git`, a `HEAD` stands in too: with `objects/` and
       // `refs/` beside it, the workspace itself would be a bare repository to the user's git.
       const granted = new Set((launch.writableRunLater ?? []).map((name) => name.replace(/\/+$/, "")));
-      const guarded = runLater.filter((entry) => !granted.has(entry.name));
+      const guarded = runLater.filter((entry) => !granted.has(entry.name)).map((entry) => guardedInstead(launch.workspace, entry));
       // A `.git` that may be a stand-in (another command's, or one left behind) counts as missing: its
       // HEAD is guarded too, or a command beside it could make the workspace itself a repository.
       const dotGit = join(launch.workspace, ".git");
