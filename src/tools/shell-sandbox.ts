@@ -1,6 +1,6 @@
 import { spawnSync, type ChildProcess } from "node:child_process";
 import { createHash } from "node:crypto";
-import { chmodSync, closeSync, constants as fsConstants, existsSync, lstatSync, mkdtempSync, openSync, readdirSync, readlinkSync, realpathSync, rmSync, statSync, writeFileSync, type Stats } from "node:fs";
+import { accessSync, chmodSync, closeSync, constants as fsConstants, existsSync, lstatSync, mkdtempSync, openSync, readdirSync, readlinkSync, realpathSync, rmSync, statSync, writeFileSync, type Stats } from "node:fs";
 import { homedir, tmpdir } from "node:os";
 import { dirname, join, relative } from "node:path";
 import type { Duplex, Writable } from "node:stream";
@@ -258,9 +258,12 @@ function isDirectory(path: string): boolean {
   return statSync(path, { throwIfNoEntry: false })?.isDirectory() ?? false;
 }
 
-/** Folders searched for repositories before giving up: bounded, since it is done before every command. */
-const MAX_FOLDERS_SEARCHED = 8000;
-/** Repositories protected at most by one search (those found at any earlier command of the workspace stay protected). */
+/**
+ * Folders searched for repositories at most, before every command: past it the search could miss a
+ * repository whose config a command would then write, so no command runs in such a workspace.
+ */
+const MAX_FOLDERS_SEARCHED = 100_000;
+/** Repositories protected at most (each is a mount, and bubblewrap's arguments are bounded): past it, no command runs. */
 const MAX_REPOSITORIES_FOUND = 1024;
 
 /** A `.git` folder with a HEAD, or a `.git` file that points somewhere (`gitdir:`): what git would use. */
@@ -274,37 +277,94 @@ function looksLikeGitEntry(path: string, folder: boolean): boolean {
   }
 }
 
+/** What one folder holds that the search for repositories needs, as of its inode change time. */
+interface FolderListing {
+  ino: number;
+  changedMs: number;
+  folders: string[];
+  gitEntries: Array<{ name: string; folder: boolean }>;
+  /** It holds a HEAD, `objects/` and `refs/`: a bare repository to git. */
+  bare: boolean;
+}
+
 /**
- * The `.git` folders (and `.git` files, which point git elsewhere) of the workspace and of
- * repositories inside it, down to `depth` levels, dependency folders included, and every submodule
- * its index names, however deep: read-only to confined commands — config, hooks, `commondir` and all
- * — and, being mount points, impossible to rename or replace. What the user's own git later reads
- * there, no task has written.
+ * Listings of the folders searched, reused while a folder's inode change time stays (adding,
+ * removing or renaming an entry changes it, and no one can set it back): the search walks the whole
+ * workspace before every command, and reading each folder again would take seconds in a large one.
  */
-export function gitFolders(workspace: string, git: GitRunner | null = null, depth = 4): string[] {
-  const found: string[] = [];
-  const queue: Array<[string, number]> = [[workspace, 0]];
-  let searched = 0;
-  // Breadth first, so that the bound leaves the shallow repositories, the likeliest, protected.
-  while (queue.length > 0 && searched < MAX_FOLDERS_SEARCHED && found.length < MAX_REPOSITORIES_FOUND) {
-    const [dir, level] = queue.shift()!;
-    searched += 1;
-    let entries: import("node:fs").Dirent[];
-    try {
-      entries = readdirSync(dir, { withFileTypes: true });
-    } catch {
-      continue;
-    }
-    for (const entry of entries) {
-      const path = join(dir, entry.name);
-      // Only what git would take for a repository counts: empty `.git` entries by the hundred must not use the bound up.
-      if (entry.name === ".git" && (entry.isDirectory() || entry.isFile())) {
-        if (looksLikeGitEntry(path, entry.isDirectory())) found.push(path);
-      }
-      else if (entry.isDirectory() && level < depth) queue.push([path, level + 1]);
-    }
+const folderListings = new Map<string, FolderListing>();
+
+/** Why a search for repositories could not be complete: no confined command runs then. */
+function incompleteSearch(workspace: string, why: string, remedy: string): DuckError {
+  return new DuckError(ErrorCode.ToolFailed, `${why}: DuckLM cannot be sure to find every git repository in ${workspace}, whose config and hooks no command may change, so no confined command runs there; ${remedy}`);
+}
+
+/**
+ * A folder's listing, from the cache while it has not changed. Null when it is gone or no longer a
+ * folder. Throws when it cannot be read and a command could have made it so (its owner's, or a
+ * folder it may enter): what lies below it would not be searched.
+ */
+function listingOf(workspace: string, dir: string): FolderListing | null {
+  const info = lstatSync(dir, { throwIfNoEntry: false });
+  if (!info?.isDirectory()) return null;
+  const cached = folderListings.get(dir);
+  if (cached !== undefined && cached.ino === info.ino && cached.changedMs === info.ctimeMs) return cached;
+  let entries: import("node:fs").Dirent[];
+  try {
+    entries = readdirSync(dir, { withFileTypes: true });
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === "ENOENT" || code === "ENOTDIR") return null;
+    // Another user's folder this one cannot even enter: no command (of this user) can reach below it either.
+    if (info.uid !== process.getuid?.() && !canEnter(dir)) return null;
+    throw incompleteSearch(workspace, `DuckLM cannot read the folder ${dir} (${code ?? (error as Error).message})`, `make it readable (chmod u+rx ${dir}) or choose another workspace`);
   }
-  return [...new Set([...found, ...submoduleGitEntries(workspace, git)])];
+  const names = new Set(entries.map((entry) => entry.name));
+  const folders = entries.filter((entry) => entry.isDirectory() && entry.name !== ".git").map((entry) => entry.name);
+  const gitEntries = entries.filter((entry) => entry.name === ".git" && (entry.isDirectory() || entry.isFile())).map((entry) => ({ name: entry.name, folder: entry.isDirectory() }));
+  const bare = names.has("HEAD") && folders.includes("objects") && folders.includes("refs");
+  const listing = { ino: info.ino, changedMs: info.ctimeMs, folders, gitEntries, bare };
+  if (folderListings.size > 2 * MAX_FOLDERS_SEARCHED) folderListings.clear();
+  folderListings.set(dir, listing);
+  return listing;
+}
+
+function canEnter(dir: string): boolean {
+  try {
+    accessSync(dir, fsConstants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The repositories of the workspace and inside it, at any depth, dependency folders included: the
+ * `.git` folders (and `.git` files, which point git elsewhere), and every submodule its index names,
+ * read-only to confined commands — config, hooks, `commondir` and all — and, being mount points,
+ * impossible to rename or replace; and the bare repositories (a `mirror.git`), whose config and hooks
+ * the caller keeps read-only. What the user's own git later reads there, no task has written. A
+ * search that cannot be complete — more folders or repositories than its bounds, a folder it cannot
+ * read — throws: a repository it missed would be left writable.
+ */
+export function repositoriesIn(workspace: string, git: GitRunner | null = null): { gitEntries: string[]; bareRepositories: string[] } {
+  const found: string[] = [];
+  const bareRepositories: string[] = [];
+  const queue = [workspace];
+  for (let next = 0; next < queue.length; next += 1) {
+    if (next >= MAX_FOLDERS_SEARCHED) throw incompleteSearch(workspace, `the workspace holds more than ${MAX_FOLDERS_SEARCHED.toLocaleString("en")} folders`, "choose a smaller workspace");
+    const dir = queue[next]!;
+    const listing = listingOf(workspace, dir);
+    if (listing === null) continue;
+    // Only what git would take for a repository counts: empty `.git` entries by the hundred are not repositories.
+    for (const entry of listing.gitEntries) if (looksLikeGitEntry(join(dir, entry.name), entry.folder)) found.push(join(dir, entry.name));
+    const bare = listing.bare && dir !== workspace;
+    if (bare) bareRepositories.push(dir);
+    if (found.length + bareRepositories.length > MAX_REPOSITORIES_FOUND) throw incompleteSearch(workspace, `the workspace holds more than ${MAX_REPOSITORIES_FOUND.toLocaleString("en")} git repositories`, "remove some, or choose a smaller workspace");
+    // A bare repository's objects hold no repository git would use, and many folders.
+    for (const name of listing.folders) if (!(bare && name === "objects")) queue.push(join(dir, name));
+  }
+  return { gitEntries: [...new Set([...found, ...submoduleGitEntries(workspace, git)])], bareRepositories };
 }
 
 /**
@@ -638,16 +698,19 @@ export function bubblewrapShell(options: BubblewrapOptions): ShellSandbox {
       const commitSettings = inHiddenHome(home) || homeInWorkspace ? commitSettingsOf(join(home, ".gitconfig")) : null;
       for (const path of hidden.filter(holdsWorkspace)) hide(path);
       for (const path of [launch.workspace, ...(launch.extraWritable ?? [])]) args.push("--bind", path, path);
-      // Every repository ever found in the workspace stays protected, however a later search is exhausted.
+      // Every repository found in the workspace stays protected while it is there (a `.git` that lost its HEAD still holds a config).
       const known = knownRepositories.get(launch.workspace) ?? new Set<string>();
-      for (const dotGit of gitFolders(launch.workspace, git())) known.add(dotGit);
+      const searched = repositoriesIn(launch.workspace, git());
+      for (const dotGit of searched.gitEntries) known.add(dotGit);
       // Those gone are forgotten, and the set is bounded (the oldest go first): thousands of mounts
       // would pass bubblewrap's limit on arguments and stop every command.
       for (const dotGit of known) if (!lstatSync(dotGit, { throwIfNoEntry: false })) known.delete(dotGit);
       for (const dotGit of [...known].slice(0, Math.max(0, known.size - MAX_REPOSITORIES_FOUND))) known.delete(dotGit);
       knownRepositories.set(launch.workspace, known);
       const found = [...known].filter((dotGit) => lstatSync(dotGit, { throwIfNoEntry: false }));
-      const repositoryEntries = workspaceRepositoryEntries(launch.workspace);
+      // A bare repository's config and hooks are guarded as a `.git`'s are: a missing hooks folder gets a stand-in.
+      const bareEntries = searched.bareRepositories.flatMap((bare) => [{ path: join(bare, "config"), folder: false }, { path: join(bare, "hooks"), folder: true }]);
+      const repositoryEntries = [...workspaceRepositoryEntries(launch.workspace), ...bareEntries];
       // Only what is itself, in the workspace, is bound: a `gitdir:` or a folder that leads out through a
       // link would bind what it leads to (the host's /etc, writable as root) over the sandbox's own.
       const repositories = [...new Set([...found, ...found.flatMap((dotGit) => pointedRepositories(dotGit, launch.workspace)), ...repositoryEntries.map((entry) => entry.path).filter((path) => existsSync(path))])].filter((path) => realInside(path, launch.workspace));
