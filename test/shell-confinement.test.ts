@@ -156,6 +156,25 @@ describe("what a confined command keeps of the kernel's interfaces", () => {
 });
 
 describe("a repository's credentials", () => {
+  it("are not shown unmasked past the bounds on what is masked, however many repositories hold them", async () => {
+    const workspace = makeTempDir("ducklm-many-creds-ws-");
+    // More repositories than are masked one by one, each with a token in its remote's URL.
+    const count = 80;
+    for (let index = 0; index < count; index += 1) {
+      mkdirSync(join(workspace, `repo${index}`, ".git"), { recursive: true });
+      writeFileSync(join(workspace, `repo${index}`, ".git", "HEAD"), "ref: refs/heads/main\n");
+      writeFileSync(join(workspace, `repo${index}`, ".git", "config"), `[remote "origin"]\n\turl = https://bot:ghp_manyReposToken${index}x@github.com/o/r.git\n`);
+    }
+    const sandbox = bubblewrapShell({ hiddenPaths: [] });
+    try {
+      const printed = await runIn(sandbox, "cat repo*/.git/config 2>&1; true", workspace, false);
+      expect(printed).not.toContain("ghp_manyReposToken");
+      expect(readFileSync(join(workspace, "repo79", ".git", "config"), "utf8")).toContain("ghp_manyReposToken79x");
+    } finally {
+      await sandbox.dispose();
+    }
+  }, 60_000);
+
   it("are masked in what a command reads of any config git reads for it, however it reads it, and the files themselves are left alone", async () => {
     const workspace = makeTempDir("ducklm-creds-ws-");
     execFileSync("git", ["init", "-q", workspace]);

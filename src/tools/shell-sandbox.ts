@@ -134,8 +134,7 @@ const SERVICE_SOCKET_FILES = ["/run/docker.sock", "/var/run/docker.sock", "/run/
 const HOME_STARTUP_FILES = [".bashrc", ".bash_profile", ".bash_login", ".profile", ".bash_logout", ".zshrc", ".zprofile", ".zshenv", ".zlogin", ".zlogout", ".inputrc", ".config/fish/", ".config/git/", ".gitconfig", ".npmrc", ".local/bin/"];
 /** Names of configs in visible toolchains that may hold a registry token or a password: shown with it masked. */
 const TOOLCHAIN_CONFIG_NAMES = new Set(["config.toml", "config", "npmrc", ".npmrc", "pip.conf", "pip.ini", ".pypirc", "settings.xml", "gradle.properties", ".yarnrc", ".yarnrc.yml", "credentials", "credentials.toml"]);
-/** Bounds on what is masked before each command: a task could plant repositories by the thousand. */
-const MAX_REPOSITORIES_MASKED = 32;
+/** Bounds on the masked copies made before each command (a task could plant repositories by the thousand): past them, a config with a credential is hidden. */
 const MAX_CONFIGS_MASKED = 64;
 /** A home given as the workspace: how many of its top-level folders and files stay writable (each is a mount). */
 const MAX_HOME_ENTRIES_WRITABLE = 512;
@@ -805,12 +804,19 @@ export function bubblewrapShell(options: BubblewrapOptions): ShellSandbox {
         const info = statSync(path, { throwIfNoEntry: false });
         return info !== undefined && (!asRoot || (info.mode & 0o004) !== 0);
       };
-      const configs = [...new Set([...found.slice(0, MAX_REPOSITORIES_MASKED).flatMap((dotGit) => repositoryConfigFiles(dotGit)), ...toolchainConfigs.current(visible.filter((path) => inHiddenHome(path)))])];
+      const configs = [...new Set([...found.flatMap((dotGit) => repositoryConfigFiles(dotGit)), ...toolchainConfigs.current(visible.filter((path) => inHiddenHome(path)))])];
       let maskedBytes = 0;
-      for (const config of configs.slice(0, MAX_CONFIGS_MASKED)) {
-        if (!readableAnyway(config) || maskedBytes > MAX_MASKED_BYTES) continue;
+      let copies = 0;
+      for (const config of configs) {
+        if (!readableAnyway(config)) continue;
         const masked = maskedConfigOf(config);
         if (masked === null) continue;
+        // Past the bounds on copies, a config that holds a credential is hidden whole, never shown as it is.
+        if (copies >= MAX_CONFIGS_MASKED || maskedBytes + masked.length > MAX_MASKED_BYTES) {
+          args.push("--ro-bind", "/dev/null", config);
+          continue;
+        }
+        copies += 1;
         maskedBytes += masked.length;
         args.push("--ro-bind", privateCopy(masked), config);
       }
