@@ -175,6 +175,22 @@ describe("a repository's credentials", () => {
     }
   }, 60_000);
 
+  it.runIf(process.getuid?.() === 0)("in a toolchain config only root may read, in a visible home folder, are not shown to a command of root's", async () => {
+    const home = makeTempDir("ducklm-root-toolchain-home-");
+    const etc = join(home, ".nvm", "versions", "node", "v99.0.0", "etc");
+    mkdirSync(etc, { recursive: true });
+    writeFileSync(join(etc, "npmrc"), "//registry.npmjs.org/:_authToken=npm_rootOnlyToken77\n", { mode: 0o600 });
+    const workspace = makeTempDir("ducklm-root-toolchain-ws-");
+    const sandbox = bubblewrapShell({ hiddenPaths: [], home, homeVisible: [join(home, ".nvm")] });
+    try {
+      const printed = await runIn(sandbox, `cat ${join(etc, "npmrc")} 2>&1; true`, workspace, false);
+      expect(printed).not.toContain("npm_rootOnlyToken77");
+      expect(readFileSync(join(etc, "npmrc"), "utf8")).toContain("npm_rootOnlyToken77");
+    } finally {
+      await sandbox.dispose();
+    }
+  }, 60_000);
+
   it("are masked in what a command reads of any config git reads for it, however it reads it, and the files themselves are left alone", async () => {
     const workspace = makeTempDir("ducklm-creds-ws-");
     execFileSync("git", ["init", "-q", workspace]);

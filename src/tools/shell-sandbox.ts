@@ -808,7 +808,13 @@ export function bubblewrapShell(options: BubblewrapOptions): ShellSandbox {
       let maskedBytes = 0;
       let copies = 0;
       for (const config of configs) {
-        if (!readableAnyway(config)) continue;
+        if (!readableAnyway(config)) {
+          // A toolchain config only root may read, in a visible home folder: the search for what only
+          // root may read leaves homes out, so nothing else hides it from a command of root's.
+          const rootOnlyInVisible = asRoot && inHiddenHome(config) && visible.some((folder) => within(config, folder)) && ((statSync(config, { throwIfNoEntry: false })?.mode ?? 0o004) & 0o004) === 0;
+          if (rootOnlyInVisible) args.push("--ro-bind", "/dev/null", config);
+          continue;
+        }
         const masked = maskedConfigOf(config);
         if (masked === null) continue;
         // Past the bounds on copies, a config that holds a credential is hidden whole, never shown as it is.
