@@ -1,9 +1,11 @@
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { workspaceRepositoryPaths } from "../src/permissions/git-repository.js";
+import { bubblewrapShell } from "../src/tools/shell-sandbox.js";
 import { createTestRuntime, makeTempDir, type TestRuntime } from "./helpers/test-runtime.js";
+import { runConfined } from "./helpers/test-tools.js";
 
 // Ways a task gets code run without a question through git, which obeys whatever repository it finds,
 // and through what a sandboxed command may leave for the user's own git to read later. Each attack
@@ -180,7 +182,9 @@ describe("what a confined command leaves for the user's own git", () => {
     try {
       await linked.ready();
       const outcome = await linked.loop.submit({ text: `write file .husky/pre-commit: id > ${marker("HOOKED")}` }).done;
-      expect(outcome.state).toBe("failed");
+      // `.husky/` is a run-later folder as well: the write is asked first, or refused.
+      expect(["failed", "awaiting_permission"]).toContain(outcome.state);
+      if (outcome.state === "awaiting_permission") linked.loop.cancel(outcome.task_id);
       expect(readFileSync(join(workspace, ".husky", "pre-commit"), "utf8")).toBe("npm test\n");
     } finally {
       await linked.dispose();
@@ -236,6 +240,85 @@ describe("what a confined command leaves for the user's own git", () => {
       await other.dispose();
     }
   });
+});
+
+describe("nested repositories a confined command could hide from the search for them", () => {
+  const plantFsmonitor = (config: string) => `printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' >> ${config} 2>&1`;
+
+  it("cannot write the .git of a repository nested however deep", async () => {
+    const space = makeTempDir("ducklm-deep-repo-");
+    const deep = join(space, "a", "b", "c", "d", "e", "f", "g");
+    mkdirSync(deep, { recursive: true });
+    git(deep, "init", "-q");
+    const before = readFileSync(join(deep, ".git", "config"), "utf8");
+    const sandbox = bubblewrapShell({ hiddenPaths: [] });
+    const printed = await runConfined(sandbox, `${plantFsmonitor("a/b/c/d/e/f/g/.git/config")}; mkdir -p a/b/c/d/e/f/g/.git/hooks && echo x > a/b/c/d/e/f/g/.git/hooks/pre-commit 2>&1; true`, space);
+    expect(printed).toMatch(/Read-only file system/);
+    expect(readFileSync(join(deep, ".git", "config"), "utf8")).toBe(before);
+    expect(existsSync(join(deep, ".git", "hooks", "pre-commit"))).toBe(false);
+    await sandbox.dispose();
+  }, 60_000);
+
+  it("refuses to run beside more repositories than it protects, rather than leave the real one writable", async () => {
+    const space = makeTempDir("ducklm-many-repos-");
+    // Decoys first in the search's order; the real repository last and deep.
+    for (let index = 0; index < 1100; index += 1) {
+      mkdirSync(join(space, "decoys", `r${index}`, ".git"), { recursive: true });
+      writeFileSync(join(space, "decoys", `r${index}`, ".git", "HEAD"), "ref: refs/heads/main\n");
+    }
+    const real = join(space, "zz", "y", "x", "w", "v", "real");
+    mkdirSync(real, { recursive: true });
+    git(real, "init", "-q");
+    const before = readFileSync(join(real, ".git", "config"), "utf8");
+    const sandbox = bubblewrapShell({ hiddenPaths: [] });
+    await expect(runConfined(sandbox, plantFsmonitor("zz/y/x/w/v/real/.git/config"), space)).rejects.toThrow(/more than 1,024 git repositories/);
+    expect(readFileSync(join(real, ".git", "config"), "utf8")).toBe(before);
+    await sandbox.dispose();
+  }, 120_000);
+
+  it("refuses to run in a workspace of more folders than it searches", async () => {
+    const space = makeTempDir("ducklm-many-folders-");
+    const real = join(space, "zz", "real");
+    mkdirSync(real, { recursive: true });
+    git(real, "init", "-q");
+    const before = readFileSync(join(real, ".git", "config"), "utf8");
+    execFileSync("python3", ["-c", "import os\nfor i in range(100001): os.mkdir('pad%d' % i)"], { cwd: space });
+    const sandbox = bubblewrapShell({ hiddenPaths: [] });
+    await expect(runConfined(sandbox, plantFsmonitor("zz/real/.git/config"), space)).rejects.toThrow(/more than 100,000 folders/);
+    expect(readFileSync(join(real, ".git", "config"), "utf8")).toBe(before);
+    await sandbox.dispose();
+  }, 180_000);
+
+  it.runIf(process.getuid?.() !== 0)("refuses to run when a command has made a folder unreadable to the search", async () => {
+    const space = makeTempDir("ducklm-hidden-repo-");
+    const real = join(space, "locked", "real");
+    mkdirSync(real, { recursive: true });
+    git(real, "init", "-q");
+    const before = readFileSync(join(real, ".git", "config"), "utf8");
+    const sandbox = bubblewrapShell({ hiddenPaths: [] });
+    try {
+      await runConfined(sandbox, "chmod 000 locked", space);
+      await expect(runConfined(sandbox, `chmod 755 locked; ${plantFsmonitor("locked/real/.git/config")}`, space)).rejects.toThrow(/cannot read the folder .*locked/);
+    } finally {
+      chmodSync(join(space, "locked"), 0o755);
+    }
+    expect(readFileSync(join(real, ".git", "config"), "utf8")).toBe(before);
+    await sandbox.dispose();
+  }, 60_000);
+
+  it("cannot write a bare repository's config or hooks", async () => {
+    const space = makeTempDir("ducklm-bare-repo-");
+    const bare = join(space, "mirror.git");
+    execFileSync("git", ["init", "-q", "--bare", bare]);
+    rmSync(join(bare, "hooks"), { recursive: true, force: true });
+    const before = readFileSync(join(bare, "config"), "utf8");
+    const sandbox = bubblewrapShell({ hiddenPaths: [] });
+    const printed = await runConfined(sandbox, `${plantFsmonitor("mirror.git/config")}; mkdir -p mirror.git/hooks 2>&1; printf '#!/bin/sh\\ntouch /tmp/pwned\\n' > mirror.git/hooks/post-update 2>&1; true`, space);
+    expect(printed).toMatch(/Read-only file system/);
+    expect(readFileSync(join(bare, "config"), "utf8")).toBe(before);
+    expect(existsSync(join(bare, "hooks", "post-update"))).toBe(false);
+    await sandbox.dispose();
+  }, 60_000);
 });
 
 describe("what bash reads otherwise than it looks", () => {

@@ -3,7 +3,9 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runLaterWrites } from "../src/permissions/run-later-writes.js";
 import { DEFAULT_RUN_LATER_FILES } from "../src/tools/run-later-files.js";
-import { createTestRuntime, type TestRuntime } from "./helpers/test-runtime.js";
+import { bubblewrapShell } from "../src/tools/shell-sandbox.js";
+import { createTestRuntime, makeTempDir, type TestRuntime } from "./helpers/test-runtime.js";
+import { runConfined } from "./helpers/test-tools.js";
 
 // The files a user's own tools run later, outside any sandbox (git's config, direnv's .envrc, an
 // editor's tasks, an agent's hooks): a task reads them freely, writes them only when the user says so.
@@ -70,6 +72,47 @@ describe("files the user's own tools run later", () => {
     const write = await ask("run `echo '{\"python.defaultInterpreterPath\":\"./evil\"}' > .vscode/settings.json`", true).done;
     expect(write.state).toBe("failed");
     expect(readFileSync(join(runtime.workspace, ".vscode", "settings.json"), "utf8")).toBe('{"editor.tabSize": 2}\n');
+  });
+});
+
+describe("git hook runners' configs (husky, lefthook)", () => {
+  const HOOK_RUNNER_FILES = [".huskyrc.json", ".huskyrc.js", ".huskyrc.yaml", ".huskyrc.yml", "husky.config.js", "lefthook-local.yml", ".lefthook-local.yml", ".lefthook.yml", ".lefthook.yaml", "lefthook.yaml", "lefthook.toml", "lefthook.json", ".lefthook.toml", ".lefthook.json"];
+  const plant = [
+    "mkdir -p .husky/_ 2>&1; printf '#!/bin/sh\\ntouch /tmp/pwned\\n' > .husky/pre-commit 2>&1; printf 'x' > .husky/_/h 2>&1",
+    ...HOOK_RUNNER_FILES.map((name) => `printf 'pre-commit: {commands: {x: {run: touch /tmp/pwned}}}' > ${name} 2>&1`),
+    "mkdir -p .config 2>&1; printf 'pre-commit: {commands: {x: {run: touch /tmp/pwned}}}' > .config/lefthook.yml 2>&1",
+    "ls -A",
+  ].join("; ");
+
+  it("cannot be made by a command in a workspace that has none", async () => {
+    const workspace = makeTempDir("ducklm-hooks-");
+    const sandbox = bubblewrapShell({ hiddenPaths: [] });
+    const printed = await runConfined(sandbox, plant, workspace);
+    expect(printed).toMatch(/Read-only file system/);
+    expect(readdirSync(workspace)).toEqual([]);
+    await sandbox.dispose();
+  });
+
+  it("that are there stay as they were, husky's hooks and lefthook's config under .config included", async () => {
+    const workspace = makeTempDir("ducklm-hooks-");
+    mkdirSync(join(workspace, ".husky", "_"), { recursive: true });
+    writeFileSync(join(workspace, ".husky", "pre-commit"), "npm test\n");
+    mkdirSync(join(workspace, ".config"));
+    writeFileSync(join(workspace, ".config", "other.toml"), "kept = true\n");
+    const sandbox = bubblewrapShell({ hiddenPaths: [] });
+    await runConfined(sandbox, `${plant}; mv .config .config-moved 2>&1; mv .husky .husky-moved 2>&1; true`, workspace);
+    expect(readdirSync(workspace).sort()).toEqual([".config", ".husky"]);
+    expect(readFileSync(join(workspace, ".husky", "pre-commit"), "utf8")).toBe("npm test\n");
+    expect(readdirSync(join(workspace, ".husky", "_"))).toEqual([]);
+    expect(readdirSync(join(workspace, ".config"))).toEqual(["other.toml"]);
+    await sandbox.dispose();
+  });
+
+  it("written by a file tool are asked, nested ones too", () => {
+    const entries = [...DEFAULT_RUN_LATER_FILES];
+    expect(runLaterWrites({ tool: "file_write", arguments: { path: ".config/lefthook.yml" } }, [], "/w", entries)).toEqual([".config/lefthook.yml"]);
+    expect(runLaterWrites({ tool: "file_write", arguments: { path: ".config/other.toml" } }, [], "/w", entries)).toEqual([]);
+    expect(runLaterWrites({ tool: "file_write", arguments: { path: ".husky/pre-commit" } }, [], "/w", entries)).toEqual([".husky"]);
   });
 });
 

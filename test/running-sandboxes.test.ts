@@ -1,9 +1,11 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { chmodSync, existsSync, mkdirSync, readdirSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, realpathSync, writeFileSync } from "node:fs";
+import { userInfo } from "node:os";
+import { dirname, join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { RunningSandboxes } from "../src/tools/running-sandboxes.js";
+import { RunningSandboxes, sandboxRegistryFolder } from "../src/tools/running-sandboxes.js";
 import { bubblewrapShell, type ShellSandbox } from "../src/tools/shell-sandbox.js";
+import { REPO_ROOT } from "./helpers/cli-child.js";
 import { makeTempDir } from "./helpers/test-runtime.js";
 import { runConfined } from "./helpers/test-tools.js";
 
@@ -11,6 +13,7 @@ import { runConfined } from "./helpers/test-tools.js";
 // privileges. A command already running in the workspace can swap a folder on such a path for a link
 // to the host at that moment: a new command must mount nowhere a running one could redirect.
 
+const tsxLoader = import.meta.resolve("tsx");
 const started: ChildProcess[] = [];
 afterEach(() => {
   for (const child of started.splice(0)) child.kill("SIGKILL");
@@ -87,14 +90,37 @@ describe("what a running command could redirect", () => {
     expect(Date.now() - takenFrom).toBeLessThan(1_000);
   });
 
-  it("is not trusted from a shared folder others can open", () => {
+  it("is not trusted from a shared folder others can open, and then no command is recorded or run", () => {
     const shared = join(makeTempDir("ducklm-running-"), "shared");
     mkdirSync(shared, { mode: 0o777 });
-    const warnings: string[] = [];
-    const registry = new RunningSandboxes(shared, (message) => warnings.push(message));
-    registry.register({ writable: ["/w"], fixed: [], sealed: [] });
+    chmodSync(shared, 0o777);
+    const registry = new RunningSandboxes(shared);
+    expect(() => registry.register({ writable: ["/w"], fixed: [], sealed: [] })).toThrow(/others may open it/);
+    expect(() => registry.exclusive(() => "ran")).toThrow(/no confined command runs until it is fixed/);
     expect(readdirSync(shared)).toEqual([]);
-    expect(warnings.join("\n")).toContain("not a folder only this user can open");
+  });
+
+  it.runIf(process.getuid?.() === 0)("is not trusted from a private folder another user made first, and then no command runs", () => {
+    // Another user's folder, made before DuckLM's (mode 700, theirs): what they put in it, or leave out, DuckLM would believe.
+    const shared = join(makeTempDir("ducklm-running-"), "shared");
+    mkdirSync(shared, { mode: 0o700 });
+    chownSync(shared, 65534, 65534);
+    const registry = new RunningSandboxes(shared);
+    let ran = false;
+    expect(() => registry.exclusive(() => (ran = true))).toThrow(/belongs to user 65534/);
+    expect(ran).toBe(false);
+    expect(readdirSync(shared)).toEqual([]);
+  });
+
+  it("lies in the home the passwd entry names, whatever a process's TMPDIR or HOME", () => {
+    const saved = { TMPDIR: process.env.TMPDIR, HOME: process.env.HOME };
+    try {
+      Object.assign(process.env, { TMPDIR: makeTempDir("ducklm-other-tmp-"), HOME: makeTempDir("ducklm-other-home-") });
+      expect(sandboxRegistryFolder()).toBe(join(realpathSync(userInfo().homedir), ".cache", "ducklm", "sandboxes"));
+    } finally {
+      for (const [name, value] of Object.entries(saved)) if (value === undefined) delete process.env[name];
+      else process.env[name] = value;
+    }
   });
 });
 
@@ -119,6 +145,44 @@ describe("a command started beside one that could redirect its mounts", () => {
     const after = await sandbox.launch("true", { workspace, network: false, timeLimitMs: 10_000 });
     expect(after.args).toContain(join(workspace, "new", ".git"));
     await finished(after, workspace);
+    await sandbox.dispose();
+  }, 60_000);
+
+  it("sees the running command of another DuckLM process started with another TMPDIR", async () => {
+    const workspace = makeTempDir("ducklm-running-ws-");
+    const otherTmp = makeTempDir("ducklm-running-other-tmp-");
+    const other = spawn(process.execPath, ["--import", tsxLoader, join(REPO_ROOT, "test/fixtures/sandbox-child.ts"), workspace], { cwd: workspace, env: { ...process.env, TMPDIR: otherTmp }, stdio: ["ignore", "pipe", "pipe"] });
+    started.push(other);
+    let output = "";
+    await new Promise<void>((resolve, reject) => {
+      other.stdout!.on("data", (chunk) => {
+        output += chunk;
+        if (output.includes("ready")) resolve();
+      });
+      other.stderr!.on("data", (chunk) => (output += chunk));
+      other.once("close", () => reject(new Error(`the other process ended early: ${output}`)));
+    });
+    // Made after the other process's command started: it could rename `new` away and leave a link in its place.
+    mkdirSync(join(workspace, "new", ".git", "hooks"), { recursive: true });
+    writeFileSync(join(workspace, "new", ".git", "HEAD"), "ref: refs/heads/main\n");
+    const sandbox = bubblewrapShell({ hiddenPaths: [] });
+    const launch = await sandbox.launch("true", { workspace, network: false, timeLimitMs: 10_000 });
+    expect(launch.args.filter((arg) => arg.startsWith(join(workspace, "new")))).toEqual([]);
+    await finished(launch, workspace);
+    await sandbox.dispose();
+  }, 60_000);
+
+  it("hides the record of running commands from a command, even in a home folder it may read", async () => {
+    const workspace = makeTempDir("ducklm-running-ws-");
+    const registry = new RunningSandboxes().folder();
+    const sandbox = bubblewrapShell({ hiddenPaths: [], homeVisible: [dirname(dirname(registry))] });
+    const runningOne = await startConfined(sandbox, "echo ready; sleep 60", workspace);
+    expect(readdirSync(registry).some((name) => name.startsWith(`${process.pid}-`))).toBe(true);
+    const seen = await runConfined(sandbox, `ls -A ${registry} 2>&1; touch ${registry}/planted 2>&1; true`, workspace);
+    expect(seen).not.toMatch(/\.json/);
+    expect(existsSync(join(registry, "planted"))).toBe(false);
+    runningOne.kill("SIGKILL");
+    await new Promise((resolve) => runningOne.once("close", resolve));
     await sandbox.dispose();
   }, 60_000);
 

@@ -156,6 +156,41 @@ describe("what a confined command keeps of the kernel's interfaces", () => {
 });
 
 describe("a repository's credentials", () => {
+  it("are not shown unmasked past the bounds on what is masked, however many repositories hold them", async () => {
+    const workspace = makeTempDir("ducklm-many-creds-ws-");
+    // More repositories than are masked one by one, each with a token in its remote's URL.
+    const count = 80;
+    for (let index = 0; index < count; index += 1) {
+      mkdirSync(join(workspace, `repo${index}`, ".git"), { recursive: true });
+      writeFileSync(join(workspace, `repo${index}`, ".git", "HEAD"), "ref: refs/heads/main\n");
+      writeFileSync(join(workspace, `repo${index}`, ".git", "config"), `[remote "origin"]\n\turl = https://bot:ghp_manyReposToken${index}x@github.com/o/r.git\n`);
+    }
+    const sandbox = bubblewrapShell({ hiddenPaths: [] });
+    try {
+      const printed = await runIn(sandbox, "cat repo*/.git/config 2>&1; true", workspace, false);
+      expect(printed).not.toContain("ghp_manyReposToken");
+      expect(readFileSync(join(workspace, "repo79", ".git", "config"), "utf8")).toContain("ghp_manyReposToken79x");
+    } finally {
+      await sandbox.dispose();
+    }
+  }, 60_000);
+
+  it.runIf(process.getuid?.() === 0)("in a toolchain config only root may read, in a visible home folder, are not shown to a command of root's", async () => {
+    const home = makeTempDir("ducklm-root-toolchain-home-");
+    const etc = join(home, ".nvm", "versions", "node", "v99.0.0", "etc");
+    mkdirSync(etc, { recursive: true });
+    writeFileSync(join(etc, "npmrc"), "//registry.npmjs.org/:_authToken=npm_rootOnlyToken77\n", { mode: 0o600 });
+    const workspace = makeTempDir("ducklm-root-toolchain-ws-");
+    const sandbox = bubblewrapShell({ hiddenPaths: [], home, homeVisible: [join(home, ".nvm")] });
+    try {
+      const printed = await runIn(sandbox, `cat ${join(etc, "npmrc")} 2>&1; true`, workspace, false);
+      expect(printed).not.toContain("npm_rootOnlyToken77");
+      expect(readFileSync(join(etc, "npmrc"), "utf8")).toContain("npm_rootOnlyToken77");
+    } finally {
+      await sandbox.dispose();
+    }
+  }, 60_000);
+
   it("are masked in what a command reads of any config git reads for it, however it reads it, and the files themselves are left alone", async () => {
     const workspace = makeTempDir("ducklm-creds-ws-");
     execFileSync("git", ["init", "-q", workspace]);

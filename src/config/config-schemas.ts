@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { PLAN_STEPS_CEILING } from "../contracts/directive.js";
-import { DEFAULT_RUN_LATER_FILES } from "../tools/run-later-files.js";
+import { DEFAULT_RUN_LATER_FILES, isRunLaterPath } from "../tools/run-later-files.js";
 import { isFetchBlockedPort } from "../utils/fetch-blocked-ports.js";
 
 /** Most steps of one plan unless runtime.json says otherwise. */
@@ -253,7 +253,7 @@ export const RuntimeConfigSchema = z.strictObject({
      * Entries of the workspace that your own tools run later (a trailing `/` for a folder): commands
      * may read them but not write or create them; a file tool's write to one is asked first.
      */
-    run_later_files: z.array(z.string().regex(/^[^/]+\/?$/, "a name in the workspace's top folder, with a trailing / for a folder")).default([...DEFAULT_RUN_LATER_FILES]),
+    run_later_files: z.array(z.string().refine(isRunLaterPath, "a path inside the workspace (no .. part), with a trailing / for a folder")).default([...DEFAULT_RUN_LATER_FILES]),
   }).prefault({}),
   /** Directory the tools work in, relative to where DuckLM starts. Defaults to `.`. */
   workspace: z.string().min(1).default("."),

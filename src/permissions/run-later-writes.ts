@@ -14,8 +14,8 @@ export function runLaterWrites(call: ToolCall, commands: readonly string[], work
   const topName = (path: string) => {
     const inside = relative(workspace, isAbsolute(path) ? path : resolve(workspace, path));
     if (inside === "" || inside.startsWith("..")) return;
-    const first = inside.split(sep)[0]!;
-    if (names.has(first)) found.add(first);
+    // An entry may lie in a folder (`.config/lefthook.yml`): the path is it, or lies in it.
+    for (const name of names) if (inside === name || inside.startsWith(`${name}${sep}`)) found.add(name);
   };
   const args = call.arguments;
   if (call.tool === "file_write" && typeof args.path === "string") topName(args.path);

@@ -34,6 +34,7 @@ import { createMemoryTools } from "../tools/builtin/memory-tools.js";
 import { shellExecTool } from "../tools/builtin/shell-exec.js";
 import type { AnyToolDefinition } from "../tools/tool-definition.js";
 import { chooseShellSandbox, type BubblewrapOptions, type SandboxChoice, type ShellSandbox } from "../tools/shell-sandbox.js";
+import { sandboxRegistryFolder } from "../tools/running-sandboxes.js";
 import { ToolRegistry } from "../tools/tool-registry.js";
 import { createLogger } from "./logger.js";
 import { RuntimeLoop } from "./runtime-loop.js";
@@ -175,10 +176,11 @@ export function pluginFolders(configDir: string, home: string): string[] {
 
 /**
  * What tasks may never touch: DuckLM's home (database, token, logs, models), the user's config
- * folder, the bundled defaults under it and the plugin folders — each as given and through its links.
+ * folder, the bundled defaults under it, the plugin folders and the record of running confined
+ * commands that every DuckLM process checks — each as given and through its links.
  */
 export function protectedPathsFor(home: string, configDir: string): string[] {
-  const paths = [home, configDir, BUNDLED_CONFIG_DIR, ...pluginFolders(configDir, home)].map((path) => resolve(path));
+  const paths = [home, configDir, BUNDLED_CONFIG_DIR, ...pluginFolders(configDir, home), sandboxRegistryFolder()].map((path) => resolve(path));
   return [...new Set([...paths, ...paths.map(realpathOfDeepestAncestor)])];
 }
 

@@ -5,10 +5,21 @@ import { throughFolder, withFolderWithin } from "./folder-walk.js";
 /**
  * Files in a workspace that the user's own tools run later, outside any sandbox: a `.git` (its
  * config runs programs at every `git status`), direnv's `.envrc`, editors' task and settings
- * folders, MCP client configs, agents' hook settings, pre-commit's config. A confined command may
- * read them but never write or create them; the user grants a write by approving it.
+ * folders, MCP client configs, agents' hook settings, git hook runners' configs (pre-commit,
+ * lefthook, husky, whose v9 runs `.husky/pre-commit` through `.husky/_`). A confined command may
+ * read them but never write or create them; the user grants a write by approving it. An entry may lie
+ * in a folder (`.config/lefthook.yml`): while that folder is missing, it stands in for the entry.
  */
-export const DEFAULT_RUN_LATER_FILES = [".git/", ".envrc", ".vscode/", ".idea/", ".mcp.json", ".claude/", ".cursor/", ".gemini/", ".zed/", ".roo/", ".kiro/", ".continue/", ".windsurf/", ".pre-commit-config.yaml", ".hg/", ".jj/", "lefthook.yml", ".lefthook.yml", "lefthook.yaml", ".overcommit.yml", ".huskyrc"] as const;
+export const DEFAULT_RUN_LATER_FILES = [
+  ".git/", ".envrc", ".vscode/", ".idea/", ".mcp.json", ".claude/", ".cursor/", ".gemini/", ".zed/", ".roo/", ".kiro/", ".continue/", ".windsurf/", ".pre-commit-config.yaml", ".hg/", ".jj/",
+  "lefthook.yml", ".lefthook.yml", "lefthook.yaml", ".lefthook.yaml", "lefthook.toml", ".lefthook.toml", "lefthook.json", ".lefthook.json", "lefthook-local.yml", ".lefthook-local.yml", ".config/lefthook.yml",
+  ".overcommit.yml", ".husky/", ".huskyrc", ".huskyrc.json", ".huskyrc.js", ".huskyrc.yaml", ".huskyrc.yml", "husky.config.js",
+] as const;
+
+/** Whether a run-later entry is a path inside the workspace: no empty, `.` or `..` part. */
+export function isRunLaterPath(entry: string): boolean {
+  return entry.replace(/\/+$/, "").split("/").every((part) => part !== "" && part !== "." && part !== "..");
+}
 
 /** A run-later entry: its name in the workspace, and whether it is a folder (written with a trailing `/`). */
 export function runLaterEntry(entry: string): { name: string; folder: boolean } {

@@ -1,6 +1,7 @@
-import { lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, unlinkSync, writeFileSync, type Stats } from "node:fs";
-import { tmpdir } from "node:os";
+import { lstatSync, mkdirSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync, unlinkSync, writeFileSync, type Stats } from "node:fs";
+import { userInfo } from "node:os";
 import { dirname, join } from "node:path";
+import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import { isProcessAlive } from "../utils/process-alive.js";
 
 /**
@@ -53,6 +54,27 @@ function canRedirect(entry: Entry, path: string): boolean {
 }
 
 /**
+ * Where every DuckLM process of this user records its running commands: in the home its passwd entry
+ * names, never where a variable says (TMPDIR, HOME, XDG_CACHE_HOME), nor in a temporary folder that a
+ * private /tmp (systemd's PrivateTmp) gives each process a copy of — two processes that looked in
+ * different places would not see each other's commands. A user without a home of their own (a
+ * service account whose home is /nonexistent) falls back to /tmp itself, checked as strictly.
+ */
+export function sandboxRegistryFolder(): string {
+  let uid = -1;
+  let home: string | null = null;
+  try {
+    const user = userInfo();
+    uid = user.uid;
+    home = realpathSync(user.homedir);
+  } catch {
+    // No passwd entry, or a home that is not there.
+  }
+  if (home !== null && statSync(home, { throwIfNoEntry: false })?.uid === uid) return join(home, ".cache", "ducklm", "sandboxes");
+  return `/tmp/ducklm-${uid}-sandboxes`;
+}
+
+/**
  * The confined commands running now, in this process and in every other DuckLM process of this user.
  *
  * bubblewrap resolves the paths it mounts on (and the sources it takes by path) as it sets a sandbox
@@ -64,38 +86,49 @@ function canRedirect(entry: Entry, path: string): boolean {
  * fail this are left out; a command that runs meanwhile could change what they protect anyway.
  *
  * Other processes are seen through one small file per running command, in a folder only this user
- * may open, in the temporary folder (hidden from every command). A file whose process is gone is
- * stale and removed.
+ * may open (see sandboxRegistryFolder; hidden from every command). A file whose process is gone is
+ * stale and removed. Where that folder cannot be trusted or used, no confined command starts: one that
+ * did would not be seen by, nor see, the commands of other processes.
  */
 export class RunningSandboxes {
   private readonly own = new Map<string, Entry>();
   private serial = 0;
-  private shared: string | null | undefined;
 
-  constructor(
-    private readonly sharedFolderPath: string = join(tmpdir(), `ducklm-${process.getuid?.() ?? "user"}-sandboxes`),
-    private readonly warn: (message: string) => void = () => undefined,
-  ) {}
+  constructor(private readonly sharedFolderPath: string = sandboxRegistryFolder()) {}
 
-  /** The folder shared with other processes, made private to this user; null when it cannot be trusted. */
-  private sharedFolder(): string | null {
-    if (this.shared !== undefined) return this.shared;
+  /**
+   * The folder shared with other processes, made private to this user and checked at each use (it
+   * may be removed or changed between commands). Throws when it cannot be trusted.
+   */
+  folder(): string {
+    const path = this.sharedFolderPath;
+    const refuse: (why: string) => never = (why) => {
+      throw new DuckError(ErrorCode.ToolFailed, `DuckLM records the confined commands it runs in ${path}, and ${why}; no confined command runs until it is fixed, since other DuckLM processes would not see this one's commands`);
+    };
     try {
-      mkdirSync(this.sharedFolderPath, { mode: 0o700 });
-    } catch {
-      // There already: checked below.
+      mkdirSync(path, { recursive: true, mode: 0o700 });
+    } catch (error) {
+      refuse(`it cannot be made (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
     }
-    const info = lstatSync(this.sharedFolderPath, { throwIfNoEntry: false });
-    const trusted = info !== undefined && info.isDirectory() && info.uid === process.getuid?.() && (info.mode & 0o077) === 0;
-    if (!trusted) this.warn(`${this.sharedFolderPath} is not a folder only this user can open; commands of other DuckLM processes are not seen while a sandbox is set up`);
-    this.shared = trusted ? this.sharedFolderPath : null;
-    return this.shared;
+    // Reached through the user's own links (a ~/.cache kept on another disk), judged where it really is.
+    let real = path;
+    try {
+      real = realpathSync(path);
+    } catch {
+      refuse("it cannot be resolved");
+    }
+    const info = lstatSync(real, { throwIfNoEntry: false });
+    if (info === undefined || !info.isDirectory()) refuse("it is not a folder");
+    if (info.uid !== process.getuid?.()) refuse(`it belongs to user ${info.uid}, not to this one (remove it)`);
+    if ((info.mode & 0o077) !== 0) refuse(`others may open it (chmod 700 ${real})`);
+    const otherUser = changeableByOtherUsers(real, true);
+    if (otherUser !== null) refuse(`another user could change it (${otherUser})`);
+    return real;
   }
 
   /** The running commands of other processes, from their files; stale files are removed. */
   private others(): Entry[] {
-    const folder = this.sharedFolder();
-    if (!folder) return [];
+    const folder = this.folder();
     const entries: Entry[] = [];
     let names: string[];
     try {
@@ -140,15 +173,14 @@ export class RunningSandboxes {
   /**
    * Runs `work` (reading who runs and recording a command) while no other DuckLM process of this user
    * does the same: a folder made in the shared folder is the lock, with its holder's pid in it. A lock
-   * whose holder is gone is taken over; one held past `waitMs` is waited out no longer (said once).
+   * whose holder is gone is taken over; one held past `waitMs` refuses the command (going on without
+   * it, two processes could each miss the other's command).
    */
   exclusive<T>(work: () => T, waitMs = 5_000): T {
-    const folder = this.sharedFolder();
-    if (!folder) return work();
+    const folder = this.folder();
     const lock = join(folder, "lock");
     const deadline = Date.now() + waitMs;
-    let held = false;
-    while (!held) {
+    for (let held = false; !held; ) {
       try {
         mkdirSync(lock, { mode: 0o700 });
         writeFileSync(join(lock, "pid"), String(process.pid));
@@ -166,46 +198,39 @@ export class RunningSandboxes {
           rmSync(lock, { recursive: true, force: true });
           continue;
         }
-        if (Date.now() > deadline) {
-          this.warn(`${lock} is held by process ${holder} for over ${waitMs} ms; going on without it`);
-          break;
-        }
+        if (Date.now() > deadline) throw new DuckError(ErrorCode.ToolFailed, `${lock} has been held by DuckLM process ${holder} for over ${waitMs} ms; run the command again once it lets go (or stop that process)`);
         Atomics.wait(SLEEPER, 0, 0, 5);
       }
     }
     try {
       return work();
     } finally {
-      if (held) rmSync(lock, { recursive: true, force: true });
+      rmSync(lock, { recursive: true, force: true });
     }
   }
 
   /** Records a command that is about to run with these mounts; the returned function forgets it once it has ended. */
   register(mounts: SandboxMounts): () => void {
     const key = `${process.pid}-${++this.serial}`;
-    this.own.set(key, entryOf(mounts));
-    const folder = this.sharedFolder();
-    const file = folder ? join(folder, `${key}.json`) : null;
-    if (file) {
-      try {
-        const aside = join(dirname(file), `.${key}.tmp`);
-        writeFileSync(aside, JSON.stringify(mounts), { mode: 0o600 });
-        renameSync(aside, file);
-      } catch (error) {
-        this.warn(`could not record a running command for other DuckLM processes: ${(error as Error).message}`);
-      }
+    const file = join(this.folder(), `${key}.json`);
+    // Unrecorded, the command would be invisible to other processes: it does not start.
+    try {
+      const aside = join(dirname(file), `.${key}.tmp`);
+      writeFileSync(aside, JSON.stringify(mounts), { mode: 0o600 });
+      renameSync(aside, file);
+    } catch (error) {
+      throw new DuckError(ErrorCode.ToolFailed, `could not record a running command for other DuckLM processes in ${dirname(file)}: ${(error as Error).message}`);
     }
+    this.own.set(key, entryOf(mounts));
     let released = false;
     return () => {
       if (released) return;
       released = true;
       this.own.delete(key);
-      if (file) {
-        try {
-          unlinkSync(file);
-        } catch {
-          // Gone already.
-        }
+      try {
+        unlinkSync(file);
+      } catch {
+        // Gone already.
       }
     };
   }

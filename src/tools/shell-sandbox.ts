@@ -1,6 +1,6 @@
 import { spawnSync, type ChildProcess } from "node:child_process";
 import { createHash } from "node:crypto";
-import { chmodSync, closeSync, constants as fsConstants, existsSync, lstatSync, mkdtempSync, openSync, readdirSync, readlinkSync, realpathSync, rmSync, statSync, writeFileSync, type Stats } from "node:fs";
+import { accessSync, chmodSync, closeSync, constants as fsConstants, existsSync, lstatSync, mkdtempSync, openSync, readdirSync, readlinkSync, realpathSync, rmSync, statSync, writeFileSync, type Stats } from "node:fs";
 import { homedir, tmpdir } from "node:os";
 import { dirname, join, relative } from "node:path";
 import type { Duplex, Writable } from "node:stream";
@@ -134,8 +134,7 @@ const SERVICE_SOCKET_FILES = ["/run/docker.sock", "/var/run/docker.sock", "/run/
 const HOME_STARTUP_FILES = [".bashrc", ".bash_profile", ".bash_login", ".profile", ".bash_logout", ".zshrc", ".zprofile", ".zshenv", ".zlogin", ".zlogout", ".inputrc", ".config/fish/", ".config/git/", ".gitconfig", ".npmrc", ".local/bin/"];
 /** Names of configs in visible toolchains that may hold a registry token or a password: shown with it masked. */
 const TOOLCHAIN_CONFIG_NAMES = new Set(["config.toml", "config", "npmrc", ".npmrc", "pip.conf", "pip.ini", ".pypirc", "settings.xml", "gradle.properties", ".yarnrc", ".yarnrc.yml", "credentials", "credentials.toml"]);
-/** Bounds on what is masked before each command: a task could plant repositories by the thousand. */
-const MAX_REPOSITORIES_MASKED = 32;
+/** Bounds on the masked copies made before each command (a task could plant repositories by the thousand): past them, a config with a credential is hidden. */
 const MAX_CONFIGS_MASKED = 64;
 /** A home given as the workspace: how many of its top-level folders and files stay writable (each is a mount). */
 const MAX_HOME_ENTRIES_WRITABLE = 512;
@@ -204,6 +203,23 @@ function creatableInside(path: string, folder: string): boolean {
 }
 
 /**
+ * What guards a run-later entry that lies in a folder (`.config/lefthook.yml`): the first part of its
+ * path that is not a folder of the workspace, when there is one. A missing folder stands in for it
+ * (empty and read-only, nothing can be made in it); a file or a link there is kept as it is, so that it
+ * cannot be swapped for a folder that holds the entry.
+ */
+function guardedInstead(workspace: string, entry: { name: string; folder: boolean }): { name: string; folder: boolean } {
+  const parts = entry.name.split("/");
+  for (let count = 1; count < parts.length; count += 1) {
+    const name = parts.slice(0, count).join("/");
+    const info = lstatSync(join(workspace, name), { throwIfNoEntry: false });
+    if (info === undefined) return { name, folder: true };
+    if (!info.isDirectory()) return { name, folder: false };
+  }
+  return entry;
+}
+
+/**
  * Opens what a bind mount will take its source from, and checks that the descriptor leads where the
  * path says: bound by descriptor, a folder a task swaps for a link after this check is still the one
  * checked. Null when the path is no longer itself.
@@ -241,9 +257,12 @@ function isDirectory(path: string): boolean {
   return statSync(path, { throwIfNoEntry: false })?.isDirectory() ?? false;
 }
 
-/** Folders searched for repositories before giving up: bounded, since it is done before every command. */
-const MAX_FOLDERS_SEARCHED = 8000;
-/** Repositories protected at most by one search (those found at any earlier command of the workspace stay protected). */
+/**
+ * Folders searched for repositories at most, before every command: past it the search could miss a
+ * repository whose config a command would then write, so no command runs in such a workspace.
+ */
+const MAX_FOLDERS_SEARCHED = 100_000;
+/** Repositories protected at most (each is a mount, and bubblewrap's arguments are bounded): past it, no command runs. */
 const MAX_REPOSITORIES_FOUND = 1024;
 
 /** A `.git` folder with a HEAD, or a `.git` file that points somewhere (`gitdir:`): what git would use. */
@@ -257,37 +276,94 @@ function looksLikeGitEntry(path: string, folder: boolean): boolean {
   }
 }
 
+/** What one folder holds that the search for repositories needs, as of its inode change time. */
+interface FolderListing {
+  ino: number;
+  changedMs: number;
+  folders: string[];
+  gitEntries: Array<{ name: string; folder: boolean }>;
+  /** It holds a HEAD, `objects/` and `refs/`: a bare repository to git. */
+  bare: boolean;
+}
+
 /**
- * The `.git` folders (and `.git` files, which point git elsewhere) of the workspace and of
- * repositories inside it, down to `depth` levels, dependency folders included, and every submodule
- * its index names, however deep: read-only to confined commands — config, hooks, `commondir` and all
- * — and, being mount points, impossible to rename or replace. What the user's own git later reads
- * there, no task has written.
+ * Listings of the folders searched, reused while a folder's inode change time stays (adding,
+ * removing or renaming an entry changes it, and no one can set it back): the search walks the whole
+ * workspace before every command, and reading each folder again would take seconds in a large one.
  */
-export function gitFolders(workspace: string, git: GitRunner | null = null, depth = 4): string[] {
-  const found: string[] = [];
-  const queue: Array<[string, number]> = [[workspace, 0]];
-  let searched = 0;
-  // Breadth first, so that the bound leaves the shallow repositories, the likeliest, protected.
-  while (queue.length > 0 && searched < MAX_FOLDERS_SEARCHED && found.length < MAX_REPOSITORIES_FOUND) {
-    const [dir, level] = queue.shift()!;
-    searched += 1;
-    let entries: import("node:fs").Dirent[];
-    try {
-      entries = readdirSync(dir, { withFileTypes: true });
-    } catch {
-      continue;
-    }
-    for (const entry of entries) {
-      const path = join(dir, entry.name);
-      // Only what git would take for a repository counts: empty `.git` entries by the hundred must not use the bound up.
-      if (entry.name === ".git" && (entry.isDirectory() || entry.isFile())) {
-        if (looksLikeGitEntry(path, entry.isDirectory())) found.push(path);
-      }
-      else if (entry.isDirectory() && level < depth) queue.push([path, level + 1]);
-    }
+const folderListings = new Map<string, FolderListing>();
+
+/** Why a search for repositories could not be complete: no confined command runs then. */
+function incompleteSearch(workspace: string, why: string, remedy: string): DuckError {
+  return new DuckError(ErrorCode.ToolFailed, `${why}: DuckLM cannot be sure to find every git repository in ${workspace}, whose config and hooks no command may change, so no confined command runs there; ${remedy}`);
+}
+
+/**
+ * A folder's listing, from the cache while it has not changed. Null when it is gone or no longer a
+ * folder. Throws when it cannot be read and a command could have made it so (its owner's, or a
+ * folder it may enter): what lies below it would not be searched.
+ */
+function listingOf(workspace: string, dir: string): FolderListing | null {
+  const info = lstatSync(dir, { throwIfNoEntry: false });
+  if (!info?.isDirectory()) return null;
+  const cached = folderListings.get(dir);
+  if (cached !== undefined && cached.ino === info.ino && cached.changedMs === info.ctimeMs) return cached;
+  let entries: import("node:fs").Dirent[];
+  try {
+    entries = readdirSync(dir, { withFileTypes: true });
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === "ENOENT" || code === "ENOTDIR") return null;
+    // Another user's folder this one cannot even enter: no command (of this user) can reach below it either.
+    if (info.uid !== process.getuid?.() && !canEnter(dir)) return null;
+    throw incompleteSearch(workspace, `DuckLM cannot read the folder ${dir} (${code ?? (error as Error).message})`, `make it readable (chmod u+rx ${dir}) or choose another workspace`);
   }
-  return [...new Set([...found, ...submoduleGitEntries(workspace, git)])];
+  const names = new Set(entries.map((entry) => entry.name));
+  const folders = entries.filter((entry) => entry.isDirectory() && entry.name !== ".git").map((entry) => entry.name);
+  const gitEntries = entries.filter((entry) => entry.name === ".git" && (entry.isDirectory() || entry.isFile())).map((entry) => ({ name: entry.name, folder: entry.isDirectory() }));
+  const bare = names.has("HEAD") && folders.includes("objects") && folders.includes("refs");
+  const listing = { ino: info.ino, changedMs: info.ctimeMs, folders, gitEntries, bare };
+  if (folderListings.size > 2 * MAX_FOLDERS_SEARCHED) folderListings.clear();
+  folderListings.set(dir, listing);
+  return listing;
+}
+
+function canEnter(dir: string): boolean {
+  try {
+    accessSync(dir, fsConstants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The repositories of the workspace and inside it, at any depth, dependency folders included: the
+ * `.git` folders (and `.git` files, which point git elsewhere), and every submodule its index names,
+ * read-only to confined commands — config, hooks, `commondir` and all — and, being mount points,
+ * impossible to rename or replace; and the bare repositories (a `mirror.git`), whose config and hooks
+ * the caller keeps read-only. What the user's own git later reads there, no task has written. A
+ * search that cannot be complete — more folders or repositories than its bounds, a folder it cannot
+ * read — throws: a repository it missed would be left writable.
+ */
+export function repositoriesIn(workspace: string, git: GitRunner | null = null): { gitEntries: string[]; bareRepositories: string[] } {
+  const found: string[] = [];
+  const bareRepositories: string[] = [];
+  const queue = [workspace];
+  for (let next = 0; next < queue.length; next += 1) {
+    if (next >= MAX_FOLDERS_SEARCHED) throw incompleteSearch(workspace, `the workspace holds more than ${MAX_FOLDERS_SEARCHED.toLocaleString("en")} folders`, "choose a smaller workspace");
+    const dir = queue[next]!;
+    const listing = listingOf(workspace, dir);
+    if (listing === null) continue;
+    // Only what git would take for a repository counts: empty `.git` entries by the hundred are not repositories.
+    for (const entry of listing.gitEntries) if (looksLikeGitEntry(join(dir, entry.name), entry.folder)) found.push(join(dir, entry.name));
+    const bare = listing.bare && dir !== workspace;
+    if (bare) bareRepositories.push(dir);
+    if (found.length + bareRepositories.length > MAX_REPOSITORIES_FOUND) throw incompleteSearch(workspace, `the workspace holds more than ${MAX_REPOSITORIES_FOUND.toLocaleString("en")} git repositories`, "remove some, or choose a smaller workspace");
+    // A bare repository's objects hold no repository git would use, and many folders.
+    for (const name of listing.folders) if (!(bare && name === "objects")) queue.push(join(dir, name));
+  }
+  return { gitEntries: [...new Set([...found, ...submoduleGitEntries(workspace, git)])], bareRepositories };
 }
 
 /**
@@ -592,8 +668,11 @@ export function bubblewrapShell(options: BubblewrapOptions): ShellSandbox {
         const otherUser = changeableByOtherUsers(root, true);
         if (otherUser !== null) throw new DuckError(ErrorCode.ToolFailed, `another user could change ${root} while a command runs (${otherUser}); move the workspace to a folder only you and root can change`);
       }
+      // Checked before anything is made: without it, other DuckLM processes would not see this command.
+      const registry = runningSandboxes.folder();
       // Worked out at every launch: a path that appears or moves after start is hidden all the same.
-      const hidden = [...new Set([...options.hiddenPaths, ...temporary].map((path) => realOrNull(path)).filter((path): path is string => path !== null))];
+      // The registry of running commands too: a command that changed it could hide its own from another process's check.
+      const hidden = [...new Set([...options.hiddenPaths, ...temporary, registry].map((path) => realOrNull(path)).filter((path): path is string => path !== null))];
       const args = ["--unshare-user", "--disable-userns", ...(asRoot ? ["--uid", String(CONFINED_ROOT_ID), "--gid", String(CONFINED_ROOT_ID)] : [])];
       args.push("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--remount-ro", "/proc");
       for (const path of SHARED_TEMPORARY_FOLDERS) if (isDirectory(path)) args.push("--tmpfs", path);
@@ -618,16 +697,19 @@ export function bubblewrapShell(options: BubblewrapOptions): ShellSandbox {
       const commitSettings = inHiddenHome(home) || homeInWorkspace ? commitSettingsOf(join(home, ".gitconfig")) : null;
       for (const path of hidden.filter(holdsWorkspace)) hide(path);
       for (const path of [launch.workspace, ...(launch.extraWritable ?? [])]) args.push("--bind", path, path);
-      // Every repository ever found in the workspace stays protected, however a later search is exhausted.
+      // Every repository found in the workspace stays protected while it is there (a `.git` that lost its HEAD still holds a config).
       const known = knownRepositories.get(launch.workspace) ?? new Set<string>();
-      for (const dotGit of gitFolders(launch.workspace, git())) known.add(dotGit);
+      const searched = repositoriesIn(launch.workspace, git());
+      for (const dotGit of searched.gitEntries) known.add(dotGit);
       // Those gone are forgotten, and the set is bounded (the oldest go first): thousands of mounts
       // would pass bubblewrap's limit on arguments and stop every command.
       for (const dotGit of known) if (!lstatSync(dotGit, { throwIfNoEntry: false })) known.delete(dotGit);
       for (const dotGit of [...known].slice(0, Math.max(0, known.size - MAX_REPOSITORIES_FOUND))) known.delete(dotGit);
       knownRepositories.set(launch.workspace, known);
       const found = [...known].filter((dotGit) => lstatSync(dotGit, { throwIfNoEntry: false }));
-      const repositoryEntries = workspaceRepositoryEntries(launch.workspace);
+      // A bare repository's config and hooks are guarded as a `.git`'s are: a missing hooks folder gets a stand-in.
+      const bareEntries = searched.bareRepositories.flatMap((bare) => [{ path: join(bare, "config"), folder: false }, { path: join(bare, "hooks"), folder: true }]);
+      const repositoryEntries = [...workspaceRepositoryEntries(launch.workspace), ...bareEntries];
       // Only what is itself, in the workspace, is bound: a `gitdir:` or a folder that leads out through a
       // link would bind what it leads to (the host's /etc, writable as root) over the sandbox's own.
       const repositories = [...new Set([...found, ...found.flatMap((dotGit) => pointedRepositories(dotGit, launch.workspace)), ...repositoryEntries.map((entry) => entry.path).filter((path) => existsSync(path))])].filter((path) => realInside(path, launch.workspace));
@@ -645,7 +727,7 @@ export function bubblewrapShell(options: BubblewrapOptions): ShellSandbox {
       // read-only while the command runs. Without a `.git`, a `HEAD` stands in too: with `objects/` and
       // `refs/` beside it, the workspace itself would be a bare repository to the user's git.
       const granted = new Set((launch.writableRunLater ?? []).map((name) => name.replace(/\/+$/, "")));
-      const guarded = runLater.filter((entry) => !granted.has(entry.name));
+      const guarded = runLater.filter((entry) => !granted.has(entry.name)).map((entry) => guardedInstead(launch.workspace, entry));
       // A `.git` that may be a stand-in (another command's, or one left behind) counts as missing: its
       // HEAD is guarded too, or a command beside it could make the workspace itself a repository.
       const dotGit = join(launch.workspace, ".git");
@@ -722,12 +804,25 @@ export function bubblewrapShell(options: BubblewrapOptions): ShellSandbox {
         const info = statSync(path, { throwIfNoEntry: false });
         return info !== undefined && (!asRoot || (info.mode & 0o004) !== 0);
       };
-      const configs = [...new Set([...found.slice(0, MAX_REPOSITORIES_MASKED).flatMap((dotGit) => repositoryConfigFiles(dotGit)), ...toolchainConfigs.current(visible.filter((path) => inHiddenHome(path)))])];
+      const configs = [...new Set([...found.flatMap((dotGit) => repositoryConfigFiles(dotGit)), ...toolchainConfigs.current(visible.filter((path) => inHiddenHome(path)))])];
       let maskedBytes = 0;
-      for (const config of configs.slice(0, MAX_CONFIGS_MASKED)) {
-        if (!readableAnyway(config) || maskedBytes > MAX_MASKED_BYTES) continue;
+      let copies = 0;
+      for (const config of configs) {
+        if (!readableAnyway(config)) {
+          // A toolchain config only root may read, in a visible home folder: the search for what only
+          // root may read leaves homes out, so nothing else hides it from a command of root's.
+          const rootOnlyInVisible = asRoot && inHiddenHome(config) && visible.some((folder) => within(config, folder)) && ((statSync(config, { throwIfNoEntry: false })?.mode ?? 0o004) & 0o004) === 0;
+          if (rootOnlyInVisible) args.push("--ro-bind", "/dev/null", config);
+          continue;
+        }
         const masked = maskedConfigOf(config);
         if (masked === null) continue;
+        // Past the bounds on copies, a config that holds a credential is hidden whole, never shown as it is.
+        if (copies >= MAX_CONFIGS_MASKED || maskedBytes + masked.length > MAX_MASKED_BYTES) {
+          args.push("--ro-bind", "/dev/null", config);
+          continue;
+        }
+        copies += 1;
         maskedBytes += masked.length;
         args.push("--ro-bind", privateCopy(masked), config);
       }
@@ -768,17 +863,18 @@ export function bubblewrapShell(options: BubblewrapOptions): ShellSandbox {
       if (supervised) args.push("--ro-bind", supervisorPath, supervisorPath);
       // From here to the return nothing waits: what other commands run is read and this one recorded at once.
       // Other DuckLM processes of this user neither read nor record between the two.
-      const { mounts, forget } = runningSandboxes.exclusive(() => {
-        let checked: { options: string[]; registered: SandboxMounts };
-        try {
-          checked = mountsNoOneCanRedirect(args, [launch.workspace, ...(launch.extraWritable ?? [])], (path) => path.startsWith(`${folder()}/copy-`));
-        } catch (error) {
-          for (const fd of boundFds) closeSync(fd);
-          stand.release();
-          throw error;
-        }
-        return { mounts: checked, forget: runningSandboxes.register(checked.registered) };
-      });
+      let recorded: { mounts: { options: string[]; registered: SandboxMounts }; forget: () => void };
+      try {
+        recorded = runningSandboxes.exclusive(() => {
+          const checked = mountsNoOneCanRedirect(args, [launch.workspace, ...(launch.extraWritable ?? [])], (path) => path.startsWith(`${folder()}/copy-`));
+          return { mounts: checked, forget: runningSandboxes.register(checked.registered) };
+        });
+      } catch (error) {
+        for (const fd of boundFds) closeSync(fd);
+        stand.release();
+        throw error;
+      }
+      const { mounts, forget } = recorded;
       args.splice(0, args.length, ...mounts.options);
       if (supervised) {
         args.push(...withInheritedClosed(limited([process.execPath, supervisorPath, "4", JSON.stringify(listen), SHELL, "-c", command], launch.timeLimitMs), [4]));
