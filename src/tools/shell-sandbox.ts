@@ -208,13 +208,16 @@ function creatableInside(path: string, folder: string): boolean {
  * (empty and read-only, nothing can be made in it); a file or a link there is kept as it is, so that it
  * cannot be swapped for a folder that holds the entry.
  */
-function guardedInstead(workspace: string, entry: { name: string; folder: boolean }): { name: string; folder: boolean } {
+function guardedInstead(workspace: string, entry: { name: string; folder: boolean }, mayBeStandIn: (path: string) => boolean): { name: string; folder: boolean } {
   const parts = entry.name.split("/");
   for (let count = 1; count < parts.length; count += 1) {
     const name = parts.slice(0, count).join("/");
     const info = lstatSync(join(workspace, name), { throwIfNoEntry: false });
     if (info === undefined) return { name, folder: true };
     if (!info.isDirectory()) return { name, folder: false };
+    // Another command's stand-in for the folder: shared with it, never filled with stand-ins of its own
+    // (they would keep it from being taken away when that command ends).
+    if (mayBeStandIn(join(workspace, name))) return { name, folder: true };
   }
   return entry;
 }
@@ -525,6 +528,8 @@ export interface BubblewrapOptions {
   readOnlyPaths?: readonly string[];
   /** Commands given the network may reach private (LAN) addresses. Defaults to false. */
   allowPrivateNetwork?: boolean;
+  /** Hosts commands given the network may never reach (permissions.json `hosts.deny`). */
+  deniedHost?: (host: string) => boolean;
   /** Which addresses commands given the network may reach, instead of public ones only (tests). */
   allowAddress?: (address: string) => boolean;
   /** The user's home: an empty folder to commands but for `homeVisible` and the workspace. Defaults to `os.homedir()`. */
@@ -727,7 +732,7 @@ export function bubblewrapShell(options: BubblewrapOptions): ShellSandbox {
       // read-only while the command runs. Without a `.git`, a `HEAD` stands in too: with `objects/` and
       // `refs/` beside it, the workspace itself would be a bare repository to the user's git.
       const granted = new Set((launch.writableRunLater ?? []).map((name) => name.replace(/\/+$/, "")));
-      const guarded = runLater.filter((entry) => !granted.has(entry.name)).map((entry) => guardedInstead(launch.workspace, entry));
+      const guarded = runLater.filter((entry) => !granted.has(entry.name)).map((entry) => guardedInstead(launch.workspace, entry, (path) => placeholders.mayBeStandIn(path)));
       // A `.git` that may be a stand-in (another command's, or one left behind) counts as missing: its
       // HEAD is guarded too, or a command beside it could make the workspace itself a repository.
       const dotGit = join(launch.workspace, ".git");
@@ -844,6 +849,7 @@ export function bubblewrapShell(options: BubblewrapOptions): ShellSandbox {
         proxy ??= startNetworkProxy({
           allowPrivate: options.allowPrivateNetwork ?? false,
           ...(options.allowAddress ? { allowAddress: options.allowAddress } : {}),
+          ...(options.deniedHost ? { deniedHost: options.deniedHost } : {}),
           ...(options.logger ? { logger: options.logger } : {}),
         });
         services[ChannelService.proxy] = (await proxy).socketPath;
