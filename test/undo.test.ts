@@ -114,6 +114,36 @@ describe.skipIf(!gitInstalled)("undo: the workspace as it was before a task's st
     expect(existsSync(planted)).toBe(false);
   });
 
+  it("keeps out DuckLM's own home where the workspace holds it, and never touches it on a restore", async () => {
+    const outer = makeTempDir("ducklm-undo-outer-");
+    const home = join(outer, ".local", "share", "ducklm");
+    mkdirSync(home, { recursive: true });
+    writeFileSync(join(outer, "notes.txt"), "precious\n");
+    const runtime = setup({ home, workspace: outer, confinedCommands: "run" });
+    const first = await runtime.loop.submit(runInOneStep("echo changed > notes.txt")).done;
+    expect(first.state).toBe("completed");
+    expect((await runtime.loop.submit(runInOneStep("echo two > notes.txt")).done).state).toBe("completed");
+    const preview = await ducklmOf(runtime).undo(first.task_id, { dryRun: true });
+    expect(preview.changes).toEqual([{ path: "notes.txt", change: "rewritten" }]);
+    await ducklmOf(runtime).undo(first.task_id);
+    expect(readFileSync(join(outer, "notes.txt"), "utf8")).toBe("precious\n");
+    // The checkpoints survived their own restore: the undo can be taken back.
+    await ducklmOf(runtime).undo(first.task_id, { redo: true });
+    expect(readFileSync(join(outer, "notes.txt"), "utf8")).toBe("two\n");
+  });
+
+  it("restores a file a task grew past undo.max_file_bytes, and is not stopped by a fifo", async () => {
+    const runtime = setup({ runtime: { undo: { max_file_bytes: 1000 } }, confinedCommands: "run" });
+    writeFileSync(join(runtime.workspace, "important.txt"), "small and precious\n");
+    writeFileSync(join(runtime.workspace, "other.txt"), "other\n");
+    const outcome = await runtime.loop.submit(runInOneStep("head -c 5000 /dev/zero > important.txt; rm other.txt; mkfifo pipe")).done;
+    expect(outcome.state).toBe("completed");
+    const undone = await ducklmOf(runtime).undo(outcome.task_id);
+    expect(undone.changes.map((change) => change.path).sort()).toEqual(["important.txt", "other.txt"]);
+    expect(readFileSync(join(runtime.workspace, "important.txt"), "utf8")).toBe("small and precious\n");
+    expect(readFileSync(join(runtime.workspace, "other.txt"), "utf8")).toBe("other\n");
+  });
+
   it("refuses a task still running or waiting, and one that changed nothing, with DUCK_ERR_UNDO_UNAVAILABLE", async () => {
     const runtime = setup();
     const ducklm = ducklmOf(runtime);

@@ -1,7 +1,7 @@
 import { execFile, spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { existsSync, lstatSync, mkdirSync, readdirSync, rmdirSync, statSync, unlinkSync, writeFileSync } from "node:fs";
-import { dirname, join, relative, resolve, sep } from "node:path";
+import { dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
 
 /** One file that a restore changes: written back as it was, or removed (it did not exist then). */
@@ -24,6 +24,11 @@ export interface Checkpoint {
 export interface CheckpointSettings {
   /** Files larger than this are not kept (a restore leaves them as they are). */
   maxFileBytes: number;
+  /**
+   * DuckLM's own folders (its home, with these checkpoints and its database; the user's config): never
+   * kept nor touched by a restore, wherever a workspace that holds them (a home given as one) has them.
+   */
+  excluded?: readonly string[];
 }
 
 /** How long git may take for one call before the snapshot is given up. */
@@ -96,7 +101,7 @@ export class WorkspaceCheckpoints {
   restore(workspace: string, taskId: string, commit: string, options: { dryRun?: boolean } = {}): Promise<{ savedAs: string | null; changes: CheckpointChange[] }> {
     return this.inTurn(workspace, async (repo) => {
       const now = await this.commitWorkspace(repo, workspace, `before restoring ${commit.slice(0, 12)}`);
-      const changes = await this.differences(repo, workspace, now.commit, commit);
+      const changes = (await this.differences(repo, workspace, now.commit, commit)).filter((change) => !this.isExcluded(workspace, change.path));
       if (options.dryRun) return { savedAs: null, changes };
       await this.setRefs(repo, now.commit, `refs/ducklm/restores/${taskId}/${String(Date.now()).padStart(15, "0")}`);
       const removed = changes.filter((change) => change.change === "removed").map((change) => change.path);
@@ -107,8 +112,9 @@ export class WorkspaceCheckpoints {
       if (written.length > 0) await this.run(repo, workspace, ["checkout", "--no-overlay", commit, "--pathspec-from-file=-", "--pathspec-file-nul"], written.map((path) => `${path}\0`).join(""));
       // With the ignore rules back as they were, what they do not ignore and the checkpoint does not
       // hold was made since (hidden until now by rules the step wrote): it goes too.
-      const hidden = (await this.run(repo, workspace, ["ls-files", "-z", "--others", ...WORKSPACE_RULES])).split("\0").filter((path) => path && !path.endsWith("/"));
+      const hidden = (await this.run(repo, workspace, ["ls-files", "-z", "--others", ...WORKSPACE_RULES, ...this.excludedWithin(workspace)])).split("\0").filter((path) => path && !path.endsWith("/"));
       for (const path of hidden) {
+        if (this.isExcluded(workspace, path)) continue;
         const info = lstatSync(join(workspace, path), { throwIfNoEntry: false });
         if (!info || (info.isFile() && info.size > this.settings.maxFileBytes)) continue;
         removeInside(workspace, path);
@@ -149,6 +155,22 @@ export class WorkspaceCheckpoints {
     return dropped;
   }
 
+  /** DuckLM's own folders inside the workspace, relative to it. */
+  private excludedInside(workspace: string): string[] {
+    const root = resolve(workspace);
+    return (this.settings.excluded ?? []).map((path) => relative(root, resolve(path))).filter((inside) => inside !== "" && !inside.startsWith("..") && !isAbsolute(inside));
+  }
+
+  /** What the walk of the workspace leaves out: DuckLM's own folders, anchored at the workspace's top. */
+  private excludedWithin(workspace: string): string[] {
+    return this.excludedInside(workspace).map((inside) => `--exclude=/${inside.split(sep).join("/")}/`);
+  }
+
+  private isExcluded(workspace: string, path: string): boolean {
+    const excluded = this.excludedInside(workspace);
+    return excluded.some((inside) => path === inside || path.startsWith(`${inside}/`));
+  }
+
   repositoryOf(workspace: string): string {
     return join(this.root, createHash("sha256").update(resolve(workspace)).digest("hex").slice(0, 24));
   }
@@ -170,18 +192,26 @@ export class WorkspaceCheckpoints {
   private async commitWorkspace(repo: string, workspace: string, label: string): Promise<{ commit: string; leftOut: string[] }> {
     if (!existsSync(join(repo, "HEAD"))) await this.create(repo, workspace);
     // What changed since the last snapshot, by git's look at sizes and times; ignored files are not listed.
-    const listed = await this.run(repo, workspace, ["ls-files", "-z", "--others", "--modified", "--deleted", ...WORKSPACE_RULES]);
+    const listed = await this.run(repo, workspace, ["ls-files", "-z", "--others", "--modified", "--deleted", ...WORKSPACE_RULES, ...this.excludedWithin(workspace)]);
     const gone = new Set<string>();
     const keep = new Set<string>();
     const leftOut: string[] = [];
     for (const path of listed.split("\0").filter(Boolean)) {
       // A folder listed whole is a repository of its own inside the workspace: its files are its own git's.
       if (path.endsWith("/")) continue;
+      if (this.isExcluded(workspace, path)) {
+        gone.add(path);
+        continue;
+      }
       // Behind a link (a folder replaced by one), a file is not the workspace's: it is gone from it.
       const info = throughFoldersOnly(workspace, path) ? lstatSync(join(workspace, path), { throwIfNoEntry: false }) : undefined;
-      if (!info) gone.add(path);
-      else if (info.isFile() && info.size > this.settings.maxFileBytes) leftOut.push(path);
-      else keep.add(path);
+      // A fifo, socket or device holds nothing to keep (and git would refuse it): as if it were not there.
+      if (!info || !(info.isFile() || info.isSymbolicLink())) gone.add(path);
+      else if (info.isFile() && info.size > this.settings.maxFileBytes) {
+        // Not kept as it is now; the version kept before stays restorable (it counts as gone from here).
+        leftOut.push(path);
+        gone.add(path);
+      } else keep.add(path);
     }
     // Removals first: a folder's files leave before a file or link of the same name comes.
     if (gone.size > 0) await this.run(repo, workspace, ["update-index", "--force-remove", "-z", "--stdin"], [...gone].map((path) => `${path}\0`).join(""));
