@@ -84,7 +84,13 @@ describe("the network of a confined command", () => {
     // Here the test stands in for the internet: loopback plays a public site.
     const open = bubblewrapShell({ hiddenPaths: [], allowAddress: () => true });
     const strict = bubblewrapShell({ hiddenPaths: [] });
+    // permissions.json hosts.deny: refused at the proxy, before any connection.
+    const denying = bubblewrapShell({ hiddenPaths: [], allowAddress: () => true, deniedHost: (host) => host === "127.0.0.1" });
+    let connections = 0;
+    site.on("connection", () => (connections += 1));
     try {
+      expect(await runIn(denying, fetchSite, workspace, true)).toMatch(/403 127\.0\.0\.1 is in permissions\.json hosts\.deny/);
+      expect(connections).toBe(0);
       expect(await runIn(open, fetchSite, workspace, false)).toMatch(/ERR (ECONNREFUSED|ENETUNREACH)/);
       expect(await runIn(open, fetchSite, workspace, true)).toContain("200 hello from the site");
       expect(await runIn(open, "echo $HTTPS_PROXY", workspace, true)).toContain("http://127.0.0.1:3128");
@@ -93,6 +99,7 @@ describe("the network of a confined command", () => {
     } finally {
       await open.dispose();
       await strict.dispose();
+      await denying.dispose();
       site.close();
     }
   });

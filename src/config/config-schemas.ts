@@ -298,6 +298,9 @@ export type SafeShapeConfig = z.infer<typeof SafeShapeSchema>;
 
 const CheckedCategory = z.enum(["normal", "unknown", "no_always", "hard_stop"]);
 
+/** A host in permissions.json's host lists: a name (or an address), or `*.` and a domain for its subdomains. */
+const HOST_PATTERN = /^(\*\.)?[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$|^\[[0-9a-f:.]+\]$/i;
+
 export const PermissionsConfigSchema = z.strictObject({
   /**
    * Whether this file adds to the bundled rules (the default) or stands alone. Alone, the bundled
@@ -328,6 +331,16 @@ export const PermissionsConfigSchema = z.strictObject({
    * and the rules above are asked; `ask` asks as `unknown` says.
    */
   confined: z.enum(["run", "ask"]).default("run"),
+  /**
+   * Where requests of web_fetch, web_search and MCP servers over HTTP may go: `deny` never (also for
+   * commands given the network, at their proxy), `allow` without a question even after the task has
+   * read data of this machine. A host in neither is asked once a task has read such data, and "always"
+   * adds it for every task. `example.com` is that host; `*.example.com` its subdomains.
+   */
+  hosts: z.strictObject({
+    allow: z.array(z.string().regex(HOST_PATTERN, "a host name, or *. and a domain")).default([]),
+    deny: z.array(z.string().regex(HOST_PATTERN, "a host name, or *. and a domain")).default([]),
+  }).prefault({}),
   /** Commands with the category they must get; checked at start-up, so a rule change cannot silently break them. */
   examples: z.array(z.strictObject({ command: z.string().min(1), category: CheckedCategory })).default([]),
 });

@@ -90,7 +90,8 @@ export interface EventPayloads {
   /** `source` `deferred`: the step passed on its tool's word, and the next decision reviews it (see `directive-decided`). */
   "critic-scored": { step_id: string; attempt: number; score: CriticScore; source: "model" | "heuristic" | "deferred" };
   /** `ran_files` and `content_digest`: the workspace files the command runs (a script, a recipe) and what they held when asked. */
-  "permission-requested": { request_id: string; step_id: string; call: ToolCall; category: CommandCategory; reason: string; commands: string[]; network?: boolean; ran_files?: string[]; content_digest?: string };
+  /** `hosts`: where the request would send what the task read; "always" approves them for every task. */
+  "permission-requested": { request_id: string; step_id: string; call: ToolCall; category: CommandCategory; reason: string; commands: string[]; network?: boolean; ran_files?: string[]; content_digest?: string; hosts?: string[] };
   "permission-resolved": { request_id: string; step_id: string; decision: PermissionDecisionKind | "allow_always"; by: string };
   /** `ran_files`: it holds while these files are as they were; `network`: it gives the command the network. */
   "approval-granted": { approval_id: string; command: string; cwd: string; category: CommandCategory; expires_at: string | null; ran_files?: string[]; network?: boolean };

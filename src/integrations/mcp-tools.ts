@@ -170,6 +170,8 @@ function toolsOf(session: McpSession, server: McpServerConfig, listed: Array<{ n
         // Only a server (or tool) the user marked read-only may be re-run after a crash.
         effect: category === "read_only" ? "read-only" : "side-effecting",
         permission: category,
+        // A server over HTTP receives every call's arguments: where they go is the host policy's to say.
+        ...(server.url ? { outbound: () => [server.url!] } : {}),
         async execute(input: Record<string, unknown>, context): Promise<ToolOutput> {
           const client = await session.connected();
           const result = await client.callTool({ name: tool.name, arguments: input }, undefined, {

@@ -38,6 +38,8 @@ interface FetchOptions {
   userAgent: string;
   signal: AbortSignal;
   accept?: string;
+  /** Whether a redirect may be followed to a URL: null if so, else why not (the host policy's say). */
+  mayGoTo?: ((url: string) => string | null) | undefined;
 }
 
 function requestOnce(url: URL, options: FetchOptions, signal: AbortSignal): Promise<IncomingMessage> {
@@ -120,6 +122,9 @@ async function fetchWithin(target: string, options: FetchOptions, signal: AbortS
       response.resume();
       if (redirects >= options.maxRedirects) throw new DuckError(ErrorCode.WebFetchFailed, `more than ${options.maxRedirects} redirects from ${target}`);
       url = new URL(response.headers.location, url);
+      // Where a redirect leads is a request of its own: the host policy decides it as it did the first.
+      const refusal = options.mayGoTo?.(url.href) ?? null;
+      if (refusal) throw new DuckError(ErrorCode.PermissionDenied, `${target.slice(0, 200)} redirected to ${url.href.slice(0, 200)}, which was not followed: ${refusal}`);
       continue;
     }
     const contentType = response.headers["content-type"] ?? "text/plain";
@@ -188,6 +193,7 @@ export function createWebFetchTool(config: FetchConfig): AnyToolDefinition {
         allowPrivateNetwork: config.allow_private_network,
         userAgent: config.user_agent,
         signal: context.signal,
+        mayGoTo: context.mayGoTo,
       });
       const isHtml = /html/i.test(page.contentType);
       const readable = isHtml ? htmlToReadable(page.body, input.format) : { title: null, text: page.body };
@@ -224,7 +230,8 @@ export function createWebSearchTool(search: SearchConfig, fetchConfig: FetchConf
     inputSchema: WebSearchInput,
     effect: "read-only",
     permission: fetchConfig.permission,
-    outbound: (args) => (typeof args.query === "string" ? [args.query] : []),
+    // The query goes to the search instance (and from there to the engines it asks).
+    outbound: () => [instance],
     async execute(input, context): Promise<ToolOutput> {
       const url = new URL("search", instance.endsWith("/") ? instance : `${instance}/`);
       url.searchParams.set("q", input.query);

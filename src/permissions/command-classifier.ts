@@ -183,7 +183,7 @@ export class CommandClassifier {
   async checkExamples(examples: readonly { command: string; category: CommandCategory }[]): Promise<void> {
     const failures: string[] = [];
     const checker = new CommandClassifier(
-      { extends_bundled: true, categories: { hard_stop: this.hardStop.map((rule) => rule.text), no_always: this.noAlways.map((rule) => rule.text), normal: [] }, network: this.networkRules.map((rule) => rule.text), unknown: "ask", confined: "run", examples: [] },
+      { extends_bundled: true, categories: { hard_stop: this.hardStop.map((rule) => rule.text), no_always: this.noAlways.map((rule) => rule.text), normal: [] }, network: this.networkRules.map((rule) => rule.text), unknown: "ask", confined: "run", hosts: { allow: [], deny: [] }, examples: [] },
       { home: EXAMPLE_HOME, protectedPaths: [`${EXAMPLE_HOME}/.local/share/ducklm`], realpath: null },
     );
     checker.shapes.push(...this.shapes);

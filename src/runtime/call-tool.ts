@@ -10,6 +10,7 @@ import { classifyCall, commandOf, permitCall } from "./permit-call.js";
 import type { CommandClassification } from "../permissions/command-classifier.js";
 import { TaskLocks } from "../utils/task-locks.js";
 import { workspaceRepositoryPaths } from "../permissions/git-repository.js";
+import { egressVerdict, hostApproved } from "../permissions/egress-policy.js";
 
 /** How a call's turn ended: its result is recorded, or it waits for the user. */
 export type CallTurn = "done" | "waiting";
@@ -99,6 +100,7 @@ async function permitAndRun(context: ExecutorContext, projection: TaskProjection
         stepId,
         attempt: step.attempt,
         network: permit.network,
+        mayGoTo: (url) => redirectRefusal(context, taskId, url),
         writableRunLater: permit.writableRunLater,
         // A hooks folder the repository names inside the workspace is as out of reach as .git. Read
         // from disk when a tool first asks (most never touch the file system), then kept for this run.
@@ -121,4 +123,16 @@ async function permitAndRun(context: ExecutorContext, projection: TaskProjection
   // The run is recorded; a cancelled task stops here rather than scoring a half-run step.
   signal.throwIfAborted();
   return "done";
+}
+
+/**
+ * Why a tool may not follow a redirect to `url`: a denied host, or, once the task has read data of
+ * this machine, a host not approved (asking in the middle of a call is not possible; the model can
+ * fetch the address itself, and that is asked). Null when it may.
+ */
+function redirectRefusal(context: ExecutorContext, taskId: string, url: string): string | null {
+  const verdict = egressVerdict(context.config.permissions.hosts, [url], context.store.projection(taskId).read_local, (host) => hostApproved(context.approvals, host));
+  if (verdict.kind === "deny") return `${verdict.host} is in permissions.json hosts.deny`;
+  if (verdict.kind === "ask") return `${verdict.reason}; fetch that address itself to be asked`;
+  return null;
 }

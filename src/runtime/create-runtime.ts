@@ -22,6 +22,7 @@ import { realpathOfDeepestAncestor } from "../permissions/path-judge.js";
 import { examplesCheckKey, examplesCheckPassed, recordExamplesCheckPassed } from "../permissions/examples-check-record.js";
 import { pruneOptionsFrom } from "../state/task-retention.js";
 import { WorkspaceCheckpoints } from "../undo/workspace-checkpoints.js";
+import { hostMatches } from "../permissions/egress-policy.js";
 import type { Clock, TaskStore } from "../state/task-store.js";
 import type { EventBus } from "../events/event-bus.js";
 import type { ApprovalStore } from "../permissions/approval-store.js";
@@ -238,6 +239,7 @@ export function sandboxOptionsFor(config: DuckConfig, home: string): BubblewrapO
     hiddenPaths: [...paths.hiddenPaths, ...sandbox.hide.map(expand)],
     readOnlyPaths: paths.readOnlyPaths,
     allowPrivateNetwork: sandbox.private_network,
+    deniedHost: (host) => config.permissions.hosts.deny.some((pattern) => hostMatches(pattern, host)),
     homeVisible: sandbox.home_visible.map(expand),
     runLaterFiles: sandbox.run_later_files,
     environment: { pass: sandbox.environment, withhold: config.runtime.storage.backend === "postgres" ? [config.runtime.storage.postgres_url_env] : [] },
@@ -352,7 +354,7 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
   })();
   // A failure here is reported by `ready()`; tasks see it too, through the loop.
   ready.catch(() => undefined);
-  const checkpoints = config.runtime.undo.enabled && options.databaseFile !== ":memory:" ? new WorkspaceCheckpoints(home, { maxFileBytes: config.runtime.undo.max_file_bytes }) : null;
+  const checkpoints = config.runtime.undo.enabled && options.databaseFile !== ":memory:" ? new WorkspaceCheckpoints(home, { maxFileBytes: config.runtime.undo.max_file_bytes, excluded: protectedPaths }) : null;
   if (checkpoints?.unavailable()) logger.warn(`steps cannot be undone: ${checkpoints.unavailable()}`);
   const directiveSchema = tools.names().length > 0 ? createExecutionDirectiveSchema(tools.names()) : ExecutionDirectiveSchema;
   const context: ExecutorContext = {

@@ -3,7 +3,7 @@ import { resolve as resolvePath } from "node:path";
 import type { CommandCategory, ToolCall, ToolResult } from "../contracts/index.js";
 import { ErrorCode } from "../errors/duck-error.js";
 import type { CommandClassification } from "../permissions/command-classifier.js";
-import { outboundLeak } from "../permissions/outbound-leak.js";
+import { egressVerdict, hostApproved } from "../permissions/egress-policy.js";
 import { runLaterWrites } from "../permissions/run-later-writes.js";
 import { physicalPath } from "../permissions/path-judge.js";
 import { approvalSubjectOf, CODE_APPLY_TOOL, decidePermission } from "../permissions/permission-policy.js";
@@ -50,11 +50,13 @@ async function ask(
   network: boolean,
   signal: AbortSignal,
   classification: CommandClassification | null,
+  /** The hosts a request would go to that the question is about: "always" approves them for every task. */
+  more: { hosts?: string[] } = {},
 ): Promise<Permit> {
   await inTurn(context, taskId, { type: "permission-requested", step_id: stepId }, signal);
   // The files the command runs, and what they hold as the question is shown: what an answer covers.
   const ran = classification?.content_digest ? { ran_files: classification.ran_files ?? [], content_digest: classification.content_digest } : {};
-  context.store.append(taskId, "permission-requested", { request_id: randomUUID(), step_id: stepId, call, category, reason, commands, ...(network ? { network: true } : {}), ...ran });
+  context.store.append(taskId, "permission-requested", { request_id: randomUUID(), step_id: stepId, call, category, reason, commands, ...(network ? { network: true } : {}), ...ran, ...(more.hosts?.length ? { hosts: more.hosts } : {}) });
   return { kind: "waiting" };
 }
 
@@ -173,12 +175,17 @@ export async function permitCall(
     networkAllowed: context.config.runtime.sandbox.network,
     writesRunLater: writableRunLater,
   });
-  // Sending what the task read here to the internet (a secret in a fetch's address) is the user's call,
-  // every time: an approval of the site was given for the site, not for what the task read.
-  const leak = decision.decision === "allow" && tool?.outbound ? outboundLeak(tool.outbound(call.arguments), projection) : null;
-  if (leak) {
-    const where = call.tool === "web_fetch" && typeof call.arguments.url === "string" && URL.canParse(call.arguments.url) ? new URL(call.arguments.url).host : "the internet";
-    return ask(context, taskId, stepId, shownCall, "no_always", `it would send to ${where} text the task read here ("${leak.piece}", from ${leak.step.startsWith("the ") ? leak.step : `step ${leak.step}`}), which may be private`, [], false, signal, null);
+  // Where a request goes is one policy for every tool that sends one: a denied host never, and once
+  // the task has read data of this machine, a host not approved before is asked.
+  const egress = tool?.outbound ? egressVerdict(context.config.permissions.hosts, tool.outbound(call.arguments), projection.read_local, (host) => hostApproved(context.approvals, host)) : null;
+  if (egress?.kind === "deny") {
+    await inTurn(context, taskId, { type: "tool-result", step_id: stepId }, signal);
+    store.append(taskId, "tool-result", { step_id: stepId, attempt: step.attempt, result: deniedResult(call.tool, ErrorCode.PermissionDenied, `refused: ${egress.host} is in permissions.json hosts.deny`) });
+    return { kind: "refused" };
+  }
+  if (egress?.kind === "ask" && decision.decision !== "deny") {
+    const reason = decision.decision === "ask" ? `${decision.reason}; ${egress.reason}` : egress.reason;
+    return ask(context, taskId, stepId, shownCall, decision.decision === "ask" ? decision.category : "unknown", reason, [], false, signal, null, { hosts: egress.hosts });
   }
   if (decision.approval_id) await inTurn(context, taskId, { type: "approval-used", step_id: stepId }, signal);
   if (decision.approval_id) store.append(taskId, "approval-used", { approval_id: decision.approval_id, step_id: stepId, command: subject });
@@ -191,3 +198,4 @@ export async function permitCall(
   if (decision.decision === "ask") return ask(context, taskId, stepId, shownCall, decision.category, decision.reason, decision.commands, decision.network, signal, classification);
   return { kind: "run", network: decision.network, classification, command, writableRunLater };
 }
+

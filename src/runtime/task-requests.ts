@@ -1,6 +1,7 @@
 import { isTerminalTaskState } from "../contracts/index.js";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import { approvalSubjectOf } from "../permissions/permission-policy.js";
+import { ANY_WORKSPACE, HOST_APPROVAL_PREFIX } from "../permissions/egress-policy.js";
 import type { StepProjection, TaskProjection } from "../state/task-projection.js";
 import type { ExecutorContext } from "./executor-context.js";
 
@@ -39,11 +40,18 @@ export function recordPermissionAnswer(context: ExecutorContext, taskId: string,
   const request = step.permission_request!;
   const subject = approvalSubjectOf(request.call);
   const rememberable = !subject.startsWith("tool:") || context.tools.get(request.call.tool)?.permission !== undefined;
-  const remember = answer === "allow_always" && rememberable && request.category !== "no_always" && request.category !== "hard_stop";
-  const decision = answer === "allow_always" && !remember ? "allow" : answer;
+  const alwaysAllowed = answer === "allow_always" && request.category !== "no_always" && request.category !== "hard_stop";
+  // A question about where a request goes is answered for those hosts, in every task and workspace.
+  const hosts = alwaysAllowed ? (request.hosts ?? []) : [];
+  const remember = alwaysAllowed && rememberable && hosts.length === 0;
+  const decision = answer === "allow_always" && !remember && hosts.length === 0 ? "allow" : answer;
   const workspace = store.projection(taskId).workspace;
   store.transaction(() => {
     store.append(taskId, "permission-resolved", { request_id: requestId, step_id: request.step_id, decision, by });
+    for (const host of hosts) {
+      const approval = context.approvals.grant({ command: `${HOST_APPROVAL_PREFIX}${host}`, cwd: ANY_WORKSPACE, category: "unknown", grantedByTask: taskId, expiresAt: options.expiresAt ?? null });
+      store.append(taskId, "approval-granted", { approval_id: approval.id, command: approval.command, cwd: approval.cwd, category: "unknown", expires_at: approval.expires_at });
+    }
     if (remember) {
       const approval = context.approvals.grant({
         command: subject,

@@ -73,6 +73,11 @@ export interface TaskProjection {
   auto_approve: PreApproval[];
   /** How its commands run, as the process that drives it said when it started or resumed it. */
   confinement: "confined" | "none" | "off";
+  /**
+   * What first brought data of this machine into the task, for its outbound requests (null: nothing
+   * yet): a tool's output, recalled memory, or the earlier turns of its conversation.
+   */
+  read_local: string | null;
   /** What a command no rule covers gets when confined: run (the sandbox is the boundary) or asked (tasks started before that). */
   confined_commands: "run" | "ask";
   /** Which decision the task is on: 1 for the first, one more at each `iteration-started`. */
@@ -205,6 +210,9 @@ function updateStep(p: TaskProjection, stepId: string, change: (s: StepProjectio
 
 // Reducers change a shallow copy made by applyEvent and replace (never mutate) anything nested, which
 // keeps each one short, the whole pure, and avoids a deep copy per event.
+
+/** Tools whose output came from the internet already: it brings nothing of this machine into a task. */
+const FROM_THE_INTERNET: ReadonlySet<string> = new Set(["web_fetch", "web_search"]);
 const reducers: { [T in EventTypeName]?: Reducer<T> } = {
   "task-started": (p, e) => {
     p.started = true;
@@ -215,8 +223,10 @@ const reducers: { [T in EventTypeName]?: Reducer<T> } = {
   },
   "memory-recalled": (p, e) => {
     p.recalled = e.hits;
+    if (e.hits.length > 0) p.read_local ??= "recalled memory";
   },
   "context-built": (p, e) => {
+    if ((e.sections.history?.tokens ?? 0) > 0) p.read_local ??= "the conversation's earlier turns";
     // Logs recorded before each call's prompt was counted count the context once per decision.
     if (!e.prompts_counted) p.tokens_used += e.total_tokens;
   },
@@ -312,7 +322,10 @@ const reducers: { [T in EventTypeName]?: Reducer<T> } = {
       // A grant covers one run: if this one's outcome is lost in a crash, the user is asked again.
       s.permission_granted = false;
     }),
-  "tool-result": (p, e) => updateStep(p, e.step_id, (s) => (s.result = e.result)),
+  "tool-result": (p, e) => {
+    if (!FROM_THE_INTERNET.has(e.result.tool)) p.read_local ??= `the output of step ${e.step_id} (${e.result.tool})`;
+    updateStep(p, e.step_id, (s) => (s.result = e.result));
+  },
   "critic-scored": (p, e) =>
     updateStep(p, e.step_id, (s) => {
       s.score = e.score;
@@ -375,6 +388,7 @@ export function initialProjection(event: DuckEvent): TaskProjection {
     auto_approve: payload.auto_approve ?? [],
     confinement: "confined",
     confined_commands: "ask",
+    read_local: null,
     iteration: 1,
     loop: { max_iterations: 1, token_budget: Number.MAX_SAFE_INTEGER },
     tokens_used: 0,

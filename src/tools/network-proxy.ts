@@ -20,6 +20,8 @@ export interface NetworkProxyOptions {
   allowPrivate?: boolean;
   /** Decides which addresses may be reached, instead of the rule above (tests point it at loopback). */
   allowAddress?: (address: string) => boolean;
+  /** Host names never contacted (permissions.json `hosts.deny`): the request is refused before any lookup. */
+  deniedHost?: (host: string) => boolean;
   logger?: Logger;
 }
 
@@ -42,6 +44,7 @@ export async function startNetworkProxy(options: NetworkProxyOptions = {}): Prom
   const lookup = guardedLookup(allowed);
   // Node does not ask the lookup about an address written as such: those are checked here.
   const refusedLiteral = (host: string) => (isIP(host) !== 0 && !allowed(host) ? `${host} is this machine or a private address; the sandbox may not reach it` : null);
+  const refusedHost = (host: string) => (options.deniedHost?.(host.toLowerCase()) ? `${host} is in permissions.json hosts.deny` : null);
   const sockets = new Set<Socket>();
 
   const server = http.createServer((request, response) => {
@@ -56,7 +59,7 @@ export async function startNetworkProxy(options: NetworkProxyOptions = {}): Prom
       response.writeHead(400).end("only http:// is proxied this way; https goes through CONNECT\n");
       return;
     }
-    const literal = refusedLiteral(target.hostname.replace(/^\[|\]$/g, ""));
+    const literal = refusedLiteral(target.hostname.replace(/^\[|\]$/g, "")) ?? refusedHost(target.hostname);
     if (literal) {
       response.writeHead(403).end(`${literal}\n`);
       return;
@@ -85,7 +88,7 @@ export async function startNetworkProxy(options: NetworkProxyOptions = {}): Prom
       refuse(client, 400, "CONNECT needs host:port");
       return;
     }
-    const literal = refusedLiteral(match[1]!);
+    const literal = refusedLiteral(match[1]!) ?? refusedHost(match[1]!);
     if (literal) {
       refuse(client, 403, literal);
       return;

@@ -34,6 +34,11 @@ export interface ToolContext {
   writableRunLater?: readonly string[];
   /** The command may use the network (it needs it and the user allowed it). Defaults to false. */
   network?: boolean;
+  /**
+   * Whether the call may send a request it did not name (a redirect) to a URL: null if it may, else
+   * why not — the host policy, as it was applied to the call's own destinations.
+   */
+  mayGoTo?: (url: string) => string | null;
   /** DuckLM's own state (home, config, plugins): file tools refuse it, as they refuse `.git` internals. */
   protectedPaths?: readonly string[];
   /** DuckLM's own program (its code, packages, bundled config, web page): file tools may read it, never write it. */
@@ -65,8 +70,8 @@ export interface ToolDefinition<Input = unknown> {
    */
   permission?: CommandCategory;
   /**
-   * The texts a call sends off this machine (a fetch's address, a search's query), for a tool that
-   * reaches the internet: a call that would carry what the task read here is asked first.
+   * Where a call sends its request, as URLs (a fetch's address, a search instance, an MCP server's),
+   * for a tool that reaches off this machine: the host policy decides (permissions.json `hosts`).
    */
   outbound?: (args: Record<string, unknown>) => string[];
   execute(input: Input, context: ToolContext): Promise<ToolOutput>;

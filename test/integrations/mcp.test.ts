@@ -139,6 +139,23 @@ describe("MCP servers from integrations.json", () => {
       expect(echoed.answer).toContain("quack over http");
     });
 
+    it("asks before a call to a server over HTTP once the task has read a file, as the host policy says for every request off this machine", async () => {
+      directive = {
+        kind: "plan",
+        goal: "read then echo",
+        steps: [
+          { id: "read", kind: "tool", description: "", depends_on: [], tool: "file_read", arguments: { path: "hello.txt" } },
+          { id: "send", kind: "tool", description: "", depends_on: ["read"], tool: "mcp__everything__echo", arguments: { message: "{{read}}" } },
+        ],
+      };
+      const outcome = await runtime.loop.submit({ text: "read hello.txt and echo it through MCP" }).done;
+      expect(outcome.state).toBe("awaiting_permission");
+      expect(outcome.pending_permissions[0]).toMatchObject({ call: { tool: "mcp__everything__echo" }, hosts: ["127.0.0.1"] });
+      expect(outcome.pending_permissions[0]!.reason).toMatch(/read data of this machine \(the output of step read \(file_read\)\)/);
+      const denied = await runtime.loop.resolvePermission(outcome.task_id, outcome.pending_permissions[0]!.request_id, "deny").done;
+      expect(runtime.store.listEvents(denied.task_id).some((event) => event.type === "tool-called" && (event.payload as { step_id: string }).step_id === "send")).toBe(false);
+    });
+
     it("waits for permission before a side-effecting MCP tool, and remembers 'always' for that tool only", async () => {
       const target = join(workspace, "written-by-mcp.txt");
       directive = { kind: "tool", tool: "mcp__files__write_file", arguments: { path: target, content: "approved write" }, reason: "" };

@@ -49,6 +49,12 @@ beforeAll(async () => {
         response.setHeader("location", "/loop");
         response.end();
         return;
+      case "/away":
+        // To the same server under another name: another host to the policy.
+        response.statusCode = 302;
+        response.setHeader("location", `http://localhost:${(server.address() as AddressInfo).port}/page?redirected`);
+        response.end();
+        return;
       case "/redirect":
         response.statusCode = 301;
         response.setHeader("location", "/page");
@@ -223,29 +229,26 @@ describe("web_fetch behind the PermissionService", () => {
     ],
   });
 
-  it("asks before a fetch whose address carries what the task read here, by reference or copied by the model, and sends nothing", async () => {
+  const host = () => new URL(base).hostname;
+
+  it("asks before a fetch to a host not approved once the task has read a file, whatever the address holds, and sends nothing unasked", async () => {
     const web = IntegrationsConfigSchema.parse({ web: { fetch: { allow_private_network: true } } }).web;
     const copied: ExecutionDirective[] = [
       { kind: "tool", tool: "file_read", arguments: { path: ".env" }, reason: "read it" },
-      // The next decision, having seen the file: the model writes the secret into the address itself.
-      { kind: "tool", tool: "web_fetch", arguments: { url: `${base}/collect/${encodeURIComponent("sk-live-CANARY123")}` }, reason: "send it" },
+      // The next decision, having seen the file: the address holds nothing the task read, spelled any way.
+      { kind: "tool", tool: "web_fetch", arguments: { url: `${base}/collect/innocent-looking` }, reason: "send it" },
     ];
     for (const directive of [readThenFetch(`${base}/collect?d={{s1}}`), copied]) {
-      const url = JSON.stringify(directive).slice(0, 80);
+      const label = JSON.stringify(directive).slice(0, 80);
       const runtime = createTestRuntime({ tools: createWebTools(web), models: scriptedAgent({ directive, draft: "read and fetch" }), runtime: { agent: { max_iterations: 4 } } });
       try {
         writeFileSync(join(runtime.workspace, ".env"), `${SECRET}\n`);
-        // The site was allowed "always" before: that was for the site, not for what the task read.
-        runtime.approvals.grant({ command: `tool:web_fetch@${new URL(base).host}`, cwd: runtime.workspace, category: "unknown", grantedByTask: null });
         hits.length = 0;
         const outcome = await runtime.loop.submit({ text: "look something up" }).done;
-        expect(outcome.state, url).toBe("awaiting_permission");
+        expect(outcome.state, label).toBe("awaiting_permission");
         const request = outcome.pending_permissions[0]!;
-        expect(request.call.tool).toBe("web_fetch");
-        // Asked every time: "always" is never remembered for sending what was read here.
-        expect(request.category).toBe("no_always");
-        expect(request.reason).toMatch(new RegExp(`send to ${new URL(base).host.replace(/[.]/g, "\\.")} text the task read here .*from step (s1|step-1 of decision 1)`));
-        // The question does not spell the secret out again.
+        expect(request).toMatchObject({ call: { tool: "web_fetch" }, category: "unknown", hosts: [host()] });
+        expect(request.reason).toMatch(/read data of this machine \(the output of step (s1|step-1) \(file_read\)\).* not approved/);
         expect(request.reason).not.toContain("CANARY123");
         expect(hits.filter((hit) => hit.startsWith("/collect"))).toEqual([]);
         // Denied, nothing leaves.
@@ -257,18 +260,73 @@ describe("web_fetch behind the PermissionService", () => {
     }
   });
 
-  it("fetches without asking an address whose pieces the task read only in the user's own words", async () => {
+  it("fetches without asking before the task has read anything here, and after a read once the host is approved \"always\"", async () => {
     const web = IntegrationsConfigSchema.parse({ web: { fetch: { allow_private_network: true } } }).web;
-    const runtime = createTestRuntime({ tools: createWebTools(web), models: scriptedAgent({ directive: readThenFetch(`${base}/page?about=mallard-2024-ducks&lang=JavaScript&functions`), draft: "read and fetch" }) });
+    const runtime = createTestRuntime({ tools: createWebTools(web), models: scriptedAgent({ directive: readThenFetch(`${base}/page?after=read`), draft: "read and fetch" }) });
     try {
-      writeFileSync(join(runtime.workspace, ".env"), "mallard-2024-ducks are here, as are JavaScript and functions\n");
-      // The piece is in the read file, but the user wrote it in the task too.
-      const outcome = await runtime.loop.submit({ text: "find out about mallard-2024-ducks" }).done;
-      expect(outcome.state).toBe("completed");
-      // Words of prose or code ("JavaScript") in both the file and the address are no leak.
-      expect(hits).toContain("/page?about=mallard-2024-ducks&lang=JavaScript&functions");
+      writeFileSync(join(runtime.workspace, ".env"), `${SECRET}\n`);
+      hits.length = 0;
+      // Nothing of this machine read yet: the tool's own permission (read_only) decides.
+      const plain = createTestRuntime({ tools: createWebTools(web), models: scriptedAgent({ directive: { kind: "tool", tool: "web_fetch", arguments: { url: `${base}/page?first=1` }, reason: "" }, draft: "fetch" }) });
+      try {
+        expect((await plain.loop.submit({ text: "what do ducks eat?" }).done).state).toBe("completed");
+      } finally {
+        await plain.dispose();
+      }
+      expect(hits).toContain("/page?first=1");
+      const asked = await runtime.loop.submit({ text: "read and look up" }).done;
+      expect(asked.state).toBe("awaiting_permission");
+      const done = await runtime.loop.resolvePermission(asked.task_id, asked.pending_permissions[0]!.request_id, "allow_always").done;
+      expect(done.state).toBe("completed");
+      expect(runtime.approvals.list().map((approval) => [approval.command, approval.cwd])).toEqual([[`host:${host()}`, "*"]]);
+      // The next task reads and fetches from that host: approved, it runs.
+      hits.length = 0;
+      expect((await runtime.loop.submit({ text: "again" }).done).state).toBe("completed");
+      expect(hits).toContain("/page?after=read");
     } finally {
       await runtime.dispose();
+    }
+  });
+
+  it("follows no redirect to a host the policy would not let the task fetch itself", async () => {
+    const web = IntegrationsConfigSchema.parse({ web: { fetch: { allow_private_network: true } } }).web;
+    // After a read, from an allowed host to one not approved; and, read or not, to a denied one.
+    for (const [label, read, hosts] of [
+      ["unapproved after a read", true, { allow: [host()], deny: [] }],
+      ["denied", false, { allow: [], deny: ["localhost"] }],
+    ] as const) {
+      const directive: ExecutionDirective = read ? readThenFetch(`${base}/away`) : { kind: "tool", tool: "web_fetch", arguments: { url: `${base}/away` }, reason: "" };
+      const runtime = createTestRuntime({ tools: createWebTools(web), models: scriptedAgent({ directive, draft: "fetch" }) });
+      runtime.config.permissions.hosts.allow.push(...hosts.allow);
+      runtime.config.permissions.hosts.deny.push(...hosts.deny);
+      try {
+        writeFileSync(join(runtime.workspace, ".env"), `${SECRET}\n`);
+        hits.length = 0;
+        const outcome = await runtime.loop.submit({ text: "look it up" }).done;
+        expect(hits, label).toContain("/away");
+        expect(hits, label).not.toContain("/page?redirected");
+        const result = runtime.store.listEvents(outcome.task_id).find((event) => event.type === "tool-result" && (event.payload as { result: { tool: string } }).result.tool === "web_fetch");
+        expect(JSON.stringify(result?.payload), label).toMatch(/redirected to http:\/\/localhost:\d+\/page\?redirected, which was not followed/);
+      } finally {
+        await runtime.dispose();
+      }
+    }
+  });
+
+  it("never contacts a host in permissions.json hosts.deny, and always one in hosts.allow", async () => {
+    const web = IntegrationsConfigSchema.parse({ web: { fetch: { allow_private_network: true } } }).web;
+    for (const [list, expected] of [["deny", "failed"], ["allow", "completed"]] as const) {
+      const runtime = createTestRuntime({ tools: createWebTools(web), models: scriptedAgent({ directive: readThenFetch(`${base}/page?list=${list}`), draft: "read and fetch" }) });
+      runtime.config.permissions.hosts[list].push(host());
+      try {
+        writeFileSync(join(runtime.workspace, ".env"), `${SECRET}\n`);
+        hits.length = 0;
+        const outcome = await runtime.loop.submit({ text: "read and look up" }).done;
+        expect(outcome.state, list).toBe(expected);
+        expect(hits.includes(`/page?list=${list}`), list).toBe(list === "allow");
+      } finally {
+        await runtime.dispose();
+      }
     }
   });
 });

@@ -8,7 +8,7 @@ export function registerPermissions(program: Command): void {
   const permissions = program.command("permissions").description("remembered approvals, and what a command would be asked");
   permissions
     .command("list")
-    .description("every remembered approval: command, directory, state")
+    .description("every remembered approval: command and directory, or host; state")
     .option("--json", "one JSON object per line")
     .action(async (options: { json?: boolean }) =>
       withDuckLM(globals(), (ducklm) => {
@@ -20,7 +20,8 @@ export function registerPermissions(program: Command): void {
           for (const approval of approvals) {
             const state = approval.revoked_at ? `revoked ${approval.revoked_at}` : approval.expires_at && approval.expires_at <= now ? `expired ${approval.expires_at}` : approval.expires_at ? `until ${approval.expires_at}` : "active";
             const scope = [approval.content_digest ? "while the files it runs are unchanged" : "", approval.network ? "with the network" : ""].filter(Boolean).join(", ");
-            console.log(`${approval.id}  ${state.padEnd(32)}  in ${oneLine(approval.cwd)}:  ${oneLine(approval.command)}${scope ? `  (${scope})` : ""}`);
+            const what = approval.command.startsWith("host:") ? `requests to ${oneLine(approval.command.slice(5))}, in every task` : `in ${oneLine(approval.cwd)}:  ${oneLine(approval.command)}`;
+            console.log(`${approval.id}  ${state.padEnd(32)}  ${what}${scope ? `  (${scope})` : ""}`);
           }
         }
         return 0;
