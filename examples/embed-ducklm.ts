@@ -26,8 +26,8 @@ const describe = (event: TypedEvent): string => {
   }
 };
 
-// cp is not a safe shape, so DuckLM asks before running it.
-const handle = ducklm.submit({ text: "run `cp notes.txt copy.txt && cat copy.txt`" });
+// Confined, cp would run unasked; `rm -f` is asked every time (permissions.json no_always), so DuckLM asks.
+const handle = ducklm.submit({ text: "run `cp notes.txt copy.txt && rm -f notes.txt && cat copy.txt`" });
 const unsubscribe = ducklm.subscribe(handle.taskId, (event) => console.log(`#${event.seq} ${describe(event)}`));
 let outcome = await handle.done;
 for (const request of outcome.pending_permissions) {

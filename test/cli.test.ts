@@ -14,16 +14,21 @@ const tsxLoader = import.meta.resolve("tsx");
 const root = resolve(import.meta.dirname, "..");
 const home = makeTempDir("ducklm-cli-home-");
 const workspace = makeTempDir("ducklm-cli-ws-");
+// The terminal's questions are what these tests are about: a command no rule covers is asked here,
+// as permissions.json "confined": "ask" says, instead of run by the sandbox's decision.
+const askingConfig = makeTempDir("ducklm-cli-config-");
+writeFileSync(join(askingConfig, "permissions.json"), JSON.stringify({ confined: "ask" }));
 afterAll(() => {
   rmSync(home, { recursive: true, force: true });
   rmSync(workspace, { recursive: true, force: true });
+  rmSync(askingConfig, { recursive: true, force: true });
 });
 
 function ducklm(args: string[], options: { cwd?: string; bin?: boolean; home?: string } = {}) {
   const entry = options.bin ? [join(root, "bin/ducklm.js")] : ["--import", tsxLoader, join(root, "src/cli/main.ts")];
   const result = spawnSync(process.execPath, [...entry, ...args], {
     cwd: options.cwd ?? workspace,
-    env: { ...process.env, DUCKLM_HOME: options.home ?? home, DUCKLM_CONFIG: join(root, "config") },
+    env: { ...process.env, DUCKLM_HOME: options.home ?? home, DUCKLM_CONFIG: askingConfig },
     encoding: "utf8",
     timeout: 60_000,
     stdio: ["ignore", "pipe", "pipe"],
@@ -440,7 +445,7 @@ describe("ducklm run at a terminal", () => {
       cwd: workspace,
       // A terminal that takes colour, whatever the environment running the tests says: CI has no TERM, and
       // sets CI, which makes Node report a two-colour terminal.
-      env: { ...process.env, DUCKLM_HOME: home, DUCKLM_CONFIG: join(root, "config"), TERM: "xterm-256color", NO_COLOR: undefined, CI: undefined, FORCE_COLOR: undefined, NODE_DISABLE_COLORS: undefined },
+      env: { ...process.env, DUCKLM_HOME: home, DUCKLM_CONFIG: askingConfig, TERM: "xterm-256color", NO_COLOR: undefined, CI: undefined, FORCE_COLOR: undefined, NODE_DISABLE_COLORS: undefined },
       input: "y\n",
       encoding: "utf8",
       timeout: 60_000,
@@ -455,7 +460,7 @@ describe("ducklm run at a terminal", () => {
     writeFileSync(join(workspace, "chat-notes.txt"), "ducks like bread\n");
     const result = spawnSync("script", ["-qec", `${process.execPath} ${join(root, "bin/ducklm.js")} chat`, "/dev/null"], {
       cwd: workspace,
-      env: { ...process.env, DUCKLM_HOME: home, DUCKLM_CONFIG: join(root, "config"), NO_COLOR: "1" },
+      env: { ...process.env, DUCKLM_HOME: home, DUCKLM_CONFIG: askingConfig, NO_COLOR: "1" },
       // Typed ahead: each line waits its turn. A mistyped command is not sent as a task; a typo at the
       // question is asked about again, and the "y" after it answers.
       input: "read file chat-notes.txt\n/bogus\nrun `cp chat-notes.txt chat-copy.txt`\nyse\ny\n/exit\n",
@@ -482,7 +487,7 @@ describe("ducklm run at a terminal", () => {
   function chatOnTerminal(args: string[] = []) {
     const child = spawn("script", ["-qec", `${process.execPath} ${join(root, "bin/ducklm.js")} chat ${args.join(" ")}`, "/dev/null"], {
       cwd: workspace,
-      env: { ...process.env, DUCKLM_HOME: home, DUCKLM_CONFIG: join(root, "config"), NO_COLOR: "1" },
+      env: { ...process.env, DUCKLM_HOME: home, DUCKLM_CONFIG: askingConfig, NO_COLOR: "1" },
       stdio: ["pipe", "pipe", "pipe"],
     });
     let output = "";
@@ -555,7 +560,7 @@ describe("ducklm run at a terminal", () => {
   it("leaves the task waiting, with exit 130, when Ctrl-C is pressed at the permission question", async () => {
     const child = spawn("script", ["-qec", `${process.execPath} ${join(root, "bin/ducklm.js")} run 'run \`cp kept.txt interrupted-copy.txt\`'`, "/dev/null"], {
       cwd: workspace,
-      env: { ...process.env, DUCKLM_HOME: home, DUCKLM_CONFIG: join(root, "config") },
+      env: { ...process.env, DUCKLM_HOME: home, DUCKLM_CONFIG: askingConfig },
       stdio: ["pipe", "pipe", "pipe"],
     });
     let output = "";
@@ -577,7 +582,7 @@ describe("ducklm run at a terminal", () => {
     writeFileSync(join(workspace, "kept.txt"), "x\n");
     const result = spawnSync("script", ["-qec", `${process.execPath} ${join(root, "bin/ducklm.js")} run 'run \`cp kept.txt refused-copy.txt\`'`, "/dev/null"], {
       cwd: workspace,
-      env: { ...process.env, DUCKLM_HOME: home, DUCKLM_CONFIG: join(root, "config") },
+      env: { ...process.env, DUCKLM_HOME: home, DUCKLM_CONFIG: askingConfig },
       input: "n\n",
       encoding: "utf8",
       timeout: 60_000,

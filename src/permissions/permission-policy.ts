@@ -150,9 +150,10 @@ function decideBySandbox(input: PermissionInput, base: { category: CommandCatego
     const why = input.confinement === "none" ? "no sandbox could be started here (no bubblewrap)" : "confinement is off (runtime.json sandbox.mode)";
     return { ...base, category: "no_always", decision: input.unknownDecision === "deny" ? "deny" : "ask", reason: `${why}, so a command without a safe shape is asked every time: ${base.reason}`, network: needsNetwork };
   }
+  const where = needsNetwork ? "confined to the workspace, its network through the proxy" : "confined to the workspace without the network";
   const decided =
     base.category === "unknown" && !input.approval && !input.preApproved.includes("unknown")
-      ? { ...base, decision: "allow" as const, reason: `it runs in the sandbox, confined to the workspace without the network; no rule asks about it (${base.reason})`, network: false }
+      ? { ...base, decision: "allow" as const, reason: `it runs in the sandbox, ${where}; no rule asks about it (${base.reason})`, network: false }
       : decideCategory(input, base);
   if (decided.decision !== "allow" || !needsNetwork) return { ...decided, network: needsNetwork };
   const remembered = decided.approval_id !== undefined;
