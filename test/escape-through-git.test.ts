@@ -3,7 +3,7 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, realpathSync, rmSync, s
 import { basename, dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { workspaceRepositoryPaths } from "../src/permissions/git-repository.js";
-import { bubblewrapShell } from "../src/tools/shell-sandbox.js";
+import { bubblewrapShell, SET_ASIDE_SUFFIX } from "../src/tools/shell-sandbox.js";
 import { createTestRuntime, makeTempDir, type TestRuntime } from "./helpers/test-runtime.js";
 import { runConfined } from "./helpers/test-tools.js";
 
@@ -57,14 +57,15 @@ describe("git obeys no repository a task made", () => {
     expect(existsSync(marker("PWNED-same-line"))).toBe(false);
   });
 
-  it("asks before git reads a repository an earlier step built, and git itself refuses one found by its look", async () => {
+  it("sets aside a repository an earlier step built, so git never obeys its config", async () => {
     const built = await attempt(bareRepository("sub2", "PWNED-later"));
     expect(built.state).toBe("completed");
-    expect(existsSync(join(workspace, "sub2", "HEAD"))).toBe(true);
-    expect((await attempt("cd sub2 && git log -p")).state).toBe("awaiting_permission");
-    // Even approved, git is told to use only repositories named outright.
+    // Set aside when the command ended: without its HEAD, git takes it for a plain folder (and
+    // finds the workspace's own repository above it), so nothing of its config runs.
+    expect(existsSync(join(workspace, "sub2", "HEAD"))).toBe(false);
+    expect(existsSync(join(workspace, "sub2", `HEAD${SET_ASIDE_SUFFIX}`))).toBe(true);
     const approved = await attempt("cd sub2 && git log -p", ["unknown"]);
-    expect(approved.output).toMatch(/safe\.bareRepository|not a git repository|cannot use bare repository/i);
+    expect(approved.output).not.toContain("PWNED");
     expect(existsSync(marker("PWNED-later"))).toBe(false);
   });
 

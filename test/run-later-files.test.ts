@@ -1,3 +1,4 @@
+import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -132,5 +133,28 @@ describe("which run-later entries a call writes", () => {
     expect(runLaterWrites(shell("git clone https://x/y ."), ["git clone https://x/y ."], workspace, entries)).toEqual([".git"]);
     expect(runLaterWrites(shell("git init sub"), ["git init sub"], workspace, entries)).toEqual([]);
     expect(runLaterWrites(shell("git clone https://x/y"), ["git clone https://x/y"], workspace, entries)).toEqual([]);
+  });
+});
+
+describe("a repository a command makes below the workspace's top", () => {
+  it("is set aside when the command ends, so the user's own git there runs nothing it planted", async () => {
+    const marker = join(makeTempDir("ducklm-nested-repo-marker-"), "ran");
+    const outcome = await ask(
+      `run \`git init -q tools && git -C tools config core.fsmonitor "touch ${marker}; false" && git init -q --bare mirror.git && printf '#!/bin/sh\\ntouch ${marker}\\n' > mirror.git/hooks/post-update && chmod +x mirror.git/hooks/post-update && echo made\``,
+      true,
+    ).done;
+    expect(outcome.state).toBe("completed");
+    const output = resultOf(outcome.task_id)?.output ?? "";
+    expect(output).toMatch(/set aside the git repository this command made, tools\/\.git, as tools\/\.git\.set-aside-by-ducklm/);
+    expect(output).toMatch(/mirror\.git\/HEAD/);
+    expect(existsSync(join(runtime.workspace, "tools", ".git"))).toBe(false);
+    expect(existsSync(join(runtime.workspace, "tools", ".git.set-aside-by-ducklm", "config"))).toBe(true);
+    // The user's own git, outside any sandbox, in the folders the task made.
+    spawnSync("git", ["status"], { cwd: join(runtime.workspace, "tools"), env: { ...process.env, GIT_CEILING_DIRECTORIES: runtime.workspace } });
+    spawnSync("git", ["update-server-info"], { cwd: join(runtime.workspace, "mirror.git"), env: { ...process.env, GIT_CEILING_DIRECTORIES: runtime.workspace } });
+    expect(existsSync(marker)).toBe(false);
+    // A repository that was there before the command is left where it is.
+    const again = await ask("run `ls tools`", true).done;
+    expect(resultOf(again.task_id)?.output ?? "").not.toMatch(/set aside/);
   });
 });

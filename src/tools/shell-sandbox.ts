@@ -1,6 +1,6 @@
 import { spawnSync, type ChildProcess } from "node:child_process";
 import { createHash } from "node:crypto";
-import { accessSync, chmodSync, closeSync, constants as fsConstants, existsSync, lstatSync, mkdtempSync, openSync, readdirSync, readlinkSync, realpathSync, rmSync, statSync, writeFileSync, type Stats } from "node:fs";
+import { accessSync, chmodSync, closeSync, constants as fsConstants, existsSync, lstatSync, mkdtempSync, openSync, readdirSync, readlinkSync, realpathSync, renameSync, rmSync, statSync, writeFileSync, type Stats } from "node:fs";
 import { homedir, tmpdir } from "node:os";
 import { dirname, join, relative } from "node:path";
 import type { Duplex, Writable } from "node:stream";
@@ -32,6 +32,11 @@ export interface SandboxLaunch {
    * what the launch held (stand-ins) when it exits.
    */
   attach?(child: ChildProcess): void;
+  /**
+   * Called once the command has ended: what the sandbox did after it that the command's output must
+   * say (a git repository it made, set aside).
+   */
+  afterExit?(): string[];
 }
 
 export interface ShellLaunchOptions {
@@ -200,6 +205,41 @@ function creatableInside(path: string, folder: string): boolean {
     existing = parent;
   }
   return realInside(existing, folder) && (existing === path || statSync(existing).isDirectory());
+}
+
+/** What a repository a command made is renamed to: git no longer finds it, and nothing of it is lost. */
+export const SET_ASIDE_SUFFIX = ".set-aside-by-ducklm";
+
+/**
+ * Renames every git repository that appeared in the workspace while a command ran (a `.git` folder
+ * or file, a bare repository): the sandbox cannot stop a command from making one below the top,
+ * and the user's own git there (a prompt, an editor) would run what its config or hooks say,
+ * outside any sandbox. Returns what to tell the task. Only real folders of the workspace are walked
+ * and renamed; a search that cannot be complete renames nothing and says so.
+ */
+function setAsideRepositoriesMade(workspace: string, before: ReadonlySet<string>, git: GitRunner | null, logger: Logger | undefined): string[] {
+  let after: { gitEntries: string[]; bareRepositories: string[] };
+  try {
+    after = repositoriesIn(workspace, git);
+  } catch (error) {
+    return [`[DuckLM could not look for git repositories the command made: ${(error as Error).message}]`];
+  }
+  const isNew = (path: string) => !before.has(path) && path !== join(workspace, ".git") && realInside(dirname(path), workspace);
+  // A `.git` is set aside whole; a bare repository loses its HEAD, without which git takes it for a folder.
+  const made = [...after.gitEntries.filter(isNew), ...after.bareRepositories.filter(isNew).map((bare) => join(bare, "HEAD"))];
+  const notes: string[] = [];
+  for (const path of made) {
+    const taken = lstatSync(`${path}${SET_ASIDE_SUFFIX}`, { throwIfNoEntry: false }) !== undefined;
+    const aside = `${path}${SET_ASIDE_SUFFIX}${taken ? `-${Date.now()}` : ""}`;
+    try {
+      renameSync(path, aside);
+      logger?.warn({ repository: path, set_aside_as: aside }, "a command made a git repository in the workspace; it was set aside");
+      notes.push(`[DuckLM set aside the git repository this command made, ${relative(workspace, path)}, as ${relative(workspace, aside)}: git run by you there later would obey its config and hooks outside the sandbox. Check them, then rename it back.]`);
+    } catch (error) {
+      notes.push(`[DuckLM could not set aside the git repository this command made at ${relative(workspace, path)}: ${(error as Error).message}]`);
+    }
+  }
+  return notes;
 }
 
 /**
@@ -887,9 +927,11 @@ export function bubblewrapShell(options: BubblewrapOptions): ShellSandbox {
       } else {
         args.push(...withInheritedClosed(limited([SHELL, "-c", command], launch.timeLimitMs), []));
       }
+      const repositoriesBefore = new Set([...searched.gitEntries, ...searched.bareRepositories]);
       return {
         file: binary,
         args,
+        afterExit: () => setAsideRepositoriesMade(launch.workspace, repositoriesBefore, git(), options.logger),
         env,
         // fd 4 is a pipe nobody uses when there is no channel: the bound descriptors start at 5 either way.
         extraStdio: ["pipe", supervised ? "pipe" : "ignore", ...boundFds] as Array<"pipe" | "ignore" | number>,

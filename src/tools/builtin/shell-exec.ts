@@ -83,6 +83,7 @@ export const shellExecTool = defineTool({
         const errText = stderr.text();
         if (errText) output += (output && !output.endsWith("\n") ? "\n" : "") + errText;
         if (truncated) output += `\n[shell_exec: output cut, ${stdout.truncatedBytes + stderr.truncatedBytes} bytes not kept]`;
+        for (const note of launch.afterExit?.() ?? []) output += `${output && !output.endsWith("\n") ? "\n" : ""}${note}\n`;
         const data = { command: input.command, stdout: stdout.text(), stderr: errText, exit_code: code, signal };
         if (stoppedBy !== null) {
           resolvePromise({ ok: false, output, exit_code: code, truncated, data, error: { code: stoppedCode, message: `command stopped: ${stoppedBy}` } });
