@@ -125,6 +125,23 @@ describe("what a running command could redirect", () => {
 });
 
 describe("a command started beside one that could redirect its mounts", () => {
+  it("does not start in a workspace inside a running command's, and makes nothing there first", async () => {
+    const outer = makeTempDir("ducklm-running-outer-");
+    const inner = join(outer, "inner");
+    mkdirSync(inner);
+    const sandbox = bubblewrapShell({ hiddenPaths: [] });
+    const runningOne = await startConfined(sandbox, "echo ready; sleep 60", outer);
+    try {
+      // The running command could swap `inner` for a link while stand-ins (.git, .envrc…) are made in it.
+      await expect(sandbox.launch("true", { workspace: inner, network: false, timeLimitMs: 10_000 })).rejects.toThrow(/a command running now could move .*inner/);
+      expect(readdirSync(inner)).toEqual([]);
+    } finally {
+      runningOne.kill("SIGKILL");
+      await new Promise((resolve) => runningOne.once("close", resolve));
+      await sandbox.dispose();
+    }
+  }, 60_000);
+
   it("leaves out the mounts on a repository made after the running command started, and keeps those made before", async () => {
     const workspace = makeTempDir("ducklm-running-ws-");
     mkdirSync(join(workspace, "old", ".git", "hooks"), { recursive: true });

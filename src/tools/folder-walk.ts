@@ -18,7 +18,8 @@ export function throughFolder(folderFd: number, name: string): string {
 export function openFolderWithin(root: string, relative: string, make: boolean): number | null {
   let folderFd: number;
   try {
-    folderFd = openSync(root, fsConstants.O_RDONLY | fsConstants.O_DIRECTORY);
+    // The root itself is not followed either: a workspace swapped for a link leads nowhere.
+    folderFd = openSync(root, FOLDER_FLAGS);
   } catch {
     return null;
   }

@@ -715,6 +715,10 @@ export function bubblewrapShell(options: BubblewrapOptions): ShellSandbox {
       }
       // Checked before anything is made: without it, other DuckLM processes would not see this command.
       const registry = runningSandboxes.folder();
+      // A workspace inside another command's (a task in a folder of another's workspace) could be
+      // swapped for a link by that command while the stand-ins are made: DuckLM would make them where it leads.
+      const movable = runningSandboxes.exclusive(() => runningSandboxes.redirectable([launch.workspace, ...(launch.extraWritable ?? [])]));
+      if (movable.size > 0) throw new DuckError(ErrorCode.ToolFailed, `a command running now could move ${[...movable].join(", ")} (it lies in that command's writable folder); run this one again once it has ended`);
       // Worked out at every launch: a path that appears or moves after start is hidden all the same.
       // The registry of running commands too: a command that changed it could hide its own from another process's check.
       const hidden = [...new Set([...options.hiddenPaths, ...temporary, registry].map((path) => realOrNull(path)).filter((path): path is string => path !== null))];
