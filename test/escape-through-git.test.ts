@@ -77,6 +77,27 @@ describe("git obeys no repository a task made", () => {
 });
 
 describe("what a confined command leaves for the user's own git", () => {
+  it("cannot write the hooks folder or an included config that a nested repository's config names", async () => {
+    const nested = makeTempDir("ducklm-nested-pointers-");
+    const sub = join(nested, "sub");
+    mkdirSync(join(sub, ".husky"), { recursive: true });
+    git(sub, "init", "-q");
+    git(sub, "config", "core.hooksPath", ".husky");
+    writeFileSync(join(sub, ".husky", "pre-commit"), "#!/bin/sh\nexit 0\n");
+    writeFileSync(join(nested, "shared.inc"), "[user]\n\tname = t\n");
+    git(sub, "config", "include.path", "../../shared.inc");
+    const sandbox = bubblewrapShell({ hiddenPaths: [] });
+    try {
+      const output = await runConfined(sandbox, "echo 'touch /tmp/pwned' >> sub/.husky/pre-commit; echo '[core]' >> shared.inc; touch sub/.husky/post-commit; echo done", nested);
+      expect(output).toMatch(/Read-only file system/);
+      expect(readFileSync(join(sub, ".husky", "pre-commit"), "utf8")).toBe("#!/bin/sh\nexit 0\n");
+      expect(readFileSync(join(nested, "shared.inc"), "utf8")).toBe("[user]\n\tname = t\n");
+      expect(existsSync(join(sub, ".husky", "post-commit"))).toBe(false);
+    } finally {
+      await sandbox.dispose();
+    }
+  });
+
   it("cannot write the .git of a repository nested in dependencies, however the path is spelt", async () => {
     const nested = join(workspace, "node_modules", "pkg");
     mkdirSync(nested, { recursive: true });

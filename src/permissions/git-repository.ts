@@ -188,30 +188,36 @@ export function workspaceRepositoryPaths(givenWorkspace: string): string[] {
  * `workspaceRepositoryPaths`, each with whether it is a folder (a hooks folder, a git directory) or
  * a file (an included config): one that is missing is protected by a stand-in of its kind.
  */
-export function workspaceRepositoryEntries(givenWorkspace: string): Array<{ path: string; folder: boolean }> {
+export function workspaceRepositoryEntries(givenWorkspace: string, nestedRoots: readonly string[] = []): Array<{ path: string; folder: boolean }> {
   let workspace = givenWorkspace;
   try {
     workspace = realpathSync(givenWorkspace);
   } catch {
     // A workspace that cannot be resolved is refused by the tools themselves.
   }
-  const dotGit = join(workspace, ".git");
-  const gitDir = gitDirectoryOf(dotGit);
-  if (!gitDir) return [];
-  const folders = [...pointedRepositories(dotGit, workspace)];
+  const folders: string[] = [];
   const files: string[] = [];
-  const common = readTextOrEmpty(join(gitDir, "commondir")).trim();
-  const configs = [join(gitDir, "config"), ...(common ? [join(isAbsolute(common) ? common : resolve(gitDir, common), "config")] : []), ...userGitConfigs()];
-  const seen = new Set<string>();
-  const included: string[] = [];
-  for (const config of configs) {
-    for (const value of hooksPathsIn(config, 0, seen, included)) {
-      const folder = resolve(workspace, value.replace(/^~(?=\/)/, homedir()));
-      if (inside(workspace, folder)) folders.push(folder);
+  // The workspace's own repository and every one nested in it: the user's git in any of them obeys what its config names.
+  const roots = [...new Set([workspace, ...nestedRoots.map((root) => (root.startsWith(`${givenWorkspace}/`) ? join(workspace, root.slice(givenWorkspace.length)) : root))])];
+  for (const root of roots) {
+    const dotGit = join(root, ".git");
+    const gitDir = gitDirectoryOf(dotGit);
+    if (!gitDir) continue;
+    folders.push(...pointedRepositories(dotGit, workspace));
+    const common = readTextOrEmpty(join(gitDir, "commondir")).trim();
+    const configs = [join(gitDir, "config"), ...(common ? [join(isAbsolute(common) ? common : resolve(gitDir, common), "config")] : []), ...userGitConfigs()];
+    const seen = new Set<string>();
+    const included: string[] = [];
+    for (const config of configs) {
+      for (const value of hooksPathsIn(config, 0, seen, included)) {
+        // A relative hooks path is taken from the top of the repository's working tree, where its hooks run.
+        const folder = resolve(root, value.replace(/^~(?=\/)/, homedir()));
+        if (inside(workspace, folder)) folders.push(folder);
+      }
     }
+    // A config file the repository includes from inside the workspace is obeyed as its own config is.
+    for (const file of included) if (inside(workspace, file)) files.push(file);
   }
-  // A config file the repository includes from inside the workspace is obeyed as its own config is.
-  for (const file of included) if (inside(workspace, file)) files.push(file);
   // Named both ways when the workspace was given through a link: the sandbox binds the path as given.
   const asGiven = (paths: string[]) => (workspace === givenWorkspace ? [] : paths.map((path) => join(givenWorkspace, path.slice(workspace.length))));
   const entries = new Map<string, boolean>();

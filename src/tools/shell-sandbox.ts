@@ -2,7 +2,7 @@ import { spawnSync, type ChildProcess } from "node:child_process";
 import { createHash } from "node:crypto";
 import { accessSync, chmodSync, closeSync, constants as fsConstants, existsSync, lstatSync, mkdtempSync, openSync, readdirSync, readlinkSync, realpathSync, renameSync, rmSync, statSync, writeFileSync, type Stats } from "node:fs";
 import { homedir, tmpdir } from "node:os";
-import { dirname, join, relative } from "node:path";
+import { basename, dirname, join, relative } from "node:path";
 import type { Duplex, Writable } from "node:stream";
 import type { Logger } from "pino";
 import { DuckError, ErrorCode } from "../errors/duck-error.js";
@@ -758,7 +758,7 @@ export function bubblewrapShell(options: BubblewrapOptions): ShellSandbox {
       const found = [...known].filter((dotGit) => lstatSync(dotGit, { throwIfNoEntry: false }));
       // A bare repository's config and hooks are guarded as a `.git`'s are: a missing hooks folder gets a stand-in.
       const bareEntries = searched.bareRepositories.flatMap((bare) => [{ path: join(bare, "config"), folder: false }, { path: join(bare, "hooks"), folder: true }]);
-      const repositoryEntries = [...workspaceRepositoryEntries(launch.workspace), ...bareEntries];
+      const repositoryEntries = [...workspaceRepositoryEntries(launch.workspace, found.filter((dotGit) => basename(dotGit) === ".git").map(dirname)), ...bareEntries];
       // Only what is itself, in the workspace, is bound: a `gitdir:` or a folder that leads out through a
       // link would bind what it leads to (the host's /etc, writable as root) over the sandbox's own.
       const repositories = [...new Set([...found, ...found.flatMap((dotGit) => pointedRepositories(dotGit, launch.workspace)), ...repositoryEntries.map((entry) => entry.path).filter((path) => existsSync(path))])].filter((path) => realInside(path, launch.workspace));
