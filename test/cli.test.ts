@@ -602,7 +602,7 @@ describe("ducklm doctor", () => {
   it("checks the machine and reports each part", () => {
     const result = ducklm(["doctor"]);
     expect(result.code).toBe(0);
-    for (const part of ["node", "config", "database", "shell parser", "shell confinement", "command environment", "models", "plugins"]) expect(result.stdout).toContain(part);
+    for (const part of ["node", "config", "database", "shell parser", "shell confinement", "command environment", "undo (workspace checkpoints)", "models", "plugins"]) expect(result.stdout).toContain(part);
     expect(result.stdout).toMatch(/ok\s+database\s+integrity ok/);
   });
 

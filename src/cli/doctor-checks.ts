@@ -1,3 +1,4 @@
+import { WorkspaceCheckpoints } from "../undo/workspace-checkpoints.js";
 import { accessSync, closeSync, constants, openSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { connectIntegrations } from "../integrations/connect-integrations.js";
@@ -87,6 +88,13 @@ export async function doctorCommand(globals: GlobalOptions): Promise<number> {
   await check("shell confinement", () => {
     const { sandbox, warning } = chooseShellSandbox(config.runtime.sandbox.mode, sandboxOptionsFor(config, home));
     return warning ? ["warn", warning] : ["ok", sandbox.note];
+  });
+  await check("undo (workspace checkpoints)", () => {
+    const undo = config.runtime.undo;
+    if (!undo.enabled) return ["warn", "off (runtime.json undo.enabled): steps cannot be undone"];
+    const why = new WorkspaceCheckpoints(home, { maxFileBytes: undo.max_file_bytes }).unavailable();
+    if (why) return ["warn", `steps cannot be undone: ${why}`];
+    return ["ok", `a snapshot before each step that changes the workspace, in ${join(home, "checkpoints")}; files over ${undo.max_file_bytes} bytes left out; kept ${undo.keep_days} days`];
   });
   await check("command environment", () => {
     const { environment } = sandboxOptionsFor(config, home);
