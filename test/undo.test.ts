@@ -213,3 +213,15 @@ describe.skipIf(!gitInstalled)("undo over HTTP and from the terminal", () => {
     expect(missing.stderr).toMatch(/DUCK_ERR_INVALID_INPUT: .*no step nope/);
   });
 });
+
+describe.skipIf(!gitInstalled)("the first snapshot of a workspace", () => {
+  it("is read ahead when a task starts, so the step that changes the workspace only looks at what changed", async () => {
+    const runtime = setup();
+    const checkpoints = runtime.context.checkpoints!;
+    expect(checkpoints.hasSnapshots(runtime.workspace)).toBe(false);
+    // A task that changes nothing still has the workspace read, while its model would be deciding.
+    await runtime.loop.submit({ text: "Tell me a joke" }).done;
+    await checkpoints.settled();
+    expect(checkpoints.hasSnapshots(runtime.workspace)).toBe(true);
+  });
+});

@@ -484,6 +484,8 @@ export function createRuntime(options: CreateRuntimeOptions = {}): Runtime {
       clearInterval(leaseTimer);
       otherWriters?.close();
       await loop.close();
+      // A snapshot still being taken (one read ahead, a pruning) ends before its home may be removed.
+      await checkpoints?.settled();
       for (const release of options.onClose ?? []) await release().catch((error: unknown) => logger.warn({ err: error }, "could not release an integration"));
       memory.close();
       await sandbox.dispose();

@@ -477,6 +477,7 @@ export class RuntimeLoop {
         return;
       }
       projection = store.append(taskId, "task-started", { ...this.confinementMark(), ...(this.context.config.permissions.confined === "run" ? { confined_commands: "run" as const } : {}), ...loopLimits(this.context), ...recordedSettings(this.context) });
+      this.firstSnapshotAhead(projection.workspace);
     }
     // The agent loop: decide, run the steps, let the model see what they did, decide again.
     for (;;) {
@@ -505,6 +506,16 @@ export class RuntimeLoop {
   }
 
   /** Recorded with the task when its commands are not confined, so every decision (and its replay) knows. */
+  /**
+   * A workspace never snapshotted is hashed whole at its first change, which takes seconds in a large
+   * one: begun while the model makes its first decision, the step that changes it finds it done.
+   */
+  private firstSnapshotAhead(workspace: string): void {
+    const checkpoints = this.context.checkpoints;
+    if (!checkpoints || checkpoints.unavailable() || checkpoints.hasSnapshots(workspace)) return;
+    checkpoints.prepare(workspace).catch((error: unknown) => this.context.logger.warn({ err: error, workspace }, "the workspace could not be read ahead for undo"));
+  }
+
   private confinementMark(): { confinement?: "none" | "off" } {
     const confinement = this.context.sandbox.confinement;
     return confinement === "confined" ? {} : { confinement };

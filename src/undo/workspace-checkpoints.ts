@@ -55,6 +55,8 @@ export class WorkspaceCheckpoints {
   private readonly git: string | null;
   /** One git operation at a time per repository in this process (git's index lock refuses a second). */
   private readonly turns = new Map<string, Promise<unknown>>();
+  /** The pruning under way, if any (it runs in the background at start-up). */
+  private pruning: Promise<unknown> | null = null;
 
   constructor(home: string, private readonly settings: CheckpointSettings) {
     this.root = join(home, "checkpoints");
@@ -75,6 +77,27 @@ export class WorkspaceCheckpoints {
       const taken = await this.commitWorkspace(repo, workspace, label);
       await this.setRefs(repo, taken.commit, refOf(taskId, seq));
       return taken;
+    });
+  }
+
+  /** Resolves once no snapshot, restore or read-ahead of this process is under way. */
+  async settled(): Promise<void> {
+    while (this.turns.size > 0 || this.pruning) await Promise.allSettled([...this.turns.values(), this.pruning]);
+  }
+
+  /** Whether the workspace has been snapshotted before (its first snapshot reads every file). */
+  hasSnapshots(workspace: string): boolean {
+    return existsSync(join(this.repositoryOf(workspace), "HEAD"));
+  }
+
+  /**
+   * Reads the workspace into the repository's index ahead of its first snapshot, so that the snapshot
+   * before a step only looks at what changed since.
+   */
+  prepare(workspace: string): Promise<void> {
+    return this.inTurn(workspace, async (repo) => {
+      const taken = await this.commitWorkspace(repo, workspace, "read ahead");
+      await this.run(repo, null, ["update-ref", "refs/ducklm/last", taken.commit]);
     });
   }
 
@@ -135,7 +158,16 @@ export class WorkspaceCheckpoints {
   }
 
   /** Drops checkpoints older than `keepDays`, then the objects only they held. */
-  async prune(keepDays: number): Promise<number> {
+  prune(keepDays: number): Promise<number> {
+    const work = this.pruneNow(keepDays);
+    this.pruning = work.catch(() => undefined).finally(() => {
+      if (this.pruning === tracked) this.pruning = null;
+    });
+    const tracked = this.pruning;
+    return work;
+  }
+
+  private async pruneNow(keepDays: number): Promise<number> {
     if (!this.git || !existsSync(this.root)) return 0;
     const cutoff = Date.now() - keepDays * 86_400_000;
     let dropped = 0;
