@@ -102,6 +102,7 @@ async function permitAndRun(context: ExecutorContext, projection: TaskProjection
         network: permit.network,
         mayGoTo: (url) => redirectRefusal(context, taskId, url),
         writableRunLater: permit.writableRunLater,
+        ...(permit.writableOutside.length > 0 ? { extraWritable: permit.writableOutside } : {}),
         // A hooks folder the repository names inside the workspace is as out of reach as .git. Read
         // from disk when a tool first asks (most never touch the file system), then kept for this run.
         get protectedPaths() {

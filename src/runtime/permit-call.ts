@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
-import { resolve as resolvePath } from "node:path";
+import { realpathSync, statSync } from "node:fs";
+import { isAbsolute, resolve as resolvePath } from "node:path";
 import type { CommandCategory, ToolCall, ToolResult } from "../contracts/index.js";
 import { ErrorCode } from "../errors/duck-error.js";
 import type { CommandClassification } from "../permissions/command-classifier.js";
@@ -7,6 +8,7 @@ import { egressVerdict, hostApproved } from "../permissions/egress-policy.js";
 import { runLaterWrites } from "../permissions/run-later-writes.js";
 import { physicalPath } from "../permissions/path-judge.js";
 import { approvalSubjectOf, CODE_APPLY_TOOL, decidePermission } from "../permissions/permission-policy.js";
+import { workspaceRefusal } from "./workspace-refusal.js";
 import type { StepProjection, TaskProjection } from "../state/task-projection.js";
 import { HARD_LIMIT_MARGIN_MS } from "../tools/shell-sandbox.js";
 import { inTurn, type ExecutorContext } from "./executor-context.js";
@@ -25,6 +27,8 @@ export type Permit =
       command: string | null;
       /** Run-later entries of the workspace (`.git`, `.envrc`…) the call was allowed to write. */
       writableRunLater: string[];
+      /** Folders outside the workspace the command asked to write (`write_outside`), and was allowed to. */
+      writableOutside: string[];
     }
   /** Refused, recorded as the step's result. */
   | { kind: "refused" }
@@ -142,12 +146,19 @@ export async function permitCall(
         : null;
   const needsNetwork = classification?.network ?? false;
   const writableRunLater = runLaterWrites(call, classification?.commands ?? [], projection.workspace, context.config.runtime.sandbox.run_later_files);
+  const outside = writesOutside(context, call, projection.workspace);
+  if ("refusal" in outside) {
+    await inTurn(context, taskId, { type: "tool-result", step_id: stepId }, signal);
+    store.append(taskId, "tool-result", { step_id: stepId, attempt: step.attempt, result: deniedResult(call.tool, ErrorCode.PermissionDenied, `refused: ${outside.refusal}`) });
+    return { kind: "refused" };
+  }
+  const writableOutside = outside.paths;
   if (step.permission_granted) {
     // Allowed as the files it runs were then: changed since (by a step running beside it), it is asked again.
     if (step.granted_digest && step.granted_digest !== classification?.content_digest) {
       return ask(context, taskId, stepId, shownCall, "unknown", `the files it runs (${classification?.ran_files?.join(", ") ?? "its scripts"}) changed after it was allowed; run it as they are now?`, classification?.commands ?? [], needsNetwork, signal, classification);
     }
-    return { kind: "run", network: needsNetwork, classification, command, writableRunLater };
+    return { kind: "run", network: needsNetwork, classification, command, writableRunLater, writableOutside };
   }
   // Started before a crash and no result was recorded: it may or may not have happened. A command
   // that does no more when run twice (`ls`, `sleep 5 && echo done`) simply runs again.
@@ -195,7 +206,41 @@ export async function permitCall(
     store.append(taskId, "tool-result", { step_id: stepId, attempt: step.attempt, result: deniedResult(call.tool, code, `refused: ${decision.reason}`) });
     return { kind: "refused" };
   }
+  if (writableOutside.length > 0) {
+    // An escalation of its own, asked every time: what the sandbox would refuse, named by the command.
+    const reason = `it asks to write outside the workspace, in ${writableOutside.join(", ")}`;
+    return ask(context, taskId, stepId, shownCall, "no_always", decision.decision === "ask" ? `${decision.reason}; ${reason}` : reason, decision.commands, decision.network, signal, classification);
+  }
   if (decision.decision === "ask") return ask(context, taskId, stepId, shownCall, decision.category, decision.reason, decision.commands, decision.network, signal, classification);
-  return { kind: "run", network: decision.network, classification, command, writableRunLater };
+  return { kind: "run", network: decision.network, classification, command, writableRunLater, writableOutside };
+}
+
+/**
+ * The folders outside the workspace a command names in `write_outside`, resolved; a refusal for one
+ * that is not an existing folder, holds the workspace, or is one no command may write (the root, a
+ * system folder, DuckLM's own). Folders inside the workspace need nothing and are left out.
+ */
+function writesOutside(context: ExecutorContext, call: ToolCall, workspace: string): { paths: string[] } | { refusal: string } {
+  const asked = call.tool === "shell_exec" ? call.arguments.write_outside : undefined;
+  if (asked === undefined) return { paths: [] };
+  if (!Array.isArray(asked)) return { refusal: "write_outside is a list of absolute folder paths" };
+  const paths: string[] = [];
+  for (const given of asked) {
+    if (typeof given !== "string" || !isAbsolute(given)) return { refusal: `write_outside takes absolute folder paths, not ${JSON.stringify(given)}` };
+    let real: string;
+    try {
+      real = realpathSync(given);
+    } catch {
+      return { refusal: `${given} does not exist: name a folder that does` };
+    }
+    if (!statSync(real).isDirectory()) return { refusal: `${given} is not a folder` };
+    const realWorkspace = realpathSync(workspace);
+    if (real === realWorkspace || real.startsWith(`${realWorkspace}/`)) continue;
+    if (realWorkspace.startsWith(`${real}/`) || real === "/") return { refusal: `${given} holds the workspace: a command given it could move the workspace away` };
+    const refused = workspaceRefusal(real, context.protectedPaths, context.readOnlyPaths);
+    if (refused) return { refusal: `${given} may not be written by a command: ${refused}` };
+    paths.push(real);
+  }
+  return { paths: [...new Set(paths)] };
 }
 

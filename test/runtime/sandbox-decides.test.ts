@@ -1,6 +1,8 @@
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { existsSync, mkdirSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import type { ExecutionDirective } from "../../src/contracts/index.js";
+import { scriptedAgent } from "../helpers/scripted-agent.js";
 import { afterEach, describe, expect, it } from "vitest";
 import { unconfinedShell } from "../../src/tools/shell-sandbox.js";
 import { makeTempDir, useTestRuntimes } from "../helpers/test-runtime.js";
@@ -62,5 +64,36 @@ describe("unconfined, with the sandbox deciding elsewhere", () => {
     const outcome = await runtime.loop.submit({ text: "run `touch made-by-a-script && sh -c true`" }).done;
     expect(outcome.state).toBe("awaiting_permission");
     expect(outcome.pending_permissions[0]?.reason).toMatch(/confinement is off/);
+  });
+});
+
+describe.skipIf(!bubblewrap)("writing outside the workspace, named by the command (write_outside)", () => {
+  const directiveFor = (command: string, writeOutside: string[]): ExecutionDirective => ({ kind: "tool", tool: "shell_exec", arguments: { command, write_outside: writeOutside }, reason: "" });
+
+  it("is asked every time, and once allowed the command may write there, and only there", async () => {
+    const outside = makeTempDir("ducklm-write-outside-");
+    const elsewhere = makeTempDir("ducklm-write-elsewhere-");
+    const runtime = setup({ confinedCommands: "run", models: scriptedAgent({ directive: directiveFor(`echo built > ${outside}/out.txt; echo planted > ${elsewhere}/x.txt 2>/dev/null; true`, [outside]) }) });
+    const asked = await runtime.loop.submit({ text: "build into the other folder", auto_approve: ["unknown"] }).done;
+    expect(asked.state).toBe("awaiting_permission");
+    expect(asked.pending_permissions[0]).toMatchObject({ category: "no_always" });
+    expect(asked.pending_permissions[0]!.reason).toContain(`write outside the workspace, in ${realpathSync(outside)}`);
+    expect(existsSync(join(outside, "out.txt"))).toBe(false);
+    const done = await runtime.loop.resolvePermission(asked.task_id, asked.pending_permissions[0]!.request_id, "allow").done;
+    expect(done.state).toBe("completed");
+    expect(readFileSync(join(outside, "out.txt"), "utf8")).toBe("built\n");
+    expect(existsSync(join(elsewhere, "x.txt"))).toBe(false);
+  });
+
+  it("is refused for the root, a folder holding the workspace, DuckLM's own home and a system folder", async () => {
+    for (const target of ["/", "..", "HOME", "/etc"]) {
+      const runtime = setup({ confinedCommands: "run", models: scriptedAgent({ directive: { kind: "respond", answer: "" } }) });
+      const path = target === ".." ? dirname(runtime.workspace) : target === "HOME" ? runtime.home : target;
+      runtime.context.models = scriptedAgent({ directive: directiveFor("true", [path]) });
+      const outcome = await runtime.loop.submit({ text: "write there" }).done;
+      const result = runtime.store.listEvents(outcome.task_id).find((event) => event.type === "tool-result")?.payload as { result: { error?: { code: string; message: string } } } | undefined;
+      expect(result?.result.error?.code, target).toBe("DUCK_ERR_PERMISSION_DENIED");
+      expect(result?.result.error?.message, target).toMatch(/refused: /);
+    }
   });
 });

@@ -6,6 +6,7 @@ import { defineTool } from "../tool-definition.js";
 
 export const ShellExecInputSchema = z.object({
   command: z.string().min(1).max(100_000).describe("A POSIX shell command, run in the workspace"),
+  write_outside: z.array(z.string().min(1).max(4096)).max(8).optional().describe("Absolute folders outside the workspace the command must write (asked)"),
 });
 
 /** Collects a stream's bytes up to a cap and remembers whether anything was cut. */
