@@ -54,6 +54,16 @@ export async function reportedModelCall<T>({
   let gathered = "";
   let timer: ReturnType<typeof setTimeout> | null = null;
   let reportedAny = false;
+  // A write refused in the timer (a task another process took over and ended meanwhile) has no caller
+  // to throw to there: it is kept, and thrown where the call goes on.
+  let refused: unknown = null;
+  const reportLater = () => {
+    try {
+      report();
+    } catch (error) {
+      refused ??= error;
+    }
+  };
   const report = () => {
     if (timer) clearTimeout(timer);
     timer = null;
@@ -64,15 +74,17 @@ export async function reportedModelCall<T>({
     sink.delta(role, purpose, text);
   };
   const onDelta = (text: string) => {
+    if (refused !== null) throw refused;
     if (gatherMs === 0) {
       sink.delta(role, purpose, text);
       return;
     }
     gathered += text;
-    timer ??= setTimeout(report, gatherMs);
+    timer ??= setTimeout(reportLater, gatherMs);
   };
   try {
     const result = await call(onDelta, onUsage);
+    if (refused !== null) throw refused;
     // Text already streamed ends with the rest of it; text that never was is in the completion alone.
     if (reportedAny) report();
     else if (timer) clearTimeout(timer);
@@ -80,6 +92,7 @@ export async function reportedModelCall<T>({
     return result;
   } catch (error) {
     // What the model wrote before it failed or was stopped is kept: it shows what went wrong.
+    if (refused !== null) throw refused;
     report();
     if (!isStop(error)) sink.failed(role, purpose, describeError(error));
     throw error;
