@@ -4,6 +4,9 @@ import { DuckError, ErrorCode } from "../errors/duck-error.js";
 import { dialectOf, type SqlDatabase, type SqlStatement, type SqlTransaction } from "../storage/sql-database.js";
 import { isProcessAlive } from "../utils/process-alive.js";
 
+/** PostgreSQL's code for a transaction it ended to break a deadlock. */
+const POSTGRES_DEADLOCK = "40P01";
+
 /** Who holds a task: a process (CLI run, server, worker) identified by a random owner id, its PID and its host. */
 export interface LeaseHolder {
   task_id: string;
@@ -349,9 +352,17 @@ export class TaskLeases {
     return rows.filter((row) => row.owner === null || (row.owner !== this.owner && !this.isLive({ ...row, owner: row.owner }))).map((row) => row.id);
   }
 
-  /** Drops the lease rows of tasks that are finished or no longer exist (after pruning). */
+  /**
+   * Drops the lease rows of tasks that are finished or no longer exist (after pruning). Housekeeping:
+   * where PostgreSQL ends it to break a deadlock with workers renewing their leases, it is left to
+   * the next start.
+   */
   forgetMissingTasks(): void {
-    this.forgetPruned.run();
+    try {
+      this.forgetPruned.run();
+    } catch (error) {
+      if ((error as { code?: unknown }).code !== POSTGRES_DEADLOCK) throw error;
+    }
   }
 
   /** Gives up every lease this process holds; it owns nothing any more. */
