@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { realpathSync, statSync } from "node:fs";
+import { homedir } from "node:os";
 import { isAbsolute, resolve as resolvePath } from "node:path";
 import type { CommandCategory, ToolCall, ToolResult } from "../contracts/index.js";
 import { ErrorCode } from "../errors/duck-error.js";
@@ -217,7 +218,7 @@ export async function permitCall(
 
 /**
  * The folders outside the workspace a command names in `write_outside`, resolved; a refusal for one
- * that is not an existing folder, holds the workspace, or is one no command may write (the root, a
+ * that is not an existing folder, holds the workspace or the home, or is one no command may write (the root, a
  * system folder, DuckLM's own). Folders inside the workspace need nothing and are left out.
  */
 function writesOutside(context: ExecutorContext, call: ToolCall, workspace: string): { paths: string[] } | { refusal: string } {
@@ -237,6 +238,9 @@ function writesOutside(context: ExecutorContext, call: ToolCall, workspace: stri
     const realWorkspace = realpathSync(workspace);
     if (real === realWorkspace || real.startsWith(`${realWorkspace}/`)) continue;
     if (realWorkspace.startsWith(`${real}/`) || real === "/") return { refusal: `${given} holds the workspace: a command given it could move the workspace away` };
+    // The whole home, writable, would give a command the dot files the user's shell and tools run.
+    const home = realHome();
+    if (home !== null && (real === home || home.startsWith(`${real}/`))) return { refusal: `${given} is or holds your home, whose dot files your shell and tools run: name a folder inside it` };
     const refused = workspaceRefusal(real, context.protectedPaths, context.readOnlyPaths);
     if (refused) return { refusal: `${given} may not be written by a command: ${refused}` };
     paths.push(real);
@@ -244,3 +248,11 @@ function writesOutside(context: ExecutorContext, call: ToolCall, workspace: stri
   return { paths: [...new Set(paths)] };
 }
 
+/** The user's home as the file system has it; null when it does not exist (a service account's). */
+function realHome(): string | null {
+  try {
+    return realpathSync(homedir());
+  } catch {
+    return null;
+  }
+}

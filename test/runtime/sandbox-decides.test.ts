@@ -1,5 +1,6 @@
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
+import { homedir } from "node:os";
 import { dirname, join } from "node:path";
 import type { ExecutionDirective } from "../../src/contracts/index.js";
 import { scriptedAgent } from "../helpers/scripted-agent.js";
@@ -86,7 +87,7 @@ describe.skipIf(!bubblewrap)("writing outside the workspace, named by the comman
   });
 
   it("is refused for the root, a folder holding the workspace, DuckLM's own home and a system folder", async () => {
-    for (const target of ["/", "..", "HOME", "/etc"]) {
+    for (const target of ["/", "..", "HOME", "/etc", homedir()]) {
       const runtime = setup({ confinedCommands: "run", models: scriptedAgent({ directive: { kind: "respond", answer: "" } }) });
       const path = target === ".." ? dirname(runtime.workspace) : target === "HOME" ? runtime.home : target;
       runtime.context.models = scriptedAgent({ directive: directiveFor("true", [path]) });
